@@ -1,0 +1,3 @@
+from inferfleet.cli.app import main
+
+main()

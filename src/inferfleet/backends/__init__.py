@@ -1,0 +1,1 @@
+"""Backends that start, stop and inspect services: process (local), systemd, quadlet."""

@@ -1,0 +1,63 @@
+"""Facts about listening sockets: who holds a port (L-33, L-35)."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Listener:
+    pid: int | None  # None: the socket's owner is not visible to this user
+    address: str
+    port: int
+
+    def describe(self) -> str:
+        if self.pid is None:
+            return f"{self.address}:{self.port} (owner not visible to this user)"
+        try:
+            proc = psutil.Process(self.pid)
+            cmd = " ".join(proc.cmdline()) or proc.name()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            cmd = "?"
+        return f"pid {self.pid} ({cmd[:160]}) on {self.address}:{self.port}"
+
+
+def listeners(port: int, bind: str | None = None) -> list[Listener]:
+    """Listening TCP sockets on ``port`` that clash with ``bind`` (any, if None)."""
+    found = []
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr.port != port:
+            continue
+        if bind is not None and not _overlaps(bind, conn.laddr.ip):
+            continue
+        found.append(Listener(conn.pid, conn.laddr.ip, conn.laddr.port))
+    return found
+
+
+def _overlaps(a: str, b: str) -> bool:
+    try:
+        ia, ib = ipaddress.ip_address(a), ipaddress.ip_address(b.split("%")[0])
+    except ValueError:
+        return True
+    if ia.is_unspecified or ib.is_unspecified:
+        return True
+    return ia == ib
+
+
+def family_of(pid: int) -> set[int]:
+    """The pid and all its descendants: a server may bind from a child."""
+    try:
+        proc = psutil.Process(pid)
+        return {pid} | {child.pid for child in proc.children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def owned_by(port: int, bind: str, pid: int) -> bool:
+    """True when every clashing listener on the port belongs to ``pid`` or its children."""
+    found = listeners(port, bind)
+    family = family_of(pid)
+    return bool(found) and all(listener.pid in family for listener in found)

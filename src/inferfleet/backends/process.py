@@ -1,0 +1,129 @@
+"""The ``process`` backend: services as detached local processes.
+
+Used for local development and the embedded default (systemd and Quadlet
+backends share the same record/gate logic). A service is started in its own
+session with its output in a log file, recorded (pid + create time + argv +
+port), and stopped by that pid only: SIGTERM, then SIGKILL after a grace
+period (L-43). A record whose pid now belongs to another process is stale and
+that process is never signalled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from inferfleet.backends.ports import Listener, listeners
+from inferfleet.backends.records import RecordStore, ServiceRecord
+from inferfleet.errors import BackendError, PortInUseError
+from inferfleet.io import process
+
+# Create times are read from /proc with clock-tick resolution.
+_CREATE_TIME_SLACK = 0.05
+
+
+@dataclass(frozen=True)
+class StopResult:
+    service: str
+    outcome: str  # "terminated" | "killed" | "gone" | "stale" | "not-running"
+    pid: int | None
+    detail: str = ""
+
+
+def alive(record: ServiceRecord) -> psutil.Process | None:
+    """The recorded process if it still runs AND is the same process (create time)."""
+    try:
+        proc = psutil.Process(record.pid)
+        if abs(proc.create_time() - record.create_time) > _CREATE_TIME_SLACK:
+            return None  # the pid was reused by an unrelated process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+
+
+class ProcessBackend:
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.records = RecordStore(state_dir / "services")
+        self.logs = state_dir / "logs"
+
+    def log_path(self, service: str) -> Path:
+        return self.logs / f"{service}.log"
+
+    def port_holders(self, port: int, bind: str) -> list[Listener]:
+        return listeners(port, bind)
+
+    def start(
+        self,
+        record_fields: ServiceRecord,
+        *,
+        env: Mapping[str, str],
+    ) -> tuple[ServiceRecord, psutil.Process]:
+        """Start ``record_fields.argv``; refuses a port held by anyone (L-35)."""
+        holders = self.port_holders(record_fields.port, record_fields.bind)
+        if holders:
+            raise PortInUseError(
+                f"port {record_fields.port} is already held by {holders[0].describe()}",
+                where=f"service {record_fields.service}",
+                hint="stop that process (by its pid) or give the service another port; "
+                "inferfleet never kills a process it did not start",
+            )
+        log = self.log_path(record_fields.service)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as handle:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            handle.write(f"--- inferfleet: starting at {stamp}: {' '.join(record_fields.argv)}\n".encode())
+        proc = process.spawn_detached(record_fields.argv, log_path=log, env=env)
+        record = ServiceRecord(
+            **{
+                **record_fields.__dict__,
+                "pid": proc.pid,
+                "create_time": proc.create_time(),
+                "log": str(log),
+                "started_at": time.time(),
+            }
+        )
+        # Recorded before the health gate: a failed start can still be stopped by pid.
+        self.records.write(record)
+        return record, proc
+
+    def stop(self, service: str, *, grace: float = 10.0, port_wait: float = 10.0) -> StopResult:
+        record = self.records.read(service)
+        if record is None:
+            return StopResult(service, "not-running", None, "no record")
+        proc = alive(record)
+        if proc is None:
+            self.records.remove(service)
+            detail = _stale_detail(record)
+            return StopResult(service, "stale", record.pid, detail)
+        outcome = process.terminate(proc, grace=grace)
+        self.records.remove(service)
+        self._wait_port_free(record, port_wait)
+        return StopResult(service, outcome, record.pid)
+
+    def _wait_port_free(self, record: ServiceRecord, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.port_holders(record.port, record.bind):
+                return
+            time.sleep(0.05)
+        holders = self.port_holders(record.port, record.bind)
+        raise BackendError(
+            f"service {record.service} stopped, but port {record.port} is still held by "
+            f"{holders[0].describe()}",
+            hint="another process took the port; stop it by pid before starting again",
+        )
+
+
+def _stale_detail(record: ServiceRecord) -> str:
+    try:
+        other = psutil.Process(record.pid)
+        return f"pid {record.pid} now belongs to another process ({other.name()}); left alone"
+    except psutil.NoSuchProcess:
+        return f"pid {record.pid} is gone"

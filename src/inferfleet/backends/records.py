@@ -1,0 +1,84 @@
+"""Service records: what the process backend started, kept in the state dir.
+
+A record is the only way we find a server again: pid plus the process's
+create time (a pid alone may by now belong to an unrelated process), argv,
+port and log. Written atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from inferfleet.errors import BackendError
+
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ServiceRecord:
+    service: str
+    host: str
+    pid: int
+    create_time: float
+    argv: list[str]
+    bind: str
+    port: int
+    log: str
+    started_at: float
+    spec_hash: str
+    health_path: str = "/health"
+    alias: str = ""
+    model: str = ""
+    ctx_per_slot: int = 0
+    parallel: int = 1
+    runtime_version: str = ""
+    healthy_after_s: float | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    version: int = RECORD_VERSION
+
+
+class RecordStore:
+    """One JSON file per service under ``<state>/services``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, service: str) -> Path:
+        return self.folder / f"{service}.json"
+
+    def read(self, service: str) -> ServiceRecord | None:
+        path = self.path(service)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise BackendError(
+                f"service record {path} is unreadable: {exc}",
+                hint="if no server of this service runs, delete the file",
+            ) from None
+        try:
+            return ServiceRecord(**data)
+        except TypeError as exc:
+            raise BackendError(
+                f"service record {path} has an unexpected shape: {exc}",
+                hint="if no server of this service runs, delete the file",
+            ) from None
+
+    def write(self, record: ServiceRecord) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.path(record.service)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(record), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    def remove(self, service: str) -> None:
+        self.path(service).unlink(missing_ok=True)
+
+    def names(self) -> list[str]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(p.stem for p in self.folder.glob("*.json"))

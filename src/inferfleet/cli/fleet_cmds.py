@@ -1,0 +1,206 @@
+"""Read-only verbs on the fleet file: validate, show, schema."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import SpecError, UsageError
+from inferfleet.models import artifacts
+from inferfleet.runtimes import llamacpp, llamacpp_build
+from inferfleet.spec.loader import LoadedFleet, load_fleet
+from inferfleet.spec.models import Fleet
+from inferfleet.spec.units import format_duration, format_size
+
+DEFAULT_FLEET = Path("fleet.yaml")
+
+FileArg = typer.Argument(None, help="Fleet file (default: ./fleet.yaml, else the embedded example).")
+JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
+FleetOpt = typer.Option(None, "--file", "-f", help="Fleet file (default: ./fleet.yaml).")
+
+
+def embedded_example() -> Path:
+    """The embedded default fleet shipped inside the package."""
+    return Path(str(resources.files("inferfleet").joinpath("examples/local/fleet.yaml")))
+
+
+def resolve_fleet(path: Path | None, out: Output | None = None) -> LoadedFleet:
+    """An explicit path, else ./fleet.yaml, else the embedded example."""
+    if path is not None:
+        return load_fleet(path)
+    if DEFAULT_FLEET.exists():
+        return load_fleet(DEFAULT_FLEET)
+    if out is not None:
+        out.note("[dim]no ./fleet.yaml here: using the embedded example fleet[/dim]")
+    return load_fleet(embedded_example())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate)
+    app.command("show")(show)
+    app.command("schema")(schema)
+
+
+def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
+    """Check a fleet file: YAML, schema and cross-references. Exit 2 when invalid."""
+    out = Output(json_mode=json_out)
+    target = file if file is not None else DEFAULT_FLEET
+    try:
+        loaded = load_fleet(target)
+    except SpecError as exc:
+        if json_out:
+            errors = getattr(exc, "errors", [exc])
+            out.document(
+                "inferfleet.validate/v1",
+                {
+                    "file": str(target),
+                    "valid": False,
+                    "errors": [
+                        {
+                            "line": e.line,
+                            "column": e.column,
+                            "message": e.message,
+                            "hint": e.hint,
+                        }
+                        for e in errors
+                    ],
+                },
+            )
+            raise typer.Exit(exc.exit_code) from None
+        raise
+    fleet = loaded.fleet
+    counts = {k: len(getattr(fleet, k)) for k in ("hosts", "runtimes", "models", "services")}
+    if json_out:
+        out.document(
+            "inferfleet.validate/v1",
+            {"file": str(target), "valid": True, "errors": [], "counts": counts},
+        )
+        return
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    out.line(f"[green]ok[/green] {esc(target)}: {summary}")
+
+
+def show(
+    service: str | None = typer.Argument(None, help="One service, in full."),
+    file: Path | None = FleetOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Show the fleet, or one service with the exact argv it runs."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    fleet = loaded.fleet
+    if service is None:
+        _show_fleet(out, loaded)
+        return
+    if service not in fleet.services:
+        raise UsageError(
+            f"no service named {service!r} in {loaded.path}",
+            hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
+        )
+    detail = service_detail(loaded, service)
+    if json_out:
+        out.document("inferfleet.show/v1", {"file": str(loaded.path), **detail})
+        return
+    svc = fleet.services[service]
+    rows = [
+        ["host", esc(svc.host)],
+        ["kind", svc.kind],
+        ["runtime", esc(svc.runtime or "-")],
+        ["model", esc(svc.model or svc.image or "-")],
+        ["alias", esc(svc.alias or service)],
+        ["listen", f"{svc.bind}:{svc.port}"],
+        ["context", f"{svc.ctx_per_slot} per slot x {svc.parallel} slots = {svc.ctx_total}"],
+        ["kv cache", f"K {svc.kv_cache.k}, V {svc.kv_cache.v}"],
+        ["backend", svc.backend],
+        ["health", f"{svc.health.path} within {format_duration(svc.health.timeout)}"],
+    ]
+    out.table(f"service {esc(service)}", ["", ""], rows)
+    if detail.get("argv"):
+        out.line("argv:\n  " + esc(format_argv(detail["argv"])))
+
+
+def format_argv(argv: list[str]) -> str:
+    """One flag and its value per line, shell-quoted, ready to paste."""
+    lines: list[list[str]] = [[argv[0]]]
+    for arg in argv[1:]:
+        previous = lines[-1]
+        takes_value = len(lines) > 1 and len(previous) == 1 and previous[0].startswith("-")
+        if takes_value and not arg.startswith("-"):
+            previous.append(arg)
+        else:
+            lines.append([arg])
+    return " \\\n    ".join(shlex.join(line) for line in lines)
+
+
+def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
+    """A service's resolved facts, computed without side effects."""
+    fleet = loaded.fleet
+    svc = fleet.services[name]
+    data: dict[str, Any] = {
+        "service": name,
+        "spec": svc.model_dump(mode="json"),
+        "ctx_total": svc.ctx_total,
+    }
+    if svc.kind == "llm" and svc.runtime and svc.model:
+        runtime = fleet.runtimes[svc.runtime]
+        model = fleet.models[svc.model]
+        if runtime.kind == "llama.cpp":
+            binary = llamacpp_build.server_binary(runtime)
+            if binary is None:
+                binary = (
+                    llamacpp_build.install_dir(runtime.source) / "bin" / llamacpp_build.SERVER_BINARY
+                    if runtime.source is not None
+                    else Path(runtime.binary or "llama-server")
+                )
+            files = artifacts.declared_files(model, loaded.root)
+            main = artifacts.model_dir(svc.model, model) / artifacts.main_file(model, files)
+            host = fleet.hosts[svc.host]
+            data["argv"] = llamacpp.serve_argv(name, svc, host, binary, main)
+            data["model_bytes"] = sum(f.size for f in files)
+    return data
+
+
+def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
+    fleet = loaded.fleet
+    if out.json_mode:
+        out.document(
+            "inferfleet.show/v1",
+            {"file": str(loaded.path), "fleet": fleet.model_dump(mode="json")},
+        )
+        return
+    host_rows = []
+    for name, host in fleet.hosts.items():
+        devices = ", ".join(
+            f"{d.name} ({d.vendor}, {format_size(d.memory)}{', unified' if d.unified_memory else ''})"
+            for d in host.devices
+        )
+        host_rows.append([esc(name), esc(host.address or name), esc(devices or "-")])
+    out.table(f"hosts ({esc(loaded.path)})", ["host", "address", "devices"], host_rows)
+    rows = []
+    for name, svc in fleet.services.items():
+        rows.append(
+            [
+                esc(name),
+                esc(svc.host),
+                esc(svc.model or svc.image or "-"),
+                f"{svc.bind}:{svc.port}",
+                f"{svc.ctx_per_slot or '-'} x {svc.parallel}",
+                svc.backend,
+            ]
+        )
+    out.table("services", ["service", "host", "model", "listen", "ctx/slot x slots", "backend"], rows)
+
+
+def schema(indent: int = typer.Option(2, help="JSON indentation.")) -> None:
+    """Print the fleet file's JSON Schema (for editor validation and completion)."""
+    doc = Fleet.model_json_schema(mode="validation")
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    doc["$id"] = "inferfleet.fleet/v1"
+    doc["title"] = "inferfleet fleet file, version 1"
+    typer.echo(json.dumps(doc, indent=indent))

@@ -1,0 +1,64 @@
+"""One output object for every command: human (rich), ``--json`` or quiet.
+
+JSON documents are versioned: every one carries ``"schema":
+"inferfleet.<what>/v<N>"`` so scripts can check what they parse. Names that
+come from files or servers are escaped before rich sees them, so a model
+called ``[bold]x`` prints as itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def esc(value: object) -> str:
+    """Escape any text from a file or a server for rich markup."""
+    return escape(str(value))
+
+
+class Output:
+    """Where a command writes: human tables, JSON, or nothing but errors."""
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        # Human output goes to stdout; progress and notes to stderr so that
+        # `--json` stdout stays parseable.
+        self.console = Console(highlight=False, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    @property
+    def human(self) -> bool:
+        return not self.json_mode and not self.quiet
+
+    def document(self, schema: str, payload: dict[str, Any]) -> None:
+        """Print a versioned JSON document (``--json`` mode)."""
+        doc = {"schema": schema, **payload}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        sys.stdout.flush()
+
+    def line(self, text: str) -> None:
+        """A human line on stdout (markup allowed; escape what you interpolate)."""
+        if self.human:
+            self.console.print(text)
+
+    def note(self, text: str) -> None:
+        """A progress note on stderr, shown in human mode only."""
+        if self.human:
+            self.err.print(text)
+
+    def table(self, title: str | None, columns: list[str], rows: list[list[str]]) -> None:
+        if not self.human:
+            return
+        table = Table(title=title, title_justify="left", show_lines=False)
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*row)
+        self.console.print(table)

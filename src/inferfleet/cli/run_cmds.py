@@ -1,0 +1,269 @@
+"""Verbs that run services on this machine: up, down, status, logs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.deploy import local
+from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
+from inferfleet.health.gate import tail
+
+STATE_STYLE = {
+    "healthy": "green",
+    "loading": "yellow",
+    "unhealthy": "red",
+    "foreign": "red",
+    "stale": "red",
+    "stopped": "dim",
+    "remote": "dim",
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up")(up)
+    app.command("down")(down)
+    app.command("status")(status)
+    app.command("logs")(logs)
+
+
+def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
+    if not out.human:
+        return local.Hooks(), None
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out.err,
+        transient=True,
+    )
+    tasks: dict[str, int] = {}
+
+    def build_progress(done: int, total: int, _line: str) -> None:
+        if "build" not in tasks:
+            tasks["build"] = progress.add_task("building llama-server", total=total)
+        progress.update(tasks["build"], completed=done, total=total)
+
+    def hash_progress(total: int, count: int) -> Callable[[int], None]:
+        bar = Progress(
+            TextColumn(f"verifying {count} model file(s) (sha256)"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=out.err,
+            transient=True,
+        )
+        task = bar.add_task("hash", total=total)
+        bar.start()
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            if bar.tasks[0].completed >= total:
+                bar.stop()
+
+        return advance
+
+    def health_state(state: str, seconds: float) -> None:
+        label = {
+            "down": "starting (not listening yet)",
+            "loading": "loading the model (503)",
+            "ok": "healthy",
+            "foreign": "port answered by another process",
+        }.get(state, state)
+        out.note(f"  {seconds:6.2f}s  {label}")
+
+    def note(text: str) -> None:
+        progress.console.print(f"[dim]{esc(text)}[/dim]")
+
+    return (
+        local.Hooks(note=note, build_progress=build_progress, hash_progress=hash_progress,
+                    health_state=health_state),
+        progress,
+    )
+
+
+def up(
+    file: Path | None = typer.Argument(
+        None, help="Fleet file (default: ./fleet.yaml, else the embedded example)."
+    ),
+    service: list[str] = typer.Option(
+        [], "--service", "-s", help="Only these services (repeatable)."
+    ),
+    json_out: bool = JsonOpt,
+    no_contract: bool = typer.Option(
+        False, "--no-contract", help="Skip the minimal contract check after the health gate."
+    ),
+) -> None:
+    """Bring this machine's services up: build, verify, start, health-gate, check."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
+        loaded
+    )
+    if not names:
+        raise UsageError(
+            f"no service of {loaded.path} runs on this machine",
+            hint="services run here when their host's address is localhost or a loopback IP",
+        )
+    hooks, progress = _hooks(out)
+    results: list[local.UpResult] = []
+    try:
+        if progress is not None:
+            progress.start()
+        for name in names:
+            results.append(local.up(loaded, name, hooks, contract=not no_contract))
+    finally:
+        if progress is not None:
+            progress.stop()
+    if json_out:
+        out.document(
+            "inferfleet.up/v1",
+            {"file": str(loaded.path), "services": [_up_json(r) for r in results]},
+        )
+        return
+    rows = []
+    for r in results:
+        seconds = "-" if r.seconds_to_healthy is None else f"{r.seconds_to_healthy:.2f}s"
+        rows.append(
+            [
+                esc(r.service),
+                esc(r.url),
+                str(r.pid),
+                esc(r.model),
+                f"{r.ctx_per_slot} x {r.parallel}",
+                "[green]healthy[/green]",
+                seconds,
+                r.action + (f" ({r.reason})" if r.action == "unchanged" else ""),
+            ]
+        )
+    out.table(
+        None,
+        ["service", "url", "pid", "model", "ctx/slot x slots", "health", "to healthy", "action"],
+        rows,
+    )
+    for r in results:
+        for check in r.checks:
+            out.line(f"  [green]ok[/green] {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})")
+
+
+def _up_json(r: local.UpResult) -> dict[str, object]:
+    data = asdict(r)
+    data["health"] = "healthy"
+    return data
+
+
+def down(
+    service: str | None = typer.Argument(None, help="One service (default: all of this machine)."),
+    file: Path | None = FleetOpt,
+    grace: float = typer.Option(10.0, help="Seconds between SIGTERM and SIGKILL."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Stop this machine's services by their recorded pid (never by name, L-43)."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    names = local.local_services(loaded, service)
+    results = [local.down(loaded, name, grace=grace) for name in names]
+    if json_out:
+        out.document("inferfleet.down/v1", {"services": [asdict(r) for r in results]})
+        return
+    for r in results:
+        pid = f" (pid {r.pid})" if r.pid else ""
+        extra = f": {esc(r.detail)}" if r.detail else ""
+        out.line(f"{esc(r.service)}: {r.outcome}{pid}{extra}")
+
+
+def status(
+    file: Path | None = FleetOpt,
+    json_out: bool = JsonOpt,
+    watch: float = typer.Option(0.0, "--watch", help="Refresh every N seconds (human mode)."),
+) -> None:
+    """Health, pid, uptime and runtime of every service; exit 1 if a local one is not healthy."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    while True:
+        rows = [local.status(loaded, name) for name in loaded.fleet.services]
+        if json_out:
+            out.document(
+                "inferfleet.status/v1",
+                {"file": str(loaded.path), "services": [asdict(r) for r in rows]},
+            )
+        else:
+            table_rows = []
+            for r in rows:
+                style = STATE_STYLE.get(r.state, "white")
+                table_rows.append(
+                    [
+                        esc(r.service),
+                        esc(r.host),
+                        f"[{style}]{r.state}[/{style}]",
+                        "-" if r.pid is None else str(r.pid),
+                        "-" if r.uptime_s is None else f"{r.uptime_s:.0f}s",
+                        esc(r.model),
+                        f"{r.ctx_per_slot or '-'} x {r.parallel}",
+                        esc(r.runtime_version or "-"),
+                        esc(r.url),
+                        esc(r.detail),
+                    ]
+                )
+            out.table(
+                None,
+                ["service", "host", "health", "pid", "uptime", "model", "ctx/slot x slots",
+                 "runtime", "url", "detail"],
+                table_rows,
+            )
+        if watch <= 0 or json_out:
+            break
+        time.sleep(watch)
+    bad = [r for r in rows if r.state not in {"healthy", "remote", "stopped"}]
+    if bad:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def logs(
+    service: str = typer.Argument(..., help="The service whose log to show."),
+    file: Path | None = FleetOpt,
+    lines: int = typer.Option(50, "--lines", "-n", help="How many lines from the end."),
+    follow: bool = typer.Option(False, "--follow", "-F", help="Keep printing new lines."),
+) -> None:
+    """Print the last lines of a service's log (process backend)."""
+    out = Output()
+    loaded = resolve_fleet(file, out)
+    [name] = local.local_services(loaded, service)
+    backend = local.backend_for(loaded, loaded.fleet.services[name])
+    path = backend.log_path(name)
+    if not path.exists():
+        raise FleetError(
+            f"no log for service {name!r} at {path}",
+            hint="the service has not been started on this machine (inferfleet up)",
+        )
+    typer.echo(tail(path, lines))
+    if not follow:
+        return
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        while True:
+            chunk = handle.read()
+            if chunk:
+                typer.echo(chunk.decode("utf-8", "replace"), nl=False)
+            else:
+                time.sleep(0.2)

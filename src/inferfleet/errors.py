@@ -1,0 +1,133 @@
+"""The one error tree of inferfleet.
+
+Every expected failure is a :class:`FleetError`: it carries a one-line
+message, where it happened (a file and line, a service, a URL) and a ``hint``
+saying how to fix it. The CLI prints ``where: message -- hint`` and exits
+with the error's ``exit_code``; only unexpected exceptions show a traceback,
+and only with ``INFERFLEET_DEBUG=1``.
+
+Errors also subclass the builtin a caller would naturally catch
+(``ValueError`` for bad input, ``OSError`` for I/O), as huggingface_hub does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Exit codes scripts can rely on (documented in the README).
+EXIT_OK = 0
+EXIT_FAILED = 1  # an operation failed (gate, health, process)
+EXIT_USAGE = 2  # bad input: fleet file, arguments
+
+
+class FleetError(Exception):
+    """Root of every expected inferfleet error."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, hint: str = "", where: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.where = where
+
+    def render(self) -> str:
+        """One paragraph: ``where: message -- hint``."""
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text += f" -- {self.hint}"
+        return text
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class SpecError(FleetError, ValueError):
+    """The fleet file is not valid (syntax, schema or cross-reference)."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str = "",
+    ) -> None:
+        where = ""
+        if path is not None:
+            where = str(path)
+            if line is not None:
+                where += f":{line}"
+                if column is not None:
+                    where += f":{column}"
+        super().__init__(message, hint=hint, where=where)
+        self.path = None if path is None else Path(path)
+        self.line = line
+        self.column = column
+
+
+class SpecErrors(SpecError):
+    """Several problems in one fleet file, reported together."""
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        first = errors[0]
+        super().__init__(
+            first.message, path=first.path, line=first.line, column=first.column, hint=first.hint
+        )
+        self.errors = errors
+
+    def render(self) -> str:
+        return "\n".join(e.render() for e in self.errors)
+
+
+class UsageError(FleetError, ValueError):
+    """A command was called with arguments that cannot work."""
+
+    exit_code = EXIT_USAGE
+
+
+class ProcessError(FleetError, OSError):
+    """A subprocess could not be started or failed."""
+
+
+class ArtifactError(FleetError, OSError):
+    """A model file is missing, has the wrong size or the wrong sha256."""
+
+
+class RuntimeInstallError(FleetError, OSError):
+    """A runtime could not be built, installed or found."""
+
+
+class BackendError(FleetError, OSError):
+    """A backend could not start, stop or inspect a service."""
+
+
+class PortInUseError(BackendError):
+    """Another process holds the port a service needs (L-35)."""
+
+
+class HealthError(FleetError):
+    """A service did not become healthy (L-33, L-34)."""
+
+    def __init__(
+        self, message: str, *, hint: str = "", where: str = "", log_tail: str = ""
+    ) -> None:
+        super().__init__(message, hint=hint, where=where)
+        self.log_tail = log_tail
+
+    def render(self) -> str:
+        text = super().render()
+        if self.log_tail:
+            text += "\nlast lines of the service's log:\n" + self.log_tail
+        return text
+
+
+class ContractError(FleetError):
+    """A healthy endpoint does not honour the contract the fleet file promises."""
+
+
+class HTTPError(FleetError, OSError):
+    """An HTTP request failed or answered with an unexpected status."""

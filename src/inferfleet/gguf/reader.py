@@ -1,0 +1,432 @@
+"""Parse a GGUF header (metadata and tensor infos) from a byte source.
+
+Hostile input is the normal case: every count and length is checked against
+the bytes that remain in the file before anything is allocated or looped
+over, so a claimed 10^12-element array or a 10^6-dimension tensor is a clean
+:class:`GGUFError` naming the offset, never a MemoryError or a hang (style 7).
+
+Speed (L-11): the header is read into one buffer that only grows (1 MiB, then
+x4), and large arrays are skipped without building Python objects. Skipping a
+string array still has to walk its lengths; that is one ``unpack_from`` per
+element. Tensor data is never read or touched.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Collection
+from pathlib import Path
+
+from inferfleet.gguf import constants as C
+from inferfleet.gguf.errors import GGUFError
+from inferfleet.gguf.model import GGUFHeader, MetaValue, SkippedArray, TensorInfo
+from inferfleet.gguf.source import ByteSource, BytesSource, open_source
+
+INITIAL_READ = 1 << 20
+GROWTH = 4
+# When the size is unknown (a stream without Content-Length) the header may
+# not claim more than this; real headers are a few tens of MiB at most.
+MAX_UNKNOWN_HEADER = 1 << 30
+SMALL_ARRAY_LIMIT = 1024  # arrays up to this many entries load by default
+MAX_ARRAY_DEPTH = 8  # nested arrays deeper than this are refused
+_MAX_PROBLEMS = 10  # per kind; the rest is summarised
+
+# Smallest encoding of one key/value pair (key length, type, one-byte value)
+# and of one tensor info (name length, n_dims, type, offset): used to refuse
+# absurd counts up front.
+_MIN_KV_BYTES = 8 + 4 + 1
+_MIN_TENSOR_BYTES = 8 + 4 + 4 + 8
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_U32_PAIR = struct.Struct("<IQ")  # array header: element type, count
+
+
+def _min_size(value_type: int) -> int:
+    scalar = C.SCALAR_STRUCTS.get(value_type)
+    if scalar is not None:
+        return scalar.size
+    return 8 if value_type == C.ValueType.STRING else 12
+
+
+class _Parser:
+    """One pass over the header; ``pos`` only moves forward."""
+
+    def __init__(self, source: ByteSource, load: bool | Collection[str], small: int) -> None:
+        self.source = source
+        self.name = source.name
+        self.data = bytearray(source.read(0, INITIAL_READ))
+        self.limit = self._limit_after_read()
+        self.pos = 0
+        self.load_all = load is True
+        self.load_keys: Collection[str] = () if isinstance(load, bool) else load
+        self.small = small
+
+    # -- buffer ---------------------------------------------------------
+
+    def _limit_after_read(self) -> int:
+        size = self.source.size
+        if size is not None:
+            return size
+        if len(self.data) < INITIAL_READ:  # short first read: that is the file
+            return len(self.data)
+        return MAX_UNKNOWN_HEADER
+
+    def error(self, message: str, offset: int, hint: str = "") -> GGUFError:
+        return GGUFError(message, source=self.name, offset=offset, hint=hint)
+
+    def ensure(self, end: int, what: str) -> None:
+        """Make ``data`` cover ``[0, end)`` or raise a truncation error."""
+        if end <= len(self.data):
+            return
+        if end <= self.limit:
+            have = len(self.data)
+            target = min(self.limit, max(end, have * GROWTH))
+            chunk = self.source.read(have, target)
+            self.data += chunk
+            size = self.source.size
+            if size is not None:
+                self.limit = size
+            elif len(chunk) < target - have:  # a stream of unknown length ended
+                self.limit = len(self.data)
+            if end <= len(self.data):
+                return
+        raise self.error(
+            f"file is truncated: {what} needs bytes up to {end}, "
+            f"the file has {min(self.limit, len(self.data))}",
+            offset=self.pos,
+            hint="the download is probably incomplete; fetch the file again",
+        )
+
+    def check_fits(self, nbytes: int, what: str) -> None:
+        """Refuse a claimed length before allocating or looping over it."""
+        remaining = self.limit - self.pos
+        if nbytes > remaining:
+            raise self.error(
+                f"{what} claims {nbytes} bytes but only {remaining} remain in the file",
+                offset=self.pos,
+                hint="the file is corrupt or not a GGUF file",
+            )
+
+    # -- primitives -----------------------------------------------------
+
+    def u32(self, what: str) -> int:
+        self.ensure(self.pos + 4, what)
+        (value,) = _U32.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def u64(self, what: str) -> int:
+        self.ensure(self.pos + 8, what)
+        (value,) = _U64.unpack_from(self.data, self.pos)
+        self.pos += 8
+        return int(value)
+
+    def string(self, what: str) -> str:
+        length = self.u64(f"{what} length")
+        self.check_fits(length, what)
+        self.ensure(self.pos + length, what)
+        text = self.data[self.pos : self.pos + length].decode("utf-8", "replace")
+        self.pos += length
+        return text
+
+    # -- values ---------------------------------------------------------
+
+    def value(self, value_type: int, key: str, depth: int) -> MetaValue:
+        scalar = C.SCALAR_STRUCTS.get(value_type)
+        if scalar is not None:
+            self.ensure(self.pos + scalar.size, f"value of {key!r}")
+            (raw,) = scalar.unpack_from(self.data, self.pos)
+            self.pos += scalar.size
+            if value_type == C.ValueType.BOOL:
+                return bool(raw)
+            return raw  # type: ignore[no-any-return]
+        if value_type == C.ValueType.STRING:
+            return self.string(f"string value of {key!r}")
+        if value_type == C.ValueType.ARRAY:
+            return self.array(key, depth)
+        raise self.error(f"key {key!r} has unknown value type {value_type}", self.pos - 4)
+
+    def array(self, key: str, depth: int) -> MetaValue:
+        if depth >= MAX_ARRAY_DEPTH:
+            raise self.error(f"array {key!r} is nested deeper than {MAX_ARRAY_DEPTH}", self.pos)
+        start = self.pos
+        self.ensure(self.pos + 12, f"array header of {key!r}")
+        elem_type, count = _U32_PAIR.unpack_from(self.data, self.pos)
+        self.pos += 12
+        if elem_type not in C.VALUE_TYPE_NAMES:
+            raise self.error(f"array {key!r} has unknown element type {elem_type}", start)
+        self.check_fits(count * _min_size(elem_type), f"array {key!r} of {count} entries")
+        load = self.load_all or count <= self.small or key in self.load_keys
+        if not load:
+            self.skip_array(elem_type, count, key, depth)
+            return SkippedArray(C.VALUE_TYPE_NAMES[elem_type], count, start)
+        scalar = C.SCALAR_STRUCTS.get(elem_type)
+        if scalar is not None:
+            nbytes = count * scalar.size
+            self.ensure(self.pos + nbytes, f"array {key!r}")
+            fmt = f"<{count}{scalar.format[-1]}"
+            values = struct.unpack_from(fmt, self.data, self.pos)
+            self.pos += nbytes
+            if elem_type == C.ValueType.BOOL:
+                return tuple(bool(v) for v in values)
+            return values
+        items: list[MetaValue] = []
+        for i in range(count):
+            if elem_type == C.ValueType.STRING:
+                items.append(self.string(f"entry {i} of array {key!r}"))
+            else:
+                items.append(self.array(f"{key}[{i}]", depth + 1))
+        return tuple(items)
+
+    def skip_array(self, elem_type: int, count: int, key: str, depth: int) -> None:
+        scalar = C.SCALAR_STRUCTS.get(elem_type)
+        if scalar is not None:
+            self.pos += count * scalar.size  # already checked against the file size
+            return
+        if elem_type == C.ValueType.ARRAY:
+            for i in range(count):
+                inner = f"{key}[{i}]"
+                self.ensure(self.pos + 12, f"array header of {inner!r}")
+                inner_type, inner_count = _U32_PAIR.unpack_from(self.data, self.pos)
+                if inner_type not in C.VALUE_TYPE_NAMES:
+                    raise self.error(f"array {inner!r} has unknown element type", self.pos)
+                if depth + 1 >= MAX_ARRAY_DEPTH:
+                    raise self.error(f"array {key!r} is nested deeper than {MAX_ARRAY_DEPTH}", self.pos)
+                self.pos += 12
+                self.check_fits(inner_count * _min_size(inner_type), f"array {inner!r}")
+                self.skip_array(inner_type, inner_count, inner, depth + 1)
+            return
+        self._skip_strings(count, key)
+
+    def _skip_strings(self, count: int, key: str) -> None:
+        # The hot loop of a 262,144-entry vocabulary: locals only, one bounds
+        # test per entry, no string objects. A length is checked against the
+        # file size as soon as it is added, so a hostile one stops the walk.
+        unpack = _U64.unpack_from
+        data, pos, limit = self.data, self.pos, self.limit
+        avail = len(data) - 8
+        for i in range(count):
+            if pos > avail:
+                self.pos = pos
+                self.ensure(pos + 8, f"length of entry {i} of array {key!r}")
+                data, avail, limit = self.data, len(self.data) - 8, self.limit
+            end = pos + 8 + unpack(data, pos)[0]
+            if end > limit:
+                raise self.error(
+                    f"entry {i} of string array {key!r} claims a length past the end of the file",
+                    pos,
+                    hint="the file is corrupt or not a GGUF file",
+                )
+            pos = end
+        self.pos = pos
+
+    # -- sections -------------------------------------------------------
+
+    def preamble(self) -> tuple[int, int, int]:
+        self.ensure(4, "the magic")
+        if bytes(self.data[:4]) != C.GGUF_MAGIC:
+            raise self.error(
+                f"not a GGUF file (magic {bytes(self.data[:4])!r}, expected b'GGUF')",
+                0,
+                hint="if this is a .partNofM fragment, concatenate all fragments first (L-05)",
+            )
+        self.ensure(8, "the version")
+        (version,) = _U32.unpack_from(self.data, 4)
+        (swapped,) = struct.unpack_from(">I", self.data, 4)
+        if version not in C.SUPPORTED_VERSIONS and swapped in (1, 2, 3):
+            raise self.error(
+                f"big-endian GGUF (version {swapped} byte-swapped) is not supported",
+                4,
+                hint="use the little-endian build of this model; llama.cpp on x86/ARM loads "
+                "only little-endian files",
+            )
+        if version == 1:
+            raise self.error("GGUF v1 is not supported", 4, hint="re-convert with a current llama.cpp")
+        if version not in C.SUPPORTED_VERSIONS:
+            raise self.error(f"unsupported GGUF version {version}", 4, hint="supported: 2 and 3")
+        self.pos = 8
+        n_tensors = self.u64("tensor count")
+        n_kv = self.u64("metadata count")
+        remaining = self.limit - self.pos
+        if n_kv > remaining // _MIN_KV_BYTES:
+            raise self.error(
+                f"header claims {n_kv} metadata entries; {remaining} bytes can hold at most "
+                f"{remaining // _MIN_KV_BYTES}",
+                16,
+                hint="the file is corrupt or not a GGUF file",
+            )
+        if n_tensors > (remaining - n_kv * _MIN_KV_BYTES) // _MIN_TENSOR_BYTES:
+            raise self.error(
+                f"header claims {n_tensors} tensors; the rest of the file cannot hold their infos",
+                8,
+                hint="the file is corrupt or not a GGUF file",
+            )
+        return version, n_tensors, n_kv
+
+    def metadata(self, n_kv: int) -> tuple[dict[str, MetaValue], dict[str, str]]:
+        values: dict[str, MetaValue] = {}
+        types: dict[str, str] = {}
+        for i in range(n_kv):
+            at = self.pos
+            key = self.string(f"key of metadata entry {i}")
+            if not key:
+                raise self.error(f"metadata entry {i} has an empty key", at)
+            if key in values:
+                raise self.error(f"duplicate metadata key {key!r}", at, hint="llama.cpp refuses this file")
+            value_type = self.u32(f"type of {key!r}")
+            type_name = C.VALUE_TYPE_NAMES.get(value_type, str(value_type))
+            if value_type == C.ValueType.ARRAY:
+                self.ensure(self.pos + 4, f"array header of {key!r}")
+                (elem,) = _U32.unpack_from(self.data, self.pos)
+                type_name = f"array[{C.VALUE_TYPE_NAMES.get(elem, str(elem))}]"
+            values[key] = self.value(value_type, key, 0)
+            types[key] = type_name
+        return values, types
+
+    def alignment(self, values: dict[str, MetaValue], types: dict[str, str]) -> int:
+        if "general.alignment" not in values:
+            return C.DEFAULT_ALIGNMENT
+        value = values["general.alignment"]
+        if types["general.alignment"] != "uint32" or not isinstance(value, int):
+            raise self.error(
+                f"general.alignment must be a uint32, not {types['general.alignment']}", self.pos
+            )
+        if value <= 0 or value & (value - 1):
+            raise self.error(
+                f"invalid alignment {value}: must be a non-zero power of two", self.pos
+            )
+        return value
+
+    def tensors(self, n_tensors: int) -> list[TensorInfo]:
+        infos: list[TensorInfo] = []
+        seen: set[str] = set()
+        for i in range(n_tensors):
+            at = self.pos
+            name = self.string(f"name of tensor {i}")
+            if name in seen:
+                raise self.error(f"duplicate tensor name {name!r}", at, hint="llama.cpp refuses this file")
+            seen.add(name)
+            n_dims = self.u32(f"dimension count of tensor {name!r}")
+            if n_dims > C.GGML_MAX_DIMS:
+                raise self.error(
+                    f"tensor {name!r} claims {n_dims} dimensions; ggml allows at most {C.GGML_MAX_DIMS}",
+                    self.pos - 4,
+                )
+            self.ensure(self.pos + 8 * n_dims + 12, f"shape of tensor {name!r}")
+            shape = struct.unpack_from(f"<{n_dims}Q", self.data, self.pos)
+            self.pos += 8 * n_dims
+            type_id = self.u32(f"type of tensor {name!r}")
+            offset = self.u64(f"offset of tensor {name!r}")
+            infos.append(self._tensor(name, shape, type_id, offset, at))
+        return infos
+
+    def _tensor(
+        self, name: str, shape: tuple[int, ...], type_id: int, offset: int, at: int
+    ) -> TensorInfo:
+        n_elements = 1
+        for dim in shape:
+            if dim > C.INT64_MAX:
+                raise self.error(f"tensor {name!r} has a negative dimension", at)
+            n_elements *= dim
+            if n_elements > C.INT64_MAX:
+                raise self.error(f"tensor {name!r} has more than 2^63 elements", at)
+        known = C.ggml_type(type_id)
+        n_bytes: int | None = None
+        if known is not None:
+            if shape and shape[0] % known.block_size:
+                raise self.error(
+                    f"tensor {name!r} of type {known.name} has {shape[0]} elements per row, "
+                    f"not a multiple of the block size {known.block_size}",
+                    at,
+                )
+            n_bytes = known.row_bytes(n_elements)
+        return TensorInfo(name, shape, type_id, offset, n_elements, n_bytes)
+
+
+def _layout_problems(
+    tensors: list[TensorInfo], data_offset: int, alignment: int, file_size: int | None
+) -> list[str]:
+    """Offsets llama.cpp would refuse and tensors that do not fit in the file."""
+    problems: list[str] = []
+    offsets = 0
+    beyond = 0
+    expected: int | None = 0
+    for t in tensors:
+        if len(t.name) >= C.GGML_MAX_NAME and offsets < _MAX_PROBLEMS:
+            offsets += 1
+            problems.append(f"tensor name {t.name!r} is {len(t.name)} bytes; llama.cpp allows 63")
+        if expected is not None and t.offset != expected and offsets < _MAX_PROBLEMS:
+            offsets += 1
+            problems.append(
+                f"tensor {t.name!r} has data offset {t.offset}, expected {expected} "
+                "(tensors must be packed in order, aligned)"
+            )
+        if t.n_bytes is None:
+            expected = None  # unknown size: the next offset cannot be predicted
+            continue
+        if expected is not None:
+            expected = t.offset + (t.n_bytes + alignment - 1) // alignment * alignment
+        end = data_offset + t.offset + t.n_bytes
+        if file_size is not None and end > file_size:
+            beyond += 1
+            if beyond <= _MAX_PROBLEMS:
+                problems.append(
+                    f"tensor {t.name!r} ends at byte {end} but the file has {file_size} bytes"
+                )
+    if beyond > _MAX_PROBLEMS:
+        problems.append(f"... {beyond - _MAX_PROBLEMS} more tensors lie past the end of the file")
+    if beyond:
+        problems.append("the file is truncated (an incomplete download?): fetch it again")
+    return problems
+
+
+def read_header(
+    source: ByteSource,
+    *,
+    load_arrays: bool | Collection[str] = False,
+    small_array_limit: int = SMALL_ARRAY_LIMIT,
+) -> GGUFHeader:
+    """Parse the header from ``source`` (which the caller closes).
+
+    Arrays with at most ``small_array_limit`` entries are loaded; larger ones
+    become :class:`SkippedArray` unless ``load_arrays`` is ``True`` or names
+    their key.
+    """
+    parser = _Parser(source, load_arrays, small_array_limit)
+    version, n_tensors, n_kv = parser.preamble()
+    values, types = parser.metadata(n_kv)
+    alignment = parser.alignment(values, types)
+    tensors = parser.tensors(n_tensors)
+    data_offset = (parser.pos + alignment - 1) // alignment * alignment
+    size = source.size
+    return GGUFHeader(
+        source=source.name,
+        version=version,
+        metadata=values,
+        value_types=types,
+        tensors=tuple(tensors),
+        alignment=alignment,
+        data_offset=data_offset,
+        file_size=size,
+        bytes_read=len(parser.data),
+        problems=tuple(_layout_problems(tensors, data_offset, alignment, size)),
+    )
+
+
+def read_header_bytes(
+    data: bytes, *, name: str = "<bytes>", load_arrays: bool | Collection[str] = False
+) -> GGUFHeader:
+    """Parse a header from bytes in memory."""
+    return read_header(BytesSource(data, name), load_arrays=load_arrays)
+
+
+def read_header_at(
+    location: str | Path, *, load_arrays: bool | Collection[str] = False
+) -> GGUFHeader:
+    """Parse the header of one file or URL (no split aggregation)."""
+    source = open_source(location)
+    try:
+        return read_header(source, load_arrays=load_arrays)
+    finally:
+        source.close()

@@ -1,0 +1,305 @@
+"""Byte sources for the header reader: a local file, bytes, or an HTTP(S) URL.
+
+The reader only ever extends one contiguous buffer from the start of the file,
+so a source answers ``read(start, end)`` with ``start`` equal to what it has
+already returned. That lets the HTTP source work both with servers that honour
+``Range`` (one ranged request per growth step) and with those that ignore it
+and stream the whole file (we read only as far as the header needs, then drop
+the connection).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from inferfleet.gguf.errors import GGUFError
+from inferfleet.io import http
+
+# Hosts whose token is HF_TOKEN. The token is never sent anywhere else, and
+# only to the URL's own host: a redirect to a CDN gets no Authorization (L-06
+# spirit: a credential goes only where it is meant to go).
+HF_HOSTS = ("huggingface.co", "hf.co")
+_MAX_REDIRECTS = 5
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+
+
+class ByteSource(Protocol):
+    """Sequential access to the first bytes of a GGUF file."""
+
+    @property
+    def name(self) -> str:
+        """The path or URL, for messages."""
+        ...
+
+    @property
+    def size(self) -> int | None:
+        """Total bytes of the file, once known (``None`` until then or never)."""
+        ...
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``; fewer only at the end of the file."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+class BytesSource:
+    """A GGUF already in memory (tests, or bytes from elsewhere)."""
+
+    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
+        self._data = data
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def read(self, start: int, end: int) -> bytes:
+        return self._data[start:end]
+
+    def close(self) -> None:
+        return None
+
+
+class FileSource:
+    """A local file, read with ``pread``; its size comes from ``stat`` (L-08)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self._path = Path(path)
+        try:
+            self._fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise GGUFError("no such file", source=str(path), hint="check the path") from None
+        except IsADirectoryError:
+            raise GGUFError("is a directory, not a GGUF file", source=str(path)) from None
+        except OSError as exc:
+            raise GGUFError(f"cannot open: {exc.strerror}", source=str(path)) from None
+        self._size = os.fstat(self._fd).st_size
+
+    @property
+    def name(self) -> str:
+        return str(self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, start: int, end: int) -> bytes:
+        parts: list[bytes] = []
+        pos = start
+        while pos < end:
+            chunk = os.pread(self._fd, end - pos, pos)
+            if not chunk:
+                break
+            parts.append(chunk)
+            pos += len(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _status_error(url: str, status: int) -> GGUFError:
+    """One place that turns an HTTP status into a message with the fix."""
+    if status == 401:
+        return GGUFError(
+            "HTTP 401: authentication required",
+            source=url,
+            hint="export HF_TOKEN with a token that can read this repository",
+        )
+    if status == 403:
+        return GGUFError(
+            "HTTP 403: access refused",
+            source=url,
+            # L-07: gated repos answer 403 even with a token until the gate is accepted.
+            hint="if the repository is gated, accept its terms on the Hub with the account "
+            "whose token is in HF_TOKEN; otherwise the token lacks read access",
+        )
+    if status == 404:
+        return GGUFError(
+            "HTTP 404: not found",
+            source=url,
+            hint="check the repository, the revision and the file name in the URL",
+        )
+    return GGUFError(f"HTTP {status} while reading the header", source=url)
+
+
+class HTTPSource:
+    """A GGUF at an HTTP(S) URL, read with as few round trips as possible.
+
+    Each ``read`` is one ``Range`` request for exactly the bytes asked; the
+    reader asks for 1 MiB first and grows geometrically, so a typical header
+    costs one to three requests. A server that ignores ``Range`` (200) is read
+    as a stream up to what is needed and then closed. ``requests`` counts the
+    requests sent, redirects included.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self._url = url
+        self._target = url  # after redirects: reused so later reads skip them
+        self._token = token
+        self._host = urlsplit(url).hostname or ""
+        self._own_client = client is None
+        self._client = client if client is not None else http.client(timeout=30.0)
+        self._size: int | None = None
+        self._stream: httpx.Response | None = None
+        self._chunks: Iterator[bytes] | None = None
+        self._pending = b""
+        self._stream_pos = 0
+        self.requests = 0
+
+    @property
+    def name(self) -> str:
+        return self._url
+
+    @property
+    def size(self) -> int | None:
+        return self._size
+
+    def _headers(self, url: str, start: int, end: int) -> dict[str, str]:
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        if self._token and urlsplit(url).hostname == self._host:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def _open(self, start: int, end: int) -> httpx.Response:
+        url = self._target
+        for _ in range(_MAX_REDIRECTS + 1):
+            request = self._client.build_request("GET", url, headers=self._headers(url, start, end))
+            self.requests += 1
+            try:
+                response = self._client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                raise GGUFError(
+                    f"cannot fetch the header: {exc}",
+                    source=self._url,
+                    hint="check the URL and the network",
+                ) from None
+            if response.is_redirect and "location" in response.headers:
+                response.close()
+                url = urljoin(url, response.headers["location"])
+                continue
+            self._target = url
+            return response
+        raise GGUFError(f"more than {_MAX_REDIRECTS} redirects", source=self._url)
+
+    def read(self, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        if self._chunks is not None:
+            return self._read_stream(start, end)
+        response = self._open(start, end)
+        status = response.status_code
+        if status == 416:  # asked past the end: the file is shorter than start
+            response.close()
+            return b""
+        if status == 206:
+            match = _CONTENT_RANGE.match(response.headers.get("content-range", ""))
+            if match is None or int(match.group(1)) != start:
+                response.close()
+                raise GGUFError(
+                    f"asked for bytes {start}-{end - 1}, the server answered "
+                    f"{response.headers.get('content-range', 'no Content-Range')!r}",
+                    source=self._url,
+                )
+            if match.group(3) != "*":
+                self._size = int(match.group(3))
+            try:
+                # Never trust the server to send only what was asked.
+                return self._take(response.iter_bytes(), end - start, keep_rest=False)
+            finally:
+                response.close()
+        if status == 200:
+            # Range ignored: the body is the whole file. Keep the stream and
+            # read from it only as far as the header needs.
+            if "content-length" in response.headers and "content-encoding" not in response.headers:
+                self._size = int(response.headers["content-length"])
+            self._stream = response
+            self._chunks = response.iter_bytes()
+            return self._read_stream(start, end)
+        response.close()
+        raise _status_error(self._url, status)
+
+    def _take(self, chunks: Iterator[bytes], n: int, *, keep_rest: bool) -> bytes:
+        """Up to ``n`` bytes from ``chunks``; with ``keep_rest`` the surplus of
+        the last chunk is kept for the next call (stream mode)."""
+        parts = [self._pending] if self._pending else []
+        have = len(self._pending)
+        self._pending = b""
+        while have < n:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except httpx.HTTPError as exc:
+                raise GGUFError(f"connection failed mid-header: {exc}", source=self._url) from None
+            parts.append(chunk)
+            have += len(chunk)
+        data = b"".join(parts)
+        if len(data) > n:
+            data, rest = data[:n], data[n:]
+            if keep_rest:
+                self._pending = rest
+        return data
+
+    def _read_stream(self, start: int, end: int) -> bytes:
+        assert self._chunks is not None
+        if start > self._stream_pos:  # skip what the reader does not need
+            self._take(self._chunks, start - self._stream_pos, keep_rest=True)
+            self._stream_pos = start
+        data = self._take(self._chunks, end - start, keep_rest=True)
+        self._stream_pos += len(data)
+        if len(data) < end - start and self._size is None:
+            self._size = self._stream_pos  # the stream ended: now we know
+        return data
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()  # drops the connection: the rest is never read
+            self._stream = None
+            self._chunks = None
+        if self._own_client:
+            self._client.close()
+
+
+def hf_token_for(url: str) -> str | None:
+    """``HF_TOKEN`` if ``url`` is on a Hugging Face host, else ``None``."""
+    host = (urlsplit(url).hostname or "").lower()
+    if any(host == h or host.endswith("." + h) for h in HF_HOSTS):
+        return os.environ.get("HF_TOKEN") or None
+    return None
+
+
+def open_source(location: str | Path, *, client: httpx.Client | None = None) -> ByteSource:
+    """A source for a path or an ``http(s)://`` URL."""
+    text = str(location)
+    if is_url(text):
+        return HTTPSource(text, token=hf_token_for(text), client=client)
+    return FileSource(Path(text).expanduser())

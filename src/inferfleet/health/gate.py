@@ -1,0 +1,165 @@
+"""The health gate.
+
+Green only when the health path answers HTTP 200 AND the socket listening on
+the service's port belongs to the service's own process (or its children):
+a stale process holding the port once answered ``/health`` for a
+crash-looping unit (L-33). ``503`` means "loading", which can take minutes:
+wait up to the service's own timeout and never kill a loading server (L-34).
+A process that exits during the wait fails the gate at once, with the last
+lines of its log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+
+from inferfleet.backends.ports import listeners, owned_by
+from inferfleet.errors import HealthError
+from inferfleet.io import http, process
+
+StateFn = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class HealthResult:
+    seconds: float
+    polls: int
+    states: list[str] = field(default_factory=list)  # distinct states seen, in order
+
+
+@dataclass(frozen=True)
+class Probe:
+    state: str  # "down" | "loading" | "ok" | "error"
+    status: int | None
+    detail: str = ""
+
+
+def url_for(bind: str, port: int, path: str) -> str:
+    host = bind
+    if bind in {"0.0.0.0", "::"}:
+        host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{path}"
+
+
+def probe(client: httpx.Client, url: str) -> Probe:
+    """One health request, classified."""
+    try:
+        response = client.get(url)
+    except httpx.TransportError as exc:
+        return Probe("down", None, type(exc).__name__)
+    if response.status_code == 200:
+        return Probe("ok", 200)
+    if response.status_code == 503:
+        return Probe("loading", 503, response.text[:200])
+    return Probe("error", response.status_code, response.text[:200])
+
+
+def wait_healthy(
+    proc: psutil.Process,
+    *,
+    service: str,
+    bind: str,
+    port: int,
+    path: str,
+    timeout: float,
+    log_path: Path | None = None,
+    on_state: StateFn | None = None,
+) -> HealthResult:
+    url = url_for(bind, port, path)
+    started = time.monotonic()
+    deadline = started + timeout
+    interval = 0.02  # short first polls: a small model is up in about a second
+    polls = 0
+    states: list[str] = []
+    last = Probe("down", None)
+    with http.client(timeout=5.0) as client:
+        while True:
+            exit_code = _exited(proc)
+            if exit_code is not None:
+                raise HealthError(
+                    f"the server exited (status {exit_code}) before it became healthy",
+                    where=f"service {service}",
+                    hint="read the log lines below; fix the argv or the model and run again",
+                    log_tail=tail(log_path),
+                )
+            last = probe(client, url)
+            polls += 1
+            state = last.state
+            if state == "ok" and not owned_by(port, bind, proc.pid):
+                state = "foreign"  # 200, but not from our process (L-33)
+            if not states or states[-1] != state:
+                states.append(state)
+                if on_state is not None:
+                    on_state(state, time.monotonic() - started)
+            if state == "ok":
+                return HealthResult(time.monotonic() - started, polls, states)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(interval)
+            interval = min(interval * 1.5, 0.5)
+    raise _timeout_error(service, url, timeout, last, states, port, bind, proc, log_path)
+
+
+def _timeout_error(
+    service: str,
+    url: str,
+    timeout: float,
+    last: Probe,
+    states: list[str],
+    port: int,
+    bind: str,
+    proc: psutil.Process,
+    log_path: Path | None,
+) -> HealthError:
+    if states and states[-1] == "foreign":
+        others = [ln.describe() for ln in listeners(port, bind) if ln.pid != proc.pid]
+        message = (
+            f"{url} answers 200, but the listening socket belongs to "
+            f"{others[0] if others else 'another process'}, not to the service's pid {proc.pid}"
+        )
+        hint = "a stale process holds the port (L-33); stop it by pid, then start again"
+    elif last.state == "loading":
+        message = f"still loading after {timeout:.0f} s ({url} answers 503)"
+        hint = "raise the service's health.timeout if the model needs longer to load (L-34)"
+    elif last.state == "error":
+        message = f"{url} answered HTTP {last.status} for {timeout:.0f} s: {last.detail}"
+        hint = "check the health path and the log below"
+    else:
+        message = f"nothing answered on {url} within {timeout:.0f} s"
+        hint = "check the bind address and port, and the log below"
+    return HealthError(message, where=f"service {service}", hint=hint, log_tail=tail(log_path))
+
+
+def _exited(proc: psutil.Process) -> int | str | None:
+    code = process.reap(proc.pid)
+    if code is not None:
+        return code
+    try:
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return "unknown"
+    except psutil.NoSuchProcess:
+        return "unknown"
+    return None
+
+
+def tail(log_path: Path | None, lines: int = 20) -> str:
+    """The last lines of a log, read from its end (logs can be large)."""
+    if log_path is None:
+        return ""
+    try:
+        with log_path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            data = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])

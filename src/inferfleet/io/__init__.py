@@ -1,0 +1,1 @@
+"""The only choke points for side effects: processes and HTTP."""

@@ -1,0 +1,224 @@
+"""The one place inferfleet runs subprocesses.
+
+Two shapes: :func:`run` for a command we wait for (a build step, ``pip
+download``, ``--version``) and :func:`spawn_detached` for a long-lived server
+that must outlive the CLI (its own session, stdin closed, output to a log
+file). Stopping is always by pid, never by name (L-43): see
+:func:`terminate`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from inferfleet.errors import ProcessError
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    check: bool = True,
+    on_line: Callable[[str], None] | None = None,
+) -> Completed:
+    """Run ``argv`` (a list, never a shell string) and wait for it.
+
+    With ``on_line`` the merged output is streamed line by line (for progress
+    of long builds) and returned in ``stdout``.
+    """
+    argv = [str(a) for a in argv]
+    try:
+        if on_line is None:
+            proc = subprocess.run(
+                argv,
+                cwd=cwd,
+                env=None if env is None else dict(env),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+            done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+        else:
+            done = _run_streaming(argv, cwd=cwd, env=env, timeout=timeout, on_line=on_line)
+    except FileNotFoundError as exc:
+        raise ProcessError(
+            f"cannot run {argv[0]!r}: not found",
+            hint=f"install {Path(argv[0]).name} or put it on PATH",
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ProcessError(
+            f"{' '.join(argv[:3])} ... did not finish within {timeout:.0f} s",
+            hint="check that the command is not waiting for input or for the network",
+        ) from exc
+    if check and done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise ProcessError(
+            f"{' '.join(argv[:4])} ... exited with status {done.returncode}\n{tail}",
+            hint="read the output above; rerun with INFERFLEET_DEBUG=1 for details",
+        )
+    return done
+
+
+def _run_streaming(
+    argv: list[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    on_line: Callable[[str], None],
+) -> Completed:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    lines: list[str] = []
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    ) as proc:
+        assert proc.stdout is not None
+        try:
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                lines.append(line)
+                on_line(line)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(argv, timeout or 0)
+            proc.wait(timeout=None if deadline is None else max(0.1, deadline - time.monotonic()))
+        except BaseException:
+            # Interrupted or timed out: do not leave the child running.
+            proc.kill()
+            proc.wait()
+            raise
+    return Completed(tuple(argv), proc.returncode, "\n".join(lines), "")
+
+
+def spawn_detached(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> psutil.Process:
+    """Start a server in its own session, detached from our terminal.
+
+    Output (stdout and stderr) is appended to ``log_path``. Returns the
+    process handle; callers record its pid and create time (a pid alone can
+    be reused by an unrelated process).
+    """
+    argv = [str(a) for a in argv]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        try:
+            popen = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=None if env is None else dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except FileNotFoundError as exc:
+            raise ProcessError(
+                f"cannot start {argv[0]!r}: not found",
+                hint="install the runtime (inferfleet runtime install llama.cpp) or fix its path",
+            ) from exc
+        except PermissionError as exc:
+            raise ProcessError(
+                f"cannot start {argv[0]!r}: permission denied",
+                hint=f"make it executable: chmod +x {argv[0]}",
+            ) from exc
+    # The Popen object is dropped on purpose: the server outlives this CLI and
+    # is tracked by pid + create time from here on. Reap it if it dies while
+    # we are still running so it does not linger as a zombie.
+    _reapers[popen.pid] = popen
+    return psutil.Process(popen.pid)
+
+
+# Children we spawned in this process; polled so an early exit is reaped.
+_reapers: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def reap(pid: int) -> int | None:
+    """Return the exit code if ``pid`` is our child and has exited."""
+    popen = _reapers.get(pid)
+    if popen is None:
+        return None
+    return popen.poll()
+
+
+def terminate(proc: psutil.Process, *, grace: float = 10.0) -> str:
+    """Stop one process by pid: SIGTERM, then SIGKILL after ``grace`` seconds.
+
+    Returns ``"terminated"``, ``"killed"`` or ``"gone"``. Also signals the
+    process group when the process leads its own session (so a server's
+    helpers do not survive it), but never anything found by name (L-43).
+    """
+    try:
+        leads_group = os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return "gone"
+    try:
+        if leads_group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return "gone"
+    if _wait_gone(proc, grace):
+        return "terminated"
+    try:
+        if leads_group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return "terminated"
+    if not _wait_gone(proc, 10.0):
+        raise ProcessError(
+            f"process {proc.pid} survived SIGKILL",
+            hint="it may be stuck in the kernel (D state); check `ps -o stat -p PID`",
+        )
+    return "killed"
+
+
+def _wait_gone(proc: psutil.Process, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        popen = _reapers.get(proc.pid)
+        if popen is not None:
+            popen.poll()
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                # Not our child (or already reaped elsewhere): a zombie holds
+                # no port and no memory; its parent will reap it.
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False

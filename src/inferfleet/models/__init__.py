@@ -1,0 +1,1 @@
+"""Model files: materialise, verify (size by stat, sha256) and manifests."""

@@ -1,0 +1,1 @@
+"""Runtime adapters (spec -> argv as data) and runtime installs."""

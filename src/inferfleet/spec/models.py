@@ -1,0 +1,309 @@
+"""The fleet file, version 1, as pydantic models.
+
+Every model forbids unknown keys (a typo must not be silently ignored) and
+every field has a description, which ends up in ``inferfleet schema`` for
+editors. Cross-references between sections are checked by :class:`Fleet`
+after the sections themselves are valid.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from inferfleet.spec.units import ByteSize, Duration
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# ---------------------------------------------------------------- hosts
+
+
+class Device(Strict):
+    name: Name = Field(description="Name services use to pin themselves to this device.")
+    vendor: Literal["nvidia", "amd", "intel", "cpu"]
+    memory: ByteSize = Field(
+        description="Memory the runtime may use on this device. On unified-memory APUs this is "
+        "the GTT aperture, not the 'dedicated VRAM' figure (L-31)."
+    )
+    unified_memory: bool = Field(False, description="An APU sharing system RAM (L-31).")
+    index: int | None = Field(None, ge=0, description="Runtime device index, if not list order.")
+
+
+class Ssh(Strict):
+    user: str | None = Field(None, description="SSH user; default from ~/.ssh/config.")
+    port: int | None = Field(None, ge=1, le=65535, description="SSH port; default 22 or ssh config.")
+
+
+class Host(Strict):
+    address: str | None = Field(
+        None, description="Address or ssh alias; default: the host's name in this file."
+    )
+    ssh: Ssh = Field(default_factory=Ssh)
+    checkout: str = Field(
+        "~/fleet", description="Path of this fleet repository's checkout on the host."
+    )
+    state_dir: str = Field(
+        "~/.local/state/inferfleet",
+        description="Where the host keeps service records, logs and markers; outside the checkout.",
+    )
+    devices: list[Device] = Field(default_factory=list)
+    ram: ByteSize | None = Field(None, description="System memory.")
+
+    @model_validator(mode="after")
+    def _unique_devices(self) -> Host:
+        seen: set[str] = set()
+        for device in self.devices:
+            if device.name in seen:
+                raise ValueError(f"device name {device.name!r} is used twice on this host")
+            seen.add(device.name)
+        return self
+
+    def is_local(self, name: str) -> bool:
+        """Whether this host is the machine inferfleet runs on (no ssh needed)."""
+        address = self.address or name
+        if address in {"localhost", "local"}:
+            return True
+        try:
+            return ipaddress.ip_address(address).is_loopback
+        except ValueError:
+            return False
+
+
+# ---------------------------------------------------------------- runtimes
+
+
+class RuntimeSource(Strict):
+    package: str = Field(description="PyPI sdist that carries the runtime's source.")
+    version: str = Field(description="Exact version of that sdist (L-42: pin what you run).")
+    commit: str | None = Field(None, description="Upstream tag or commit the sdist vendors.")
+    cmake_args: list[str] = Field(
+        default_factory=list,
+        description="Extra cmake flags, e.g. -DGGML_CUDA=ON -DGGML_CUDA_FA_ALL_QUANTS=ON (L-20).",
+    )
+
+
+class Runtime(Strict):
+    kind: Literal["llama.cpp", "vllm", "sglang"]
+    binary: str | None = Field(None, description="Path of the server binary on the host.")
+    image: str | None = Field(None, description="Container image, pinned by digest (L-42).")
+    source: RuntimeSource | None = Field(None, description="Build from this pinned source.")
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> Runtime:
+        if self.binary is None and self.image is None and self.source is None:
+            raise ValueError("a runtime needs one of binary, image or source")
+        if self.image is not None and (self.binary is not None or self.source is not None):
+            raise ValueError("a runtime is either a container image or a binary/source, not both")
+        return self
+
+
+# ---------------------------------------------------------------- models
+
+
+class HubSource(Strict):
+    hub: str = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
+    revision: str = Field("main", description="Branch, tag or commit sha (prefer a commit).")
+
+
+class PathSource(Strict):
+    path: str = Field(description="A directory on the host that already holds the files.")
+
+
+class PackageSource(Strict):
+    package: str = Field(description="A Python distribution that ships the model file.")
+    module: str | None = Field(
+        None, description="Its import name, if not the distribution name with - replaced by _."
+    )
+
+    @property
+    def import_name(self) -> str:
+        return self.module or self.package.replace("-", "_")
+
+
+def _source_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key in ("hub", "path", "package"):
+            if key in value:
+                return key
+        return None
+    for key, cls in (("hub", HubSource), ("path", PathSource), ("package", PackageSource)):
+        if isinstance(value, cls):
+            return key
+    return None
+
+
+ModelSource = Annotated[
+    Annotated[HubSource, Tag("hub")]
+    | Annotated[PathSource, Tag("path")]
+    | Annotated[PackageSource, Tag("package")],
+    Discriminator(
+        _source_tag,
+        custom_error_type="source_kind",
+        custom_error_message="a model source needs exactly one of: hub, path, package",
+    ),
+]
+
+
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ModelFile(Strict):
+    path: str = Field(description="Path relative to the model's directory.")
+    size: ByteSize = Field(description="Exact byte count (checked by stat, L-08).")
+    sha256: str | None = Field(None, description="Lower-case hex sha256 of the whole file (L-01).")
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not SHA256_RE.match(value):
+            raise ValueError("sha256 must be 64 lower-case hex characters")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("a model file path must be relative and stay inside the model dir")
+        return value
+
+
+class Model(Strict):
+    source: ModelSource
+    files: list[ModelFile] = Field(
+        default_factory=list, description="The declared file set (L-09); or use manifest."
+    )
+    manifest: str | None = Field(
+        None, description="A manifest file (size, hash, path per line), relative to fleet.yaml."
+    )
+    dir: str | None = Field(
+        None, description="Target directory on the host; default: the cache dir / models / NAME."
+    )
+    main: str | None = Field(
+        None,
+        description="The file the server loads; default: the first .gguf (part 1 of a split, L-04).",
+    )
+
+    @model_validator(mode="after")
+    def _files_or_manifest(self) -> Model:
+        if not self.files and self.manifest is None:
+            raise ValueError("a model needs its files (path, size, sha256) or a manifest")
+        if self.files and self.manifest is not None:
+            raise ValueError("give either files or manifest, not both")
+        return self
+
+
+# ---------------------------------------------------------------- services
+
+
+class KvCache(Strict):
+    k: CacheType = "f16"
+    v: CacheType = "f16"
+
+
+class Health(Strict):
+    path: str = Field("/health", description="HTTP path answering 200 when ready, 503 loading.")
+    timeout: Duration = Field(
+        600.0, description="How long a load may take before the gate fails (L-34)."
+    )
+
+
+class ClientFacts(Strict):
+    max_tokens: int = Field(1024, ge=1, description="Largest completion a client may ask for.")
+    input: list[Literal["text", "image", "audio"]] = Field(default_factory=lambda: ["text"])
+    reasoning_field: Literal["reasoning_content", "reasoning"] | None = Field(
+        None, description="Where the server puts reasoning text (L-45)."
+    )
+    tools: bool = Field(False, description="Clients call tools on this endpoint (needs --jinja).")
+
+
+def _flash_attn(value: Any) -> Any:
+    # YAML 1.1 reads a bare `on`/`off` as a boolean.
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return value
+
+
+class Service(Strict):
+    host: Name
+    kind: Literal["llm", "container"] = "llm"
+    runtime: Name | None = None
+    model: Name | None = None
+    alias: str | None = Field(None, description="Model id clients use; default: service name.")
+    image: str | None = Field(None, description="Container image (kind: container), by digest.")
+    bind: str = Field("127.0.0.1", description="Address the server listens on.")
+    port: int = Field(ge=1, le=65535)
+    ctx_per_slot: int | None = Field(
+        None, ge=256, description="Context window of ONE slot: the client contract (L-25)."
+    )
+    parallel: int = Field(1, ge=1, le=256, description="Slots; total context = per slot x slots.")
+    kv_cache: KvCache = Field(default_factory=KvCache)
+    flash_attn: Annotated[Literal["on", "off", "auto"], Field(description="Flash attention.")] = (
+        "auto"
+    )
+    devices: list[Name] = Field(default_factory=list, description="Host devices to run on.")
+    backend: Literal["process", "systemd", "quadlet"] = "process"
+    health: Health = Field(default_factory=Health)
+    extra_args: list[str] = Field(default_factory=list, description="Appended to the argv.")
+    env: dict[str, str] = Field(default_factory=dict, description="Tunables (no secrets).")
+    client: ClientFacts = Field(default_factory=ClientFacts)
+    paths: list[str] = Field(
+        default_factory=list, description="Repo paths this service owns (deploy planning)."
+    )
+
+    @field_validator("flash_attn", mode="before")
+    @classmethod
+    def _fa_bool(cls, value: Any) -> Any:
+        return _flash_attn(value)
+
+    @field_validator("bind")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"bind must be an IP address such as 127.0.0.1, not {value!r}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _by_kind(self) -> Service:
+        if self.kind == "llm":
+            missing = [f for f in ("runtime", "model", "ctx_per_slot") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"an llm service needs {', '.join(missing)}")
+        elif self.image is None:
+            raise ValueError("a container service needs image (pinned by digest)")
+        return self
+
+    @property
+    def ctx_total(self) -> int:
+        """The pool the server allocates: per-slot window x slots (L-25)."""
+        return (self.ctx_per_slot or 0) * self.parallel
+
+
+class Fleet(Strict):
+    version: Literal[1] = Field(1, description="Fleet file format version.")
+    hosts: dict[Name, Host]
+    runtimes: dict[Name, Runtime] = Field(default_factory=dict)
+    models: dict[Name, Model] = Field(default_factory=dict)
+    services: dict[Name, Service] = Field(default_factory=dict)
