@@ -208,6 +208,10 @@ def _from_pydantic(
         )
     message = str(err["msg"]).removeprefix("Value error, ")
     hint = _hint_for(kind, err, raw_loc)
+    if loc and loc[-1] == "[key]":  # a mapping key (a host/service name) is invalid
+        loc = loc[:-1]
+        section = _dotted(loc[:-1]) or "the top level"
+        return _at(loc, data, positions, path, f"invalid name {loc[-1]!r} in {section}", hint, prefer_key=True)
     text = f"{dotted}: {message}" if dotted else message
     return _at(loc, data, positions, path, text, hint, prefer_key=False)
 

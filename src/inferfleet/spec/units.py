@@ -38,7 +38,7 @@ def parse_size(value: object) -> int:
         raise ValueError("a size must be a number of bytes or a string like 24GiB")
     if isinstance(value, int):
         if value < 0:
-            raise ValueError("a size cannot be negative")
+            raise ValueError("a size cannot be negative; write bytes (1024) or e.g. 24GiB")
         return value
     if isinstance(value, str):
         match = _SIZE_RE.match(value)
