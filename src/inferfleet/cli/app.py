@@ -8,6 +8,7 @@ operations); a traceback only with ``INFERFLEET_DEBUG=1``.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 
@@ -58,8 +59,15 @@ def _root(
     """Fleet-as-code for self-hosted LLM inference."""
 
 
+def _terminated(_signum: int, _frame: object) -> None:
+    # SIGTERM takes the same clean-up path as Ctrl-C: children we run (a
+    # build, a download) are stopped and nothing half-written stays behind.
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     debug = os.environ.get("INFERFLEET_DEBUG") == "1"
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         result = app(standalone_mode=False)
     except FleetError as exc:

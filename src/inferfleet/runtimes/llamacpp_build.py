@@ -202,8 +202,10 @@ def _fetch_source(source: RuntimeSource, work: Path) -> Path:
                 "pip",
                 "download",
                 "--no-deps",
+                # Only this package as source; `:all:` would also build its
+                # build dependencies (cmake!) from source just to read metadata.
                 "--no-binary",
-                ":all:",
+                source.package,
                 "--disable-pip-version-check",
                 "-d",
                 str(dest),
