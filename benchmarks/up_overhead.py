@@ -130,7 +130,10 @@ def main() -> None:
         inferfleet_run(fleet, port, env, contract=True)
         shown = subprocess.run(
             [*INFERFLEET, "show", "gemma", "--file", str(fleet), "--json"],
-            capture_output=True, text=True, env=env, check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
         )
         argv = json.loads(shown.stdout)["argv"]
         bare, ours, ours_contract = [], [], []

@@ -36,7 +36,11 @@ def test_up_status_up_again_restart_and_down(cli, local_fleet: Path, port: int, 
     assert up["action"] == "started" and up["health"] == "healthy"
     assert up["url"] == f"http://127.0.0.1:{port}"
     checks = {c["name"]: c["ok"] for c in up["checks"]}
-    assert checks == {"alias listed": True, "context per slot": True, "completion of 16 tokens": True}
+    assert checks == {
+        "alias listed": True,
+        "context per slot": True,
+        "completion of 16 tokens": True,
+    }
 
     # The process on the port is the recorded llama-server, with the per-slot pool (L-25).
     proc = psutil.Process(up["pid"])
@@ -75,7 +79,9 @@ def test_up_status_up_again_restart_and_down(cli, local_fleet: Path, port: int, 
     assert down.code == 0
     assert json.loads(down.stdout)["services"][0]["outcome"] in {"terminated", "killed"}
     assert no_process_on(port)
-    assert not psutil.pid_exists(changed["pid"]) or psutil.Process(changed["pid"]).status() == "zombie"
+    assert (
+        not psutil.pid_exists(changed["pid"]) or psutil.Process(changed["pid"]).status() == "zombie"
+    )
     st = status_doc(cli, local_fleet)
     assert st["state"] == "stopped" and st["pid"] is None
     with pytest.raises(httpx.ConnectError):
@@ -120,7 +126,9 @@ def test_up_refuses_a_model_that_does_not_match_the_fleet_file(
     assert st["state"] == "stopped"
 
 
-def test_a_server_that_cannot_load_fails_the_gate_with_its_log(cli, local_fleet: Path, port: int) -> None:
+def test_a_server_that_cannot_load_fails_the_gate_with_its_log(
+    cli, local_fleet: Path, port: int
+) -> None:
     data = yaml.safe_load(local_fleet.read_text())
     # A cache type the server refuses: it exits during load.
     data["services"]["gemma"]["extra_args"] = ["--rope-scaling", "nonsense"]

@@ -28,8 +28,16 @@ pytestmark = pytest.mark.slow
 
 def template(name: str, argv: list[str], port: int) -> ServiceRecord:
     return ServiceRecord(
-        service=name, host="local", pid=0, create_time=0.0, argv=argv, bind="127.0.0.1",
-        port=port, log="", started_at=0.0, spec_hash="h",
+        service=name,
+        host="local",
+        pid=0,
+        create_time=0.0,
+        argv=argv,
+        bind="127.0.0.1",
+        port=port,
+        log="",
+        started_at=0.0,
+        spec_hash="h",
     )
 
 
@@ -49,8 +57,14 @@ def test_loading_503_then_200_is_waited_for(tmp_path: Path, port: int) -> None:
     states: list[str] = []
     try:
         result = wait_healthy(
-            proc, service="svc", bind="127.0.0.1", port=port, path="/health", timeout=30,
-            log_path=Path(record.log), on_state=lambda s, _t: states.append(s),
+            proc,
+            service="svc",
+            bind="127.0.0.1",
+            port=port,
+            path="/health",
+            timeout=30,
+            log_path=Path(record.log),
+            on_state=lambda s, _t: states.append(s),
         )
         assert "loading" in states and states[-1] == "ok"  # L-34: 503 meant loading
         assert 1.4 <= result.seconds < 10
@@ -71,8 +85,15 @@ def test_process_dying_while_loading_fails_the_gate_with_its_log(tmp_path: Path,
     try:
         started = time.monotonic()
         with pytest.raises(HealthError) as info:
-            wait_healthy(proc, service="dies", bind="127.0.0.1", port=port, path="/health",
-                         timeout=60, log_path=Path(record.log))
+            wait_healthy(
+                proc,
+                service="dies",
+                bind="127.0.0.1",
+                port=port,
+                path="/health",
+                timeout=60,
+                log_path=Path(record.log),
+            )
         # It failed as soon as the process died, not at the 60 s timeout.
         assert time.monotonic() - started < 15
         text = info.value.render()
@@ -88,8 +109,15 @@ def test_timeout_while_loading_says_raise_the_timeout(tmp_path: Path, port: int)
     record, proc = backend.start(template("slow", argv, port), env={})
     try:
         with pytest.raises(HealthError) as info:
-            wait_healthy(proc, service="slow", bind="127.0.0.1", port=port, path="/health",
-                         timeout=1.5, log_path=Path(record.log))
+            wait_healthy(
+                proc,
+                service="slow",
+                bind="127.0.0.1",
+                port=port,
+                path="/health",
+                timeout=1.5,
+                log_path=Path(record.log),
+            )
         assert "still loading after 2 s" in info.value.message
         assert "health.timeout" in info.value.hint
         assert alive(record) is not None  # L-34: the gate never kills a loading server
@@ -124,15 +152,24 @@ def test_stale_answer_from_another_process_is_not_health(tmp_path: Path, port: i
     assert "L-33" in info.value.hint
 
 
-def test_stale_record_whose_pid_was_reused_is_never_signalled(tmp_path: Path, port: int, reap) -> None:
+def test_stale_record_whose_pid_was_reused_is_never_signalled(
+    tmp_path: Path, port: int, reap
+) -> None:
     unrelated = psutil.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     reap.append(unrelated)
     backend = ProcessBackend(tmp_path / "state")
     # A record that names the unrelated pid but an older create time: pid reuse.
     record = ServiceRecord(
-        service="old", host="local", pid=unrelated.pid, create_time=unrelated.create_time() - 500,
-        argv=["llama-server"], bind="127.0.0.1", port=port, log=str(tmp_path / "x.log"),
-        started_at=0.0, spec_hash="h",
+        service="old",
+        host="local",
+        pid=unrelated.pid,
+        create_time=unrelated.create_time() - 500,
+        argv=["llama-server"],
+        bind="127.0.0.1",
+        port=port,
+        log=str(tmp_path / "x.log"),
+        started_at=0.0,
+        spec_hash="h",
     )
     backend.records.write(record)
     assert alive(record) is None
@@ -143,7 +180,9 @@ def test_stale_record_whose_pid_was_reused_is_never_signalled(tmp_path: Path, po
     assert backend.records.read("old") is None  # the stale record is cleared
 
 
-def test_stop_escalates_to_sigkill_for_a_process_ignoring_sigterm(tmp_path: Path, port: int) -> None:
+def test_stop_escalates_to_sigkill_for_a_process_ignoring_sigterm(
+    tmp_path: Path, port: int
+) -> None:
     backend = ProcessBackend(tmp_path / "state")
     argv = [*server_script("health_server.py"), str(port), "--ignore-term"]
     record, proc = backend.start(template("stubborn", argv, port), env={})

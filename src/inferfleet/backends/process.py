@@ -78,7 +78,9 @@ class ProcessBackend:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as handle:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            handle.write(f"--- inferfleet: starting at {stamp}: {' '.join(record_fields.argv)}\n".encode())
+            handle.write(
+                f"--- inferfleet: starting at {stamp}: {' '.join(record_fields.argv)}\n".encode()
+            )
         proc = process.spawn_detached(record_fields.argv, log_path=log, env=env)
         record = ServiceRecord(
             **{

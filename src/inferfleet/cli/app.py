@@ -69,7 +69,9 @@ def main() -> None:
     debug = os.environ.get("INFERFLEET_DEBUG") == "1"
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        result = app(standalone_mode=False)
+        # Standalone mode: typer formats usage errors and turns Exit into
+        # sys.exit itself; only our own errors and real bugs reach us.
+        app()
     except FleetError as exc:
         if debug:
             traceback.print_exc()
@@ -78,18 +80,7 @@ def main() -> None:
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted")
         sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as exc:  # noqa: BLE001 - last resort: say where the debug info is
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(EXIT_FAILED)
+    except Exception as exc:  # noqa: BLE001 - last resort: no traceback unless asked
         if debug:
             traceback.print_exc()
         else:
@@ -98,8 +89,6 @@ def main() -> None:
                 "This is a bug in inferfleet. Rerun with INFERFLEET_DEBUG=1 to see the traceback."
             )
         sys.exit(EXIT_FAILED)
-    # Without standalone mode click returns typer.Exit's code instead of exiting.
-    sys.exit(result if isinstance(result, int) else 0)
 
 
 def _print_error(exc: FleetError) -> None:

@@ -20,7 +20,9 @@ from inferfleet.spec.units import format_duration, format_size
 
 DEFAULT_FLEET = Path("fleet.yaml")
 
-FileArg = typer.Argument(None, help="Fleet file (default: ./fleet.yaml, else the embedded example).")
+FileArg = typer.Argument(
+    None, help="Fleet file (default: ./fleet.yaml, else the embedded example)."
+)
 JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 FleetOpt = typer.Option(None, "--file", "-f", help="Fleet file (default: ./fleet.yaml).")
 
@@ -154,7 +156,9 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
             binary = llamacpp_build.server_binary(runtime)
             if binary is None:
                 binary = (
-                    llamacpp_build.install_dir(runtime.source) / "bin" / llamacpp_build.SERVER_BINARY
+                    llamacpp_build.install_dir(runtime.source)
+                    / "bin"
+                    / llamacpp_build.SERVER_BINARY
                     if runtime.source is not None
                     else Path(runtime.binary or "llama-server")
                 )
@@ -177,7 +181,8 @@ def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
     host_rows = []
     for name, host in fleet.hosts.items():
         devices = ", ".join(
-            f"{d.name} ({d.vendor}, {format_size(d.memory)}{', unified' if d.unified_memory else ''})"
+            f"{d.name} ({d.vendor}, {format_size(d.memory)}"
+            + (", unified)" if d.unified_memory else ")")
             for d in host.devices
         )
         host_rows.append([esc(name), esc(host.address or name), esc(devices or "-")])
@@ -194,7 +199,9 @@ def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
                 svc.backend,
             ]
         )
-    out.table("services", ["service", "host", "model", "listen", "ctx/slot x slots", "backend"], rows)
+    out.table(
+        "services", ["service", "host", "model", "listen", "ctx/slot x slots", "backend"], rows
+    )
 
 
 def schema(indent: int = typer.Option(2, help="JSON indentation.")) -> None:

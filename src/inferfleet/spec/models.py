@@ -27,6 +27,7 @@ from inferfleet.spec.units import ByteSize, Duration
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
+Modality = Literal["text", "image", "audio"]
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
 
@@ -50,7 +51,9 @@ class Device(Strict):
 
 class Ssh(Strict):
     user: str | None = Field(None, description="SSH user; default from ~/.ssh/config.")
-    port: int | None = Field(None, ge=1, le=65535, description="SSH port; default 22 or ssh config.")
+    port: int | None = Field(
+        None, ge=1, le=65535, description="SSH port; default 22 or ssh config."
+    )
 
 
 class Host(Strict):
@@ -199,7 +202,8 @@ class Model(Strict):
     )
     main: str | None = Field(
         None,
-        description="The file the server loads; default: the first .gguf (part 1 of a split, L-04).",
+        description="The file the server loads; default: the first .gguf "
+        "(part 1 of a split, L-04).",
     )
 
     @model_validator(mode="after")
@@ -228,7 +232,7 @@ class Health(Strict):
 
 class ClientFacts(Strict):
     max_tokens: int = Field(1024, ge=1, description="Largest completion a client may ask for.")
-    input: list[Literal["text", "image", "audio"]] = Field(default_factory=lambda: ["text"])
+    input: list[Modality] = Field(default_factory=lambda: list[Modality](["text"]))
     reasoning_field: Literal["reasoning_content", "reasoning"] | None = Field(
         None, description="Where the server puts reasoning text (L-45)."
     )
@@ -282,7 +286,9 @@ class Service(Strict):
         try:
             ipaddress.ip_address(value)
         except ValueError:
-            raise ValueError(f"bind must be an IP address such as 127.0.0.1, not {value!r}") from None
+            raise ValueError(
+                f"bind must be an IP address such as 127.0.0.1, not {value!r}"
+            ) from None
         return value
 
     @model_validator(mode="after")
