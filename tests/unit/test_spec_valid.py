@@ -146,3 +146,16 @@ def test_show_unknown_service(cli) -> None:
     result = cli("show", "nope", "--file", str(embedded_example()))
     assert result.code == 2
     assert "no service named 'nope'" in result.stderr and "known services: gemma" in result.stderr
+
+
+def test_init_scaffolds_a_valid_fleet_and_refuses_to_overwrite(cli, tmp_path: Path) -> None:
+    repo = tmp_path / "myfleet"
+    result = cli("init", str(repo))
+    assert result.code == 0, result.stderr
+    assert cli("validate", str(repo / "fleet.yaml")).code == 0
+    assert "*.env" in (repo / ".gitignore").read_text()
+    (repo / "fleet.yaml").write_text("# mine\n")
+    again = cli("init", str(repo))
+    assert again.code == 2 and "already exists" in again.stderr
+    assert (repo / "fleet.yaml").read_text() == "# mine\n"  # nothing lost
+    assert (repo / ".gitignore").read_text().count("*.env") == 1

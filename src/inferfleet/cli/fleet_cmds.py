@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
     app.command("validate")(validate)
     app.command("show")(show)
     app.command("schema")(schema)
+    app.command("init")(init)
 
 
 def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
@@ -211,3 +212,38 @@ def schema(indent: int = typer.Option(2, help="JSON indentation.")) -> None:
     doc["$id"] = "inferfleet.fleet/v1"
     doc["title"] = "inferfleet fleet file, version 1"
     typer.echo(json.dumps(doc, indent=indent))
+
+
+GITIGNORE_LINES = (
+    "# inferfleet: secrets live in untracked env files (L-55)",
+    "*.env",
+    "secrets/",
+)
+
+
+def init(
+    directory: Path = typer.Argument(Path("."), help="Where to create the fleet repository."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing fleet.yaml."),
+) -> None:
+    """Scaffold a fleet repository: fleet.yaml (from the embedded example) and .gitignore."""
+    out = Output()
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "fleet.yaml"
+    if target.exists() and not force:
+        raise UsageError(
+            f"{target} already exists",
+            hint="edit it, or pass --force to replace it with the example",
+        )
+    tmp = target.with_name(".fleet.yaml.tmp")
+    tmp.write_text(embedded_example().read_text())
+    tmp.replace(target)
+    ignore = directory / ".gitignore"
+    present = ignore.read_text().splitlines() if ignore.exists() else []
+    missing = [line for line in GITIGNORE_LINES if line not in present]
+    if missing:
+        with ignore.open("a") as handle:
+            if present and present[-1].strip():
+                handle.write("\n")
+            handle.write("\n".join(missing) + "\n")
+    out.line(f"[green]created[/green] {esc(target)}")
+    out.line("next: edit hosts, models and services, then `inferfleet validate` and `inferfleet up`")
