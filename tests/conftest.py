@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,9 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from helpers import FIXTURES, ROOT, free_port, no_process_on, server_script  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
@@ -60,12 +56,6 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> object:
     return run
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def port() -> int:
     return free_port()
@@ -80,17 +70,3 @@ def reap() -> Iterator[list[psutil.Process]]:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
             proc.wait(5)
-
-
-def server_script(name: str) -> list[str]:
-    return [sys.executable, str(FIXTURES / "servers" / name)]
-
-
-def no_process_on(port_number: int) -> bool:
-    return not any(
-        c.laddr and c.laddr.port == port_number and c.status == psutil.CONN_LISTEN
-        for c in psutil.net_connections(kind="tcp")
-    )
-
-
-os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")

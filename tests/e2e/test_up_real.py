@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,9 +11,7 @@ import httpx
 import psutil
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import no_process_on, server_script  # noqa: E402
+from helpers import no_process_on, server_script  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -14,14 +14,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import no_process_on, server_script  # noqa: E402
 
 from inferfleet.backends.process import ProcessBackend, alive
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.errors import HealthError, PortInUseError
 from inferfleet.health.gate import wait_healthy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import no_process_on, server_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

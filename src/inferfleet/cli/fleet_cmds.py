@@ -246,4 +246,4 @@ def init(
                 handle.write("\n")
             handle.write("\n".join(missing) + "\n")
     out.line(f"[green]created[/green] {esc(target)}")
-    out.line("next: edit hosts, models and services, then `inferfleet validate` and `inferfleet up`")
+    out.line("next: edit hosts, models and services; then `inferfleet validate`, `inferfleet up`")

@@ -9,9 +9,11 @@ called ``[bold]x`` prints as itself.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -22,6 +24,14 @@ def esc(value: object) -> str:
     return escape(str(value))
 
 
+def _width(stream: object) -> int | None:
+    """Terminal width on a terminal; wide when piped, so logs keep one row a line."""
+    isatty = getattr(stream, "isatty", None)
+    if callable(isatty) and isatty():
+        return None
+    return int(os.environ.get("COLUMNS", "200"))
+
+
 class Output:
     """Where a command writes: human tables, JSON, or nothing but errors."""
 
@@ -30,8 +40,8 @@ class Output:
         self.quiet = quiet
         # Human output goes to stdout; progress and notes to stderr so that
         # `--json` stdout stays parseable.
-        self.console = Console(highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.console = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
     @property
     def human(self) -> bool:
@@ -56,9 +66,16 @@ class Output:
     def table(self, title: str | None, columns: list[str], rows: list[list[str]]) -> None:
         if not self.human:
             return
-        table = Table(title=title, title_justify="left", show_lines=False)
+        table = Table(
+            title=title,
+            title_justify="left",
+            show_lines=False,
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            padding=(0, 1),
+        )
         for column in columns:
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*row)
         self.console.print(table)

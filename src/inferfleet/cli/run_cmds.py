@@ -26,6 +26,7 @@ from inferfleet.cli.output import Output, esc
 from inferfleet.deploy import local
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.health.gate import tail
+from inferfleet.spec.units import format_duration
 
 STATE_STYLE = {
     "healthy": "green",
@@ -155,18 +156,16 @@ def up(
                 esc(r.url),
                 str(r.pid),
                 esc(r.model),
-                f"{r.ctx_per_slot} x {r.parallel}",
+                f"{r.ctx_per_slot}x{r.parallel}",
                 "[green]healthy[/green]",
                 seconds,
-                r.action + (f" ({r.reason})" if r.action == "unchanged" else ""),
+                r.action,
             ]
         )
-    out.table(
-        None,
-        ["service", "url", "pid", "model", "ctx/slot x slots", "health", "to healthy", "action"],
-        rows,
-    )
+    out.table(None, ["service", "url", "pid", "model", "ctx", "health", "ready in", "action"], rows)
     for r in results:
+        if r.reason:
+            out.line(f"  {esc(r.service)}: {r.action}, {esc(r.reason)}")
         for check in r.checks:
             out.line(
                 f"  [green]ok[/green] {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})"
@@ -224,30 +223,22 @@ def status(
                         esc(r.host),
                         f"[{style}]{r.state}[/{style}]",
                         "-" if r.pid is None else str(r.pid),
-                        "-" if r.uptime_s is None else f"{r.uptime_s:.0f}s",
+                        "-" if r.uptime_s is None else format_duration(r.uptime_s),
                         esc(r.model),
-                        f"{r.ctx_per_slot or '-'} x {r.parallel}",
-                        esc(r.runtime_version or "-"),
+                        f"{r.ctx_per_slot or '-'}x{r.parallel}",
                         esc(r.url),
-                        esc(r.detail),
                     ]
                 )
             out.table(
                 None,
-                [
-                    "service",
-                    "host",
-                    "health",
-                    "pid",
-                    "uptime",
-                    "model",
-                    "ctx/slot x slots",
-                    "runtime",
-                    "url",
-                    "detail",
-                ],
+                ["service", "host", "health", "pid", "uptime", "model", "ctx", "url"],
                 table_rows,
             )
+            for r in rows:
+                if r.runtime_version:
+                    out.line(f"  {esc(r.service)}: runtime {esc(r.runtime_version)}")
+                if r.detail and r.state != "stopped":
+                    out.line(f"  {esc(r.service)}: {esc(r.detail)}")
         if watch <= 0 or json_out:
             break
         time.sleep(watch)
