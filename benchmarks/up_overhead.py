@@ -3,7 +3,7 @@
 Same binary, same argv, same model, same machine, in the same run:
 
 - bare:       start llama-server with the argv `inferfleet show --json` prints,
-              poll /health until 200 (the same 20 ms first poll interval);
+              poll /health until 200 every 25 ms (as inferfleet's gate does);
 - inferfleet: `inferfleet up --no-contract` as a fresh process (CLI start-up,
               fleet validation, runtime and model gates, start, health gate
               with the port-owner check, record), until it exits 0;
@@ -66,7 +66,6 @@ def bare_run(argv: list[str], port: int, log: Path) -> float:
         started = time.monotonic()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        interval = 0.02
         with httpx.Client(timeout=5) as client:
             while True:
                 try:
@@ -76,8 +75,7 @@ def bare_run(argv: list[str], port: int, log: Path) -> float:
                     pass
                 if proc.poll() is not None:
                     raise SystemExit(f"bare llama-server exited; see {log}")
-                time.sleep(interval)
-                interval = min(interval * 1.5, 0.5)
+                time.sleep(0.025)
     finally:
         proc.terminate()
         try:

@@ -24,6 +24,9 @@ from inferfleet.errors import HealthError
 from inferfleet.io import http, process
 
 StateFn = Callable[[str, float], None]
+FAST_POLL = 0.025  # seconds between health polls during the first FAST_PHASE seconds
+FAST_PHASE = 30.0
+SLOW_POLL = 0.5
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,10 @@ def wait_healthy(
     url = url_for(bind, port, path)
     started = time.monotonic()
     deadline = started + timeout
-    interval = 0.02  # short first polls: a small model is up in about a second
+    # Poll fast while a load is likely to finish soon (a small model is up in
+    # about two seconds, and every poll interval is latency added to `up`),
+    # then back off so a 20-minute load of a big model costs little.
+    interval = FAST_POLL
     polls = 0
     states: list[str] = []
     last = Probe("down", None)
@@ -104,7 +110,8 @@ def wait_healthy(
             if time.monotonic() >= deadline:
                 break
             time.sleep(interval)
-            interval = min(interval * 1.5, 0.5)
+            if time.monotonic() - started > FAST_PHASE:
+                interval = min(interval * 1.5, SLOW_POLL)
     raise _timeout_error(service, url, timeout, last, states, port, bind, proc, log_path)
 
 
