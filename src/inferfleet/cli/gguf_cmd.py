@@ -37,6 +37,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def show(value: object, limit: int = 120) -> str:
     """Text from a file, safe for the terminal: control characters (escape
     sequences) made visible, rich markup escaped, long values shortened."""
+    if value is None:
+        return "-"
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
     if len(text) > limit:
         text = text[: limit - 1] + "…"

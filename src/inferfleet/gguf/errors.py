@@ -31,3 +31,7 @@ class GGUFError(FleetError, ValueError):
         super().__init__(message, hint=hint, where=where)
         self.source = source
         self.offset = offset
+
+
+class GGUFNotFound(GGUFError):
+    """The file or URL does not exist (a missing split part is reported, not fatal)."""

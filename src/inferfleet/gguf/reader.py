@@ -5,31 +5,30 @@ the bytes that remain in the file before anything is allocated or looped
 over, so a claimed 10^12-element array or a 10^6-dimension tensor is a clean
 :class:`GGUFError` naming the offset, never a MemoryError or a hang (style 7).
 
-Speed (L-11): the header is read into one buffer that only grows (1 MiB, then
-x4), and large arrays are skipped without building Python objects. Skipping a
-string array still has to walk its lengths; that is one ``unpack_from`` per
-element. Tensor data is never read or touched.
+Speed (L-11): the header is read into one buffer that only grows (1 MiB,
+then geometrically), and large arrays are skipped without building Python
+objects. Skipping a string array still has to walk its lengths: one
+``unpack_from`` per entry. Tensor data is never parsed or kept.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Collection
+from itertools import repeat
 from pathlib import Path
 
 from inferfleet.gguf import constants as C
 from inferfleet.gguf.errors import GGUFError
-from inferfleet.gguf.model import GGUFHeader, MetaValue, SkippedArray, TensorInfo
+from inferfleet.gguf.model import GGUFHeader, MetaValue, SkippedArray, TensorInfo, layout_problems
 from inferfleet.gguf.source import ByteSource, BytesSource, open_source
 
 INITIAL_READ = 1 << 20
-GROWTH = 4
 # When the size is unknown (a stream without Content-Length) the header may
-# not claim more than this; real headers are a few tens of MiB at most.
-MAX_UNKNOWN_HEADER = 1 << 30
+# not claim more than this; the largest real headers are a few tens of MiB.
+MAX_UNKNOWN_HEADER = 256 << 20
 SMALL_ARRAY_LIMIT = 1024  # arrays up to this many entries load by default
 MAX_ARRAY_DEPTH = 8  # nested arrays deeper than this are refused
-_MAX_PROBLEMS = 10  # per kind; the rest is summarised
 
 # Smallest encoding of one key/value pair (key length, type, one-byte value)
 # and of one tensor info (name length, n_dims, type, offset): used to refuse
@@ -37,6 +36,7 @@ _MAX_PROBLEMS = 10  # per kind; the rest is summarised
 _MIN_KV_BYTES = 8 + 4 + 1
 _MIN_TENSOR_BYTES = 8 + 4 + 4 + 8
 
+_CORRUPT = "a download may be incomplete (fetch it again); otherwise the file is not valid GGUF"
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _U32_PAIR = struct.Struct("<IQ")  # array header: element type, count
@@ -81,7 +81,7 @@ class _Parser:
             return
         if end <= self.limit:
             have = len(self.data)
-            target = min(self.limit, max(end, have * GROWTH))
+            target = min(self.limit, max(end, have * self.source.growth))
             chunk = self.source.read(have, target)
             self.data += chunk
             size = self.source.size
@@ -103,9 +103,9 @@ class _Parser:
         remaining = self.limit - self.pos
         if nbytes > remaining:
             raise self.error(
-                f"{what} claims {nbytes} bytes but only {remaining} remain in the file",
+                f"{what} claims {nbytes} bytes but only {remaining} remain: truncated or corrupt",
                 offset=self.pos,
-                hint="the file is corrupt or not a GGUF file",
+                hint=_CORRUPT,
             )
 
     # -- primitives -----------------------------------------------------
@@ -147,17 +147,23 @@ class _Parser:
             return self.array(key, depth)
         raise self.error(f"key {key!r} has unknown value type {value_type}", self.pos - 4)
 
-    def array(self, key: str, depth: int) -> MetaValue:
-        if depth >= MAX_ARRAY_DEPTH:
-            raise self.error(f"array {key!r} is nested deeper than {MAX_ARRAY_DEPTH}", self.pos)
+    def _array_header(self, key: str, depth: int) -> tuple[int, int, int]:
+        """Element type, count and start of an array, the count checked
+        against the bytes left before anything loops over it."""
         start = self.pos
-        self.ensure(self.pos + 12, f"array header of {key!r}")
-        elem_type, count = _U32_PAIR.unpack_from(self.data, self.pos)
+        if depth >= MAX_ARRAY_DEPTH:
+            raise self.error(f"array {key!r} is nested deeper than {MAX_ARRAY_DEPTH}", start)
+        self.ensure(start + 12, f"array header of {key!r}")
+        elem_type, count = _U32_PAIR.unpack_from(self.data, start)
         self.pos += 12
         if elem_type not in C.VALUE_TYPE_NAMES:
             raise self.error(f"array {key!r} has unknown element type {elem_type}", start)
         self.check_fits(count * _min_size(elem_type), f"array {key!r} of {count} entries")
-        load = self.load_all or count <= self.small or key in self.load_keys
+        return elem_type, count, start
+
+    def array(self, key: str, depth: int, force: bool = False) -> MetaValue:
+        elem_type, count, start = self._array_header(key, depth)
+        load = force or self.load_all or count <= self.small or key in self.load_keys
         if not load:
             self.skip_array(elem_type, count, key, depth)
             return SkippedArray(C.VALUE_TYPE_NAMES[elem_type], count, start)
@@ -165,60 +171,56 @@ class _Parser:
         if scalar is not None:
             nbytes = count * scalar.size
             self.ensure(self.pos + nbytes, f"array {key!r}")
-            fmt = f"<{count}{scalar.format[-1]}"
-            values = struct.unpack_from(fmt, self.data, self.pos)
+            values = struct.unpack_from(f"<{count}{scalar.format[-1]}", self.data, self.pos)
             self.pos += nbytes
             if elem_type == C.ValueType.BOOL:
                 return tuple(bool(v) for v in values)
             return values
-        items: list[MetaValue] = []
-        for i in range(count):
-            if elem_type == C.ValueType.STRING:
-                items.append(self.string(f"entry {i} of array {key!r}"))
-            else:
-                items.append(self.array(f"{key}[{i}]", depth + 1))
-        return tuple(items)
+        if elem_type == C.ValueType.STRING:
+            return tuple(self.string(f"entry {i} of array {key!r}") for i in range(count))
+        # An array asked for is loaded whole, inner arrays included.
+        return tuple(self.array(f"{key}[{i}]", depth + 1, True) for i in range(count))
 
     def skip_array(self, elem_type: int, count: int, key: str, depth: int) -> None:
         scalar = C.SCALAR_STRUCTS.get(elem_type)
         if scalar is not None:
             self.pos += count * scalar.size  # already checked against the file size
-            return
-        if elem_type == C.ValueType.ARRAY:
+        elif elem_type == C.ValueType.STRING:
+            self._skip_strings(count, key)
+        else:
             for i in range(count):
                 inner = f"{key}[{i}]"
-                self.ensure(self.pos + 12, f"array header of {inner!r}")
-                inner_type, inner_count = _U32_PAIR.unpack_from(self.data, self.pos)
-                if inner_type not in C.VALUE_TYPE_NAMES:
-                    raise self.error(f"array {inner!r} has unknown element type", self.pos)
-                if depth + 1 >= MAX_ARRAY_DEPTH:
-                    raise self.error(f"array {key!r} is nested deeper than {MAX_ARRAY_DEPTH}", self.pos)
-                self.pos += 12
-                self.check_fits(inner_count * _min_size(inner_type), f"array {inner!r}")
+                inner_type, inner_count, _ = self._array_header(inner, depth + 1)
                 self.skip_array(inner_type, inner_count, inner, depth + 1)
-            return
-        self._skip_strings(count, key)
 
     def _skip_strings(self, count: int, key: str) -> None:
         # The hot loop of a 262,144-entry vocabulary: locals only, one bounds
-        # test per entry, no string objects. A length is checked against the
-        # file size as soon as it is added, so a hostile one stops the walk.
+        # test per entry, no string objects. A hostile length pushes ``pos``
+        # past the buffer, so the same test catches it on the next entry.
         unpack = _U64.unpack_from
-        data, pos, limit = self.data, self.pos, self.limit
+        data, pos = self.data, self.pos
         avail = len(data) - 8
-        for i in range(count):
+        for _ in repeat(None, count):
             if pos > avail:
+                if pos > self.limit - 8:
+                    raise self.error(
+                        f"string array {key!r} runs past the end of the file: truncated or corrupt",
+                        pos,
+                        hint=_CORRUPT,
+                    )
                 self.pos = pos
-                self.ensure(pos + 8, f"length of entry {i} of array {key!r}")
-                data, avail, limit = self.data, len(self.data) - 8, self.limit
-            end = pos + 8 + unpack(data, pos)[0]
-            if end > limit:
-                raise self.error(
-                    f"entry {i} of string array {key!r} claims a length past the end of the file",
-                    pos,
-                    hint="the file is corrupt or not a GGUF file",
-                )
-            pos = end
+                self.ensure(pos + 8, f"string array {key!r}")
+                data = self.data
+                avail = len(data) - 8
+            (length,) = unpack(data, pos)
+            pos += 8 + length
+        if pos > self.limit:
+            raise self.error(
+                f"the last entry of string array {key!r} runs past the end of the file: "
+                "truncated or corrupt",
+                self.pos,
+                hint=_CORRUPT,
+            )
         self.pos = pos
 
     # -- sections -------------------------------------------------------
@@ -242,7 +244,9 @@ class _Parser:
                 "only little-endian files",
             )
         if version == 1:
-            raise self.error("GGUF v1 is not supported", 4, hint="re-convert with a current llama.cpp")
+            raise self.error(
+                "GGUF v1 is not supported", 4, hint="re-convert with a current llama.cpp"
+            )
         if version not in C.SUPPORTED_VERSIONS:
             raise self.error(f"unsupported GGUF version {version}", 4, hint="supported: 2 and 3")
         self.pos = 8
@@ -251,16 +255,17 @@ class _Parser:
         remaining = self.limit - self.pos
         if n_kv > remaining // _MIN_KV_BYTES:
             raise self.error(
-                f"header claims {n_kv} metadata entries; {remaining} bytes can hold at most "
-                f"{remaining // _MIN_KV_BYTES}",
+                f"header claims {n_kv} metadata entries but the {remaining} bytes left can "
+                f"hold at most {remaining // _MIN_KV_BYTES}: truncated or corrupt",
                 16,
-                hint="the file is corrupt or not a GGUF file",
+                hint=_CORRUPT,
             )
         if n_tensors > (remaining - n_kv * _MIN_KV_BYTES) // _MIN_TENSOR_BYTES:
             raise self.error(
-                f"header claims {n_tensors} tensors; the rest of the file cannot hold their infos",
+                f"header claims {n_tensors} tensors but the rest of the file cannot hold "
+                "their infos: truncated or corrupt",
                 8,
-                hint="the file is corrupt or not a GGUF file",
+                hint=_CORRUPT,
             )
         return version, n_tensors, n_kv
 
@@ -273,7 +278,9 @@ class _Parser:
             if not key:
                 raise self.error(f"metadata entry {i} has an empty key", at)
             if key in values:
-                raise self.error(f"duplicate metadata key {key!r}", at, hint="llama.cpp refuses this file")
+                raise self.error(
+                    f"duplicate metadata key {key!r}", at, hint="llama.cpp refuses this file"
+                )
             value_type = self.u32(f"type of {key!r}")
             type_name = C.VALUE_TYPE_NAMES.get(value_type, str(value_type))
             if value_type == C.ValueType.ARRAY:
@@ -305,12 +312,15 @@ class _Parser:
             at = self.pos
             name = self.string(f"name of tensor {i}")
             if name in seen:
-                raise self.error(f"duplicate tensor name {name!r}", at, hint="llama.cpp refuses this file")
+                raise self.error(
+                    f"duplicate tensor name {name!r}", at, hint="llama.cpp refuses this file"
+                )
             seen.add(name)
             n_dims = self.u32(f"dimension count of tensor {name!r}")
             if n_dims > C.GGML_MAX_DIMS:
                 raise self.error(
-                    f"tensor {name!r} claims {n_dims} dimensions; ggml allows at most {C.GGML_MAX_DIMS}",
+                    f"tensor {name!r} claims {n_dims} dimensions; "
+                    f"ggml allows at most {C.GGML_MAX_DIMS}",
                     self.pos - 4,
                 )
             self.ensure(self.pos + 8 * n_dims + 12, f"shape of tensor {name!r}")
@@ -344,43 +354,6 @@ class _Parser:
         return TensorInfo(name, shape, type_id, offset, n_elements, n_bytes)
 
 
-def _layout_problems(
-    tensors: list[TensorInfo], data_offset: int, alignment: int, file_size: int | None
-) -> list[str]:
-    """Offsets llama.cpp would refuse and tensors that do not fit in the file."""
-    problems: list[str] = []
-    offsets = 0
-    beyond = 0
-    expected: int | None = 0
-    for t in tensors:
-        if len(t.name) >= C.GGML_MAX_NAME and offsets < _MAX_PROBLEMS:
-            offsets += 1
-            problems.append(f"tensor name {t.name!r} is {len(t.name)} bytes; llama.cpp allows 63")
-        if expected is not None and t.offset != expected and offsets < _MAX_PROBLEMS:
-            offsets += 1
-            problems.append(
-                f"tensor {t.name!r} has data offset {t.offset}, expected {expected} "
-                "(tensors must be packed in order, aligned)"
-            )
-        if t.n_bytes is None:
-            expected = None  # unknown size: the next offset cannot be predicted
-            continue
-        if expected is not None:
-            expected = t.offset + (t.n_bytes + alignment - 1) // alignment * alignment
-        end = data_offset + t.offset + t.n_bytes
-        if file_size is not None and end > file_size:
-            beyond += 1
-            if beyond <= _MAX_PROBLEMS:
-                problems.append(
-                    f"tensor {t.name!r} ends at byte {end} but the file has {file_size} bytes"
-                )
-    if beyond > _MAX_PROBLEMS:
-        problems.append(f"... {beyond - _MAX_PROBLEMS} more tensors lie past the end of the file")
-    if beyond:
-        problems.append("the file is truncated (an incomplete download?): fetch it again")
-    return problems
-
-
 def read_header(
     source: ByteSource,
     *,
@@ -410,7 +383,7 @@ def read_header(
         data_offset=data_offset,
         file_size=size,
         bytes_read=len(parser.data),
-        problems=tuple(_layout_problems(tensors, data_offset, alignment, size)),
+        problems=tuple(layout_problems(tensors, data_offset, alignment, size)),
     )
 
 

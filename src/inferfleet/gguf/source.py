@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -19,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from inferfleet.gguf.errors import GGUFError
+from inferfleet.gguf.errors import GGUFError, GGUFNotFound
 from inferfleet.io import http
 
 # Hosts whose token is HF_TOKEN. The token is never sent anywhere else, and
@@ -32,6 +33,10 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
 class ByteSource(Protocol):
     """Sequential access to the first bytes of a GGUF file."""
+
+    # Factor by which the reader grows its buffer: small for local files
+    # (bytes cost), larger over HTTP (round trips cost).
+    growth: int
 
     @property
     def name(self) -> str:
@@ -57,6 +62,8 @@ def is_url(location: str) -> bool:
 class BytesSource:
     """A GGUF already in memory (tests, or bytes from elsewhere)."""
 
+    growth = 2
+
     def __init__(self, data: bytes, name: str = "<bytes>") -> None:
         self._data = data
         self._name = name
@@ -79,17 +86,21 @@ class BytesSource:
 class FileSource:
     """A local file, read with ``pread``; its size comes from ``stat`` (L-08)."""
 
+    growth = 2
+
     def __init__(self, path: Path | str) -> None:
         self._path = Path(path)
         try:
             self._fd = os.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
-            raise GGUFError("no such file", source=str(path), hint="check the path") from None
-        except IsADirectoryError:
-            raise GGUFError("is a directory, not a GGUF file", source=str(path)) from None
+            raise GGUFNotFound("no such file", source=str(path), hint="check the path") from None
         except OSError as exc:
             raise GGUFError(f"cannot open: {exc.strerror}", source=str(path)) from None
-        self._size = os.fstat(self._fd).st_size
+        info = os.fstat(self._fd)
+        if stat.S_ISDIR(info.st_mode):
+            os.close(self._fd)
+            raise GGUFError("is a directory, not a GGUF file", source=str(path))
+        self._size = info.st_size
 
     @property
     def name(self) -> str:
@@ -137,7 +148,7 @@ def _status_error(url: str, status: int) -> GGUFError:
             "whose token is in HF_TOKEN; otherwise the token lacks read access",
         )
     if status == 404:
-        return GGUFError(
+        return GGUFNotFound(
             "HTTP 404: not found",
             source=url,
             hint="check the repository, the revision and the file name in the URL",
@@ -149,11 +160,13 @@ class HTTPSource:
     """A GGUF at an HTTP(S) URL, read with as few round trips as possible.
 
     Each ``read`` is one ``Range`` request for exactly the bytes asked; the
-    reader asks for 1 MiB first and grows geometrically, so a typical header
+    reader asks for 1 MiB first and grows it fourfold, so a typical header
     costs one to three requests. A server that ignores ``Range`` (200) is read
     as a stream up to what is needed and then closed. ``requests`` counts the
     requests sent, redirects included.
     """
+
+    growth = 4
 
     def __init__(
         self,
