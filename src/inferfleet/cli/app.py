@@ -7,6 +7,7 @@ operations); a traceback only with ``INFERFLEET_DEBUG=1``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -17,31 +18,83 @@ from rich.console import Console
 from rich.markup import escape
 
 from inferfleet import __version__
-from inferfleet.cli import fleet_cmds, run_cmds, runtime_cmds
 from inferfleet.errors import EXIT_FAILED, FleetError
 
-app = typer.Typer(
-    name="inferfleet",
-    help="Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-fleet_cmds.register(app)
-run_cmds.register(app)
-app.add_typer(runtime_cmds.app, name="runtime")
+# Verb -> (module under inferfleet.cli, how it attaches). "register": the
+# module's register(app) adds top-level verbs; "group": its `app` is a
+# sub-app named after the verb. Modules are imported only for the verb being
+# run (help imports them all): `inferfleet up` should not pay for importing
+# the GGUF reader or the plotting stack.
+VERBS: dict[str, tuple[str, str]] = {
+    "init": ("fleet_cmds", "register"),
+    "validate": ("fleet_cmds", "register"),
+    "show": ("fleet_cmds", "register"),
+    "schema": ("fleet_cmds", "register"),
+    "up": ("run_cmds", "register"),
+    "down": ("run_cmds", "register"),
+    "status": ("run_cmds", "register"),
+    "logs": ("run_cmds", "register"),
+    "runtime": ("runtime_cmds", "group"),
+    "gguf": ("gguf_cmd", "group"),
+    "check": ("check_cmd", "register"),
+    "render": ("render_cmd", "register"),
+    "diff": ("render_cmd", "register"),
+    "render-settings": ("render_cmd", "register"),
+    "models": ("models_cmd", "group"),
+    "probe": ("probe_cmd", "register"),
+    "bench": ("bench_cmd", "register"),
+}
 
 
-def _register_optional() -> None:
-    # Verb groups that live in their own packages register themselves here.
-    try:
-        from inferfleet.cli import gguf_cmd
-    except ImportError:
-        return
-    app.add_typer(gguf_cmd.app, name="gguf")
+def build_app(verb: str | None = None) -> typer.Typer:
+    """The Typer app with every verb group, or only the one ``verb`` needs."""
+    app = typer.Typer(
+        name="inferfleet",
+        help="Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    wanted = [VERBS[verb]] if verb in VERBS else list(VERBS.values())
+    done: set[str] = set()
+    for module_name, how in wanted:
+        if module_name in done:
+            continue
+        done.add(module_name)
+        try:
+            module = importlib.import_module(f"inferfleet.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"inferfleet.cli.{module_name}":
+                raise
+            continue  # a verb group this installation does not ship
+        if how == "register":
+            module.register(app)
+        else:
+            names = [v for v, (m, _h) in VERBS.items() if m == module_name]
+            app.add_typer(module.app, name=names[0])
+    return app
 
 
-_register_optional()
+_full_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # `inferfleet.cli.app.app`: the app with every verb, for tests and tools
+    # that want a Typer object; main() builds its own, lazily.
+    global _full_app
+    if name == "app":
+        if _full_app is None:
+            _full_app = build_app()
+        return _full_app
+    raise AttributeError(name)
+
+
+def _first_verb(argv: list[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
 
 
 def _version(value: bool) -> None:
@@ -50,7 +103,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -71,7 +123,7 @@ def main() -> None:
     try:
         # Standalone mode: typer formats usage errors and turns Exit into
         # sys.exit itself; only our own errors and real bugs reach us.
-        app()
+        build_app(_first_verb(sys.argv[1:]))()
     except FleetError as exc:
         if debug:
             traceback.print_exc()

@@ -5,37 +5,85 @@ The argv is a list, never a shell string. Lessons encoded here:
 - L-25: ``-c`` is the pool; the per-slot window (the client contract) is
   ``ctx_per_slot``, so the pool is ``ctx_per_slot x parallel``. Unified KV is
   turned off explicitly so each slot really owns its share.
-- L-56: ``--metrics`` is always on, so ``/metrics`` never answers 501 and the
-  endpoint never silently drops out of monitoring.
+- L-56: ``--metrics`` is on unless the fleet turns it off, so ``/metrics``
+  never answers 501 and the endpoint never silently drops out of monitoring.
 - L-23: mmap stays on (we never pass ``--no-mmap``).
+- L-17: tensor overrides go out as ONE joined list in first-match order, with
+  the CPU targets (the broad patterns) last.
+- L-13, L-14, L-16: speculative flags are emitted as a set, or not at all.
+- L-18, L-19, L-22: ``--jinja`` with tools or template kwargs, an explicit
+  chat template file, an explicit ``--mmproj``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from inferfleet.spec.models import Host, Service
+from inferfleet.runtimes.base import (
+    AdapterError,
+    Launch,
+    MetricNames,
+    device_index,
+    gpu_devices,
+    require_ctx,
+)
+from inferfleet.spec.models import Host, Service, Speculative
 
-# llama.cpp names its devices after the backend that drives them.
+KIND = "llama.cpp"
+REASONING_FIELD = "reasoning_content"  # L-45
+STOP_GRACE_S = 10.0
+# The official server images put the binary here (ghcr.io/ggml-org/llama.cpp:server).
+CONTAINER_PROGRAM = ["/app/llama-server"]
+METRICS = MetricNames(
+    running="llamacpp:requests_processing",
+    waiting="llamacpp:requests_deferred",
+    prompt_tokens="llamacpp:prompt_tokens_total",
+    generation_tokens="llamacpp:tokens_predicted_total",
+)
+CACHE_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
+# Drafters that need a draft context (a second model or the file's MTP head, L-14).
+CONTEXT_BACKED = frozenset(
+    {"draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark"}
+)
+# Of those, the ones that load a separate drafter file; draft-mtp may use the target's head.
+NEEDS_DRAFT_MODEL = frozenset({"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"})
+
+# llama.cpp names its devices (and their buffer types) after the backend that drives them.
 _DEVICE_PREFIX = {"nvidia": "CUDA", "amd": "ROCm", "intel": "SYCL"}
 
 
-def serve_argv(
-    service_name: str, service: Service, host: Host, binary: Path, model_path: Path
-) -> list[str]:
-    assert service.ctx_per_slot is not None  # guaranteed for llm services by the schema
-    argv = [
-        str(binary),
+def device_name(host: Host, name: str) -> str:
+    """llama.cpp's name of a host device (``CUDA0``), or ``CPU``."""
+    for index, device in enumerate(host.devices):
+        if device.name == name:
+            if device.vendor == "cpu":
+                return "CPU"
+            return f"{_DEVICE_PREFIX[device.vendor]}{device_index(index, device)}"
+    if name == "CPU":
+        return "CPU"
+    raise AdapterError(
+        f"{name!r} is not a device of this host",
+        hint=f"known devices: {', '.join(d.name for d in host.devices) or '(none)'}",
+    )
+
+
+def argv(launch: Launch) -> list[str]:
+    """The full ``llama-server`` command line for a resolved launch."""
+    service = launch.service
+    ctx = require_ctx(launch)
+    args = [
+        *launch.program,
         "--model",
-        str(model_path),
+        launch.model_path,
         "--alias",
-        service.alias or service_name,
+        launch.alias,
         "--host",
-        service.bind,
+        launch.listen_host,
         "--port",
-        str(service.port),
+        str(launch.listen_port),
         "--ctx-size",
-        str(service.ctx_total),
+        str(ctx * service.parallel),
         "--parallel",
         str(service.parallel),
         "--no-kv-unified",
@@ -45,27 +93,175 @@ def serve_argv(
         service.kv_cache.v,
         "--flash-attn",
         service.flash_attn,
-        "--metrics",
     ]
-    argv += _device_args(service, host)
-    argv += service.extra_args
-    return argv
+    if service.metrics_on:
+        args.append("--metrics")
+    args += _device_args(service, launch.host)
+    args += _split_args(service)
+    args += _override_args(service, launch.host)
+    if service.mmproj is not None:
+        if launch.mmproj_path is None:
+            raise _unresolved(launch, "mmproj", "the projector file's path")
+        args += ["--mmproj", launch.mmproj_path]
+    args += _template_args(launch)
+    if service.speculative is not None:
+        args += _speculative_args(launch, service.speculative)
+    args += service.extra_args
+    return args
 
 
 def _device_args(service: Service, host: Host) -> list[str]:
-    by_name = {d.name: (i, d) for i, d in enumerate(host.devices)}
-    picked = [by_name[name] for name in service.devices if name in by_name]
-    if not picked:
+    if not service.devices:
         return []
     gpus = [
-        f"{_DEVICE_PREFIX[d.vendor]}{d.index if d.index is not None else i}"
-        for i, d in picked
-        if d.vendor in _DEVICE_PREFIX
+        f"{_DEVICE_PREFIX[d.vendor]}{device_index(i, d)}" for i, d in gpu_devices(service, host)
     ]
     if not gpus:
         # CPU only: keep every layer off any accelerator the build may have.
         return ["--device", "none", "--n-gpu-layers", "0"]
     return ["--device", ",".join(gpus), "--n-gpu-layers", "999"]
+
+
+def _split_args(service: Service) -> list[str]:
+    args: list[str] = []
+    if service.split_mode is not None:
+        args += ["--split-mode", service.split_mode]
+    if service.tensor_split:
+        args += ["--tensor-split", ",".join(f"{share:g}" for share in service.tensor_split)]
+    return args
+
+
+def ordered_overrides(service: Service, host: Host) -> list[tuple[str, str]]:
+    """(pattern, llama.cpp target) in the order the server will try them (L-17).
+
+    First match wins, so the device-specific placements go first and the
+    broad CPU patterns (``exps=CPU``) last; the fleet's order is kept within
+    each group.
+    """
+    targeted = [(o.pattern, device_name(host, o.device)) for o in service.tensor_overrides]
+    return [t for t in targeted if t[1] != "CPU"] + [t for t in targeted if t[1] == "CPU"]
+
+
+def _override_args(service: Service, host: Host) -> list[str]:
+    pairs = ordered_overrides(service, host)
+    if not pairs:
+        return []
+    return ["--override-tensor", ",".join(f"{pattern}={target}" for pattern, target in pairs)]
+
+
+def wants_jinja(service: Service) -> bool | None:
+    """True/False for an explicit --jinja/--no-jinja, None to leave the default (L-18)."""
+    if service.jinja is not None:
+        return service.jinja
+    if service.client.tools or service.chat_template_kwargs:
+        return True
+    return None
+
+
+def _template_args(launch: Launch) -> list[str]:
+    service = launch.service
+    args: list[str] = []
+    jinja = wants_jinja(service)
+    if jinja is True:
+        args.append("--jinja")
+    elif jinja is False:
+        args.append("--no-jinja")
+    if service.chat_template_file is not None:
+        if launch.chat_template_path is None:
+            raise _unresolved(launch, "chat_template_file", "the template file's path")
+        args += ["--chat-template-file", launch.chat_template_path]
+    if service.chat_template_kwargs:
+        text = json.dumps(service.chat_template_kwargs, sort_keys=True, separators=(",", ":"))
+        args += ["--chat-template-kwargs", text]
+    return args
+
+
+def _speculative_args(launch: Launch, spec: Speculative) -> list[str]:
+    """The speculative flags as one consistent set (L-13, L-14, L-16)."""
+    name = launch.service_name
+    if not spec.types:
+        if spec.draft_model is not None or spec.draft_params_set:
+            raise AdapterError(
+                f"service {name!r}: speculative settings without a spec type (L-13)",
+                hint="add speculative.types (e.g. [draft-simple]) or remove the block",
+            )
+        return []
+    drafters = [t for t in spec.types if t in CONTEXT_BACKED]
+    if len(drafters) > 1:
+        raise AdapterError(
+            f"service {name!r}: more than one context-backed drafter: {', '.join(drafters)}",
+            hint="keep one draft-* type; draftless ngram-* types may be chained (L-14)",
+        )
+    needs_model = [t for t in spec.types if t in NEEDS_DRAFT_MODEL]
+    if needs_model and spec.draft_model is None:
+        raise AdapterError(
+            f"service {name!r}: {needs_model[0]} needs speculative.draft_model (L-13)",
+            hint="name the drafter model, or use draft-mtp / an ngram-* type",
+        )
+    if not drafters and spec.draft_params_set:
+        raise AdapterError(
+            f"service {name!r}: draft settings ({', '.join(spec.draft_params_set)}) without a "
+            "drafter (L-13)",
+            hint="remove them, or add a draft-* spec type",
+        )
+    args = ["--spec-type", ",".join(spec.types)]
+    if spec.draft_model is not None:
+        if launch.draft_model_path is None:
+            raise _unresolved(launch, "speculative.draft_model", "the drafter's file")
+        args += ["--spec-draft-model", launch.draft_model_path]
+    if spec.draft_device is not None:
+        args += ["--spec-draft-device", device_name(launch.host, spec.draft_device)]
+    if spec.draft_max is not None:
+        args += ["--spec-draft-n-max", str(spec.draft_max)]
+    if spec.draft_min is not None:
+        args += ["--spec-draft-n-min", str(spec.draft_min)]
+    if spec.draft_p_min is not None:
+        args += ["--spec-draft-p-min", f"{spec.draft_p_min:g}"]
+    if spec.draft_kv_cache is not None:
+        args += [
+            "--spec-draft-type-k",
+            spec.draft_kv_cache.k,
+            "--spec-draft-type-v",
+            spec.draft_kv_cache.v,
+        ]
+    return args
+
+
+def _unresolved(launch: Launch, field: str, what: str) -> AdapterError:
+    return AdapterError(
+        f"service {launch.service_name!r} sets {field} but {what} was not resolved",
+        hint="render the service through inferfleet.render, which resolves every path",
+    )
+
+
+def serve_argv(
+    service_name: str,
+    service: Service,
+    host: Host,
+    binary: Path,
+    model_path: Path,
+    *,
+    draft_model_path: Path | None = None,
+    chat_template_path: Path | None = None,
+) -> list[str]:
+    """argv for a server on this machine (the process backend).
+
+    The projector is a file of the service's own model, so it sits next to
+    ``model_path``; the drafter and the template file are passed in.
+    """
+    launch = Launch(
+        service_name=service_name,
+        service=service,
+        host=host,
+        program=[str(binary)],
+        model_path=str(model_path),
+        listen_host=service.bind,
+        listen_port=service.port,
+        draft_model_path=None if draft_model_path is None else str(draft_model_path),
+        mmproj_path=None if service.mmproj is None else str(model_path.parent / service.mmproj),
+        chat_template_path=None if chat_template_path is None else str(chat_template_path),
+    )
+    return argv(launch)
 
 
 def environment(service: Service, base: dict[str, str]) -> dict[str, str]:
@@ -76,5 +272,6 @@ def environment(service: Service, base: dict[str, str]) -> dict[str, str]:
     only the fleet file's own tunables get through.
     """
     env = {k: v for k, v in base.items() if not k.startswith("LLAMA_ARG_")}
+    env.update(service.runtime_env)
     env.update(service.env)
     return env

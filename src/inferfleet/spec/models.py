@@ -1,9 +1,11 @@
 """The fleet file, version 1, as pydantic models.
 
-Every model forbids unknown keys (a typo must not be silently ignored) and
-every field has a description, which ends up in ``inferfleet schema`` for
-editors. Cross-references between sections are checked by :class:`Fleet`
-after the sections themselves are valid.
+The services section lives in ``spec/service.py`` and shared types in
+``spec/base.py``; both are re-exported here. Every model forbids unknown
+keys (a typo must not be silently ignored) and every field has a
+description, which ends up in ``inferfleet schema`` for editors.
+Cross-references between sections are checked by ``spec/refs.py`` after the
+sections themselves are valid.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -22,17 +22,61 @@ from pydantic import (
     model_validator,
 )
 
-from inferfleet.spec.units import ByteSize, Duration
+from inferfleet.spec.base import (
+    NAME_PATTERN,
+    CacheType,
+    EnvName,
+    Modality,
+    Name,
+    SpecType,
+    Strict,
+)
+from inferfleet.spec.service import (
+    ClientFacts,
+    ContainerOpts,
+    Health,
+    KvCache,
+    Service,
+    SettingsFile,
+    Speculative,
+    TensorOverride,
+    UnitOpts,
+    Volume,
+)
+from inferfleet.spec.units import ByteSize
 
-NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
-Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-
-Modality = Literal["text", "image", "audio"]
-CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+__all__ = [
+    "CacheType",
+    "ClientFacts",
+    "ContainerOpts",
+    "Device",
+    "EnvName",
+    "Fleet",
+    "Health",
+    "Host",
+    "HubSource",
+    "KvCache",
+    "Modality",
+    "Model",
+    "ModelFile",
+    "ModelSource",
+    "NAME_PATTERN",
+    "Name",
+    "PackageSource",
+    "PathSource",
+    "Runtime",
+    "RuntimeSource",
+    "SHA256_RE",
+    "Service",
+    "SettingsFile",
+    "SpecType",
+    "Speculative",
+    "Ssh",
+    "Strict",
+    "TensorOverride",
+    "UnitOpts",
+    "Volume",
+]
 
 
 # ---------------------------------------------------------------- hosts
@@ -70,6 +114,11 @@ class Host(Strict):
     )
     devices: list[Device] = Field(default_factory=list)
     ram: ByteSize | None = Field(None, description="System memory.")
+    linger: bool = Field(
+        False,
+        description="`loginctl enable-linger` is set for the service user, so user units "
+        "start at boot without a login (L-38).",
+    )
 
     @model_validator(mode="after")
     def _unique_devices(self) -> Host:
@@ -213,98 +262,6 @@ class Model(Strict):
         if self.files and self.manifest is not None:
             raise ValueError("give either files or manifest, not both")
         return self
-
-
-# ---------------------------------------------------------------- services
-
-
-class KvCache(Strict):
-    k: CacheType = "f16"
-    v: CacheType = "f16"
-
-
-class Health(Strict):
-    path: str = Field("/health", description="HTTP path answering 200 when ready, 503 loading.")
-    timeout: Duration = Field(
-        600.0, description="How long a load may take before the gate fails (L-34)."
-    )
-
-
-class ClientFacts(Strict):
-    max_tokens: int = Field(1024, ge=1, description="Largest completion a client may ask for.")
-    input: list[Modality] = Field(default_factory=lambda: list[Modality](["text"]))
-    reasoning_field: Literal["reasoning_content", "reasoning"] | None = Field(
-        None, description="Where the server puts reasoning text (L-45)."
-    )
-    tools: bool = Field(False, description="Clients call tools on this endpoint (needs --jinja).")
-
-
-def _flash_attn(value: Any) -> Any:
-    # YAML 1.1 reads a bare `on`/`off` as a boolean.
-    if value is True:
-        return "on"
-    if value is False:
-        return "off"
-    return value
-
-
-class Service(Strict):
-    host: Name
-    kind: Literal["llm", "container"] = "llm"
-    runtime: Name | None = None
-    model: Name | None = None
-    alias: str | None = Field(None, description="Model id clients use; default: service name.")
-    image: str | None = Field(None, description="Container image (kind: container), by digest.")
-    bind: str = Field("127.0.0.1", description="Address the server listens on.")
-    port: int = Field(ge=1, le=65535)
-    ctx_per_slot: int | None = Field(
-        None, ge=256, description="Context window of ONE slot: the client contract (L-25)."
-    )
-    parallel: int = Field(1, ge=1, le=256, description="Slots; total context = per slot x slots.")
-    kv_cache: KvCache = Field(default_factory=KvCache)
-    flash_attn: Annotated[Literal["on", "off", "auto"], Field(description="Flash attention.")] = (
-        "auto"
-    )
-    devices: list[Name] = Field(default_factory=list, description="Host devices to run on.")
-    backend: Literal["process", "systemd", "quadlet"] = "process"
-    health: Health = Field(default_factory=Health)
-    extra_args: list[str] = Field(default_factory=list, description="Appended to the argv.")
-    env: dict[str, str] = Field(default_factory=dict, description="Tunables (no secrets).")
-    client: ClientFacts = Field(default_factory=ClientFacts)
-    paths: list[str] = Field(
-        default_factory=list, description="Repo paths this service owns (deploy planning)."
-    )
-
-    @field_validator("flash_attn", mode="before")
-    @classmethod
-    def _fa_bool(cls, value: Any) -> Any:
-        return _flash_attn(value)
-
-    @field_validator("bind")
-    @classmethod
-    def _ip(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(
-                f"bind must be an IP address such as 127.0.0.1, not {value!r}"
-            ) from None
-        return value
-
-    @model_validator(mode="after")
-    def _by_kind(self) -> Service:
-        if self.kind == "llm":
-            missing = [f for f in ("runtime", "model", "ctx_per_slot") if getattr(self, f) is None]
-            if missing:
-                raise ValueError(f"an llm service needs {', '.join(missing)}")
-        elif self.image is None:
-            raise ValueError("a container service needs image (pinned by digest)")
-        return self
-
-    @property
-    def ctx_total(self) -> int:
-        """The pool the server allocates: per-slot window x slots (L-25)."""
-        return (self.ctx_per_slot or 0) * self.parallel
 
 
 class Fleet(Strict):

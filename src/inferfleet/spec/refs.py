@@ -6,10 +6,12 @@ Returned as ``(loc, message, hint)`` so the loader can point at the line.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 
 from inferfleet.spec.models import Fleet
 
 Loc = tuple[str | int, ...]
+Ref = tuple[Loc, str, str]
 
 
 def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
@@ -56,7 +58,71 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
                             known(f"devices of {service.host}", device_names),
                         )
                     )
+        errors.extend(_option_refs(fleet, name, known))
     errors.extend(_port_clashes(fleet))
+    return errors
+
+
+def _option_refs(fleet: Fleet, name: str, known: Callable[[str, list[str]], str]) -> list[Ref]:
+    """Names inside a service's options: drafter model and device, override targets, mmproj."""
+    service = fleet.services[name]
+    base: Loc = ("services", name)
+    errors: list[Ref] = []
+    host = fleet.hosts.get(service.host)
+    device_names = [] if host is None else [d.name for d in host.devices]
+    spec = service.speculative
+    if spec is not None and spec.draft_model is not None and spec.draft_model not in fleet.models:
+        errors.append(
+            (
+                (*base, "speculative", "draft_model"),
+                f"draft model {spec.draft_model!r} is not in models",
+                known("models", list(fleet.models)),
+            )
+        )
+    draft_device = None if spec is None else spec.draft_device
+    if host is not None and draft_device is not None and draft_device not in device_names:
+        errors.append(
+            (
+                (*base, "speculative", "draft_device"),
+                f"draft device {draft_device!r} is not a device of host {service.host!r}",
+                known(f"devices of {service.host}", device_names),
+            )
+        )
+    if host is not None:
+        for index, override in enumerate(service.tensor_overrides):
+            if override.device != "CPU" and override.device not in device_names:
+                errors.append(
+                    (
+                        (*base, "tensor_overrides", index, "device"),
+                        f"tensor override target {override.device!r} is neither CPU nor a "
+                        f"device of host {service.host!r}",
+                        known(f"targets on {service.host}", ["CPU", *device_names]),
+                    )
+                )
+    runtime = fleet.runtimes.get(service.runtime or "")
+    needs_image = service.backend == "quadlet" and service.kind == "llm"
+    if needs_image and runtime is not None and runtime.image is None:
+        errors.append(
+            (
+                (*base, "backend"),
+                f"service {name!r} uses backend quadlet, but runtime {service.runtime!r} "
+                "has no container image",
+                "give the runtime an image (pinned by digest), or use backend systemd",
+            )
+        )
+    model = fleet.models.get(service.model or "")
+    if service.mmproj is not None and model is not None and model.files:
+        declared = [f.path for f in model.files]
+        if service.mmproj not in declared:
+            errors.append(
+                (
+                    (*base, "mmproj"),
+                    f"projector {service.mmproj!r} is not a declared file of model "
+                    f"{service.model!r}",
+                    "declare it under the model's files (size, sha256) so it is fetched and "
+                    f"verified; declared: {', '.join(declared)}",
+                )
+            )
     return errors
 
 

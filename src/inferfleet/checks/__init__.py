@@ -1,0 +1,1 @@
+"""`inferfleet check`: the lessons as rules, one module per topic."""

@@ -1,0 +1,104 @@
+"""A check report as data: the versioned JSON document, SARIF 2.1.0, the catalogue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferfleet.checks.engine import Finding, Report, Rule
+
+SCHEMA = "inferfleet.check/v1"
+CATALOGUE_SCHEMA = "inferfleet.check.rules/v1"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+LESSONS_URI = "../shared/lessons.md"
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "lesson": finding.lesson,
+        "severity": finding.severity,
+        "service": finding.service,
+        "field": finding.field,
+        "line": finding.line,
+        "column": finding.column,
+        "message": finding.message,
+        "hint": finding.hint,
+    }
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    return {
+        "file": report.file,
+        "ok": not report.errors,
+        "rules_run": report.rules_run,
+        "counts": {
+            "error": len(report.errors),
+            "warning": len(report.warnings),
+            "skipped": len(report.skipped),
+        },
+        "findings": [finding_dict(f) for f in report.findings],
+        "skipped": [
+            {"rule": s.rule, "lesson": s.lesson, "subject": s.subject, "reason": s.reason}
+            for s in report.skipped
+        ],
+    }
+
+
+def rule_dict(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "lesson": rule.lesson,
+        "severity": rule.severity,
+        "topic": rule.topic,
+        "needs_header": rule.needs_header,
+        "title": rule.title,
+    }
+
+
+def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:
+    """SARIF 2.1.0: code-scanning UIs show each finding on its fleet file line."""
+    index = {rule.id: i for i, rule in enumerate(rules)}
+    results = []
+    for finding in report.findings:
+        location: dict[str, Any] = {"artifactLocation": {"uri": report.file}}
+        if finding.line is not None:
+            region: dict[str, int] = {"startLine": finding.line}
+            if finding.column is not None:
+                region["startColumn"] = finding.column
+            location["region"] = region
+        results.append(
+            {
+                "ruleId": finding.rule,
+                "ruleIndex": index[finding.rule],
+                "level": finding.severity,
+                "message": {"text": f"{finding.field}: {finding.message} -- {finding.hint}"},
+                "locations": [{"physicalLocation": location}],
+                "properties": {"lesson": finding.lesson, "service": finding.service},
+            }
+        )
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "inferfleet",
+                        "version": version,
+                        "informationUri": LESSONS_URI,
+                        "rules": [
+                            {
+                                "id": rule.id,
+                                "shortDescription": {"text": rule.title},
+                                "helpUri": f"{LESSONS_URI}#{rule.lesson.lower()}",
+                                "defaultConfiguration": {"level": rule.severity},
+                                "properties": {"lesson": rule.lesson, "topic": rule.topic},
+                            }
+                            for rule in rules
+                        ],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }

@@ -1,0 +1,14 @@
+"""Importing this module registers every rule of the catalogue (one module per topic)."""
+
+from __future__ import annotations
+
+from inferfleet.checks import (  # noqa: F401 - imported for their @rule registrations
+    contract,
+    environment,
+    kvcache,
+    memory,
+    speculative,
+    templates,
+    tensors,
+    units,
+)

@@ -1,0 +1,97 @@
+"""``inferfleet check``: the fleet file against every lesson encoded as a rule.
+
+Exit codes: 0 no errors (warnings allowed unless ``--strict``), 1 errors
+found, 2 the fleet file itself is invalid (as ``validate``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from inferfleet import __version__
+from inferfleet.checks.engine import Report, catalogue, run_checks
+from inferfleet.checks.locate import locator
+from inferfleet.checks.report import (
+    CATALOGUE_SCHEMA,
+    SCHEMA,
+    report_dict,
+    rule_dict,
+    sarif,
+)
+from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import EXIT_FAILED, UsageError
+
+STYLE = {"error": "bold red", "warning": "yellow"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check)
+
+
+def check(
+    file: Path | None = FileArg,
+    json_out: bool = JsonOpt,
+    sarif_out: bool = typer.Option(False, "--sarif", help="Print SARIF 2.1.0 (code scanning)."),
+    list_rules: bool = typer.Option(False, "--list", help="Print the rule catalogue and exit."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail the check too."),
+) -> None:
+    """Check the fleet against every lesson encoded as a rule (schema first)."""
+    if json_out and sarif_out:
+        raise UsageError("--json and --sarif are two output formats; pick one")
+    out = Output(json_mode=json_out or sarif_out)
+    rules = catalogue()
+    if list_rules:
+        _catalogue(out, json_out or sarif_out)
+        return
+    loaded = resolve_fleet(file, out)
+    report = run_checks(loaded, rules=rules, locate=locator(loaded.source))
+    if sarif_out:
+        sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
+    elif json_out:
+        out.document(SCHEMA, report_dict(report))
+    else:
+        _human(out, report)
+    if report.errors or (strict and report.warnings):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _catalogue(out: Output, as_json: bool) -> None:
+    rules = catalogue()
+    if as_json:
+        out.document(CATALOGUE_SCHEMA, {"rules": [rule_dict(r) for r in rules]})
+        return
+    rows = [
+        [r.id, r.lesson, r.severity, "yes" if r.needs_header else "", esc(r.title)] for r in rules
+    ]
+    out.table(
+        f"{len(rules)} rules (lessons: ../shared/lessons.md)",
+        ["rule", "lesson", "severity", "GGUF header", "what it refuses"],
+        rows,
+    )
+
+
+def _human(out: Output, report: Report) -> None:
+    for f in report.findings:
+        where = report.file
+        if f.line is not None:
+            where += f":{f.line}:{f.column}"
+        style = STYLE[f.severity]
+        out.line(
+            f"{esc(where)}: [{style}]{f.severity}[/{style}] {f.lesson} [bold]{f.rule}[/bold] "
+            f"{esc(f.field)}"
+        )
+        out.line(f"    {esc(f.message)}")
+        out.line(f"    [dim]fix:[/dim] {esc(f.hint)}")
+    for s in report.skipped:
+        out.line(f"[dim]skipped {s.rule} ({s.lesson}) for {esc(s.subject)}: {esc(s.reason)}[/dim]")
+    errors, warnings = len(report.errors), len(report.warnings)
+    verdict = "[bold red]failed[/bold red]" if errors else "[green]passed[/green]"
+    out.line(
+        f"{verdict}: {errors} error(s), {warnings} warning(s), {len(report.skipped)} skipped, "
+        f"{report.rules_run} rules"
+    )

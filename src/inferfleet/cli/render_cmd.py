@@ -1,0 +1,153 @@
+"""``inferfleet render``, ``diff`` and ``render-settings``.
+
+``render`` refuses a fleet that ``check`` fails (a unit that repeats a known
+incident is not worth installing); ``--no-check`` renders anyway. ``diff``
+exits 1 when the rendered artifacts would change a previous render, like
+``diff(1)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from inferfleet.checks.engine import run_checks
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.render.bundle import Artifact, diff_bundle, render_fleet, write_bundle
+from inferfleet.render.facts import load_facts
+from inferfleet.render.settings import read_env_files, render_settings, write_settings
+from inferfleet.spec.loader import LoadedFleet
+
+ServiceArg = typer.Argument(None, help="Only this service's artifacts (default: all).")
+OutOpt = typer.Option(..., "--out", "-o", help="Directory of rendered artifacts.")
+FactsOpt = typer.Option(
+    None, "--facts", help="YAML of host facts per host: user, home, cache_dir (default: derived)."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("render")(render)
+    app.command("diff")(diff)
+    app.command("render-settings")(settings)
+
+
+def _artifacts(
+    loaded: LoadedFleet, service: str | None, facts: Path | None, check: bool
+) -> list[Artifact]:
+    if check:
+        report = run_checks(loaded)
+        if report.errors:
+            first = report.errors[0]
+            raise UsageError(
+                f"the fleet fails {len(report.errors)} check rule(s), first {first.rule} "
+                f"({first.lesson}): {first.message}",
+                where=str(loaded.path),
+                hint="run `inferfleet check` for all of them and fix them (or --no-check)",
+            )
+    overrides = None if facts is None else load_facts(facts, loaded.fleet)
+    return render_fleet(loaded, service, overrides)
+
+
+def render(
+    service: str | None = ServiceArg,
+    out_dir: Path = OutOpt,
+    file: Path | None = FleetOpt,
+    facts: Path | None = FactsOpt,
+    no_check: bool = typer.Option(False, "--no-check", help="Render even if check fails."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Write every artifact (units, env files, monitoring, client configs) to --out."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    artifacts = _artifacts(loaded, service, facts, not no_check)
+    write_bundle(artifacts, out_dir, only=service)
+    if json_out:
+        out.document(
+            "inferfleet.render/v1",
+            {
+                "file": str(loaded.path),
+                "out": str(out_dir),
+                "files": [
+                    {"path": a.path, "kind": a.kind, "sha256": a.sha256, "install": a.install}
+                    for a in artifacts
+                ],
+            },
+        )
+        return
+    rows = [[esc(a.path), a.kind, esc(a.install or "-")] for a in artifacts]
+    out.table(f"rendered into {esc(out_dir)}", ["file", "kind", "installs to"], rows)
+
+
+def diff(
+    service: str | None = ServiceArg,
+    out_dir: Path = OutOpt,
+    file: Path | None = FleetOpt,
+    facts: Path | None = FactsOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Show what `render` would change in a directory of previously rendered artifacts."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    artifacts = _artifacts(loaded, service, facts, check=False)
+    changes = diff_bundle(artifacts, out_dir, only=service)
+    if json_out:
+        out.document(
+            "inferfleet.diff/v1",
+            {
+                "out": str(out_dir),
+                "changes": [{"path": c.path, "status": c.status, "diff": c.diff} for c in changes],
+            },
+        )
+    elif not changes:
+        out.line(f"no changes against {esc(out_dir)}")
+    else:
+        for change in changes:
+            out.line(f"[bold]{change.status}[/bold] {esc(change.path)}")
+            if out.human:
+                out.console.print(change.diff, markup=False, highlight=False, end="")
+    if changes:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def settings(
+    service: str = typer.Argument(..., help="The service whose settings files to render."),
+    env_file: list[Path] = typer.Option(
+        [], "--env-file", help="Env file with the values (default: the service's env_files)."
+    ),
+    dest_root: Path | None = typer.Option(
+        None, "--dest-root", help="Prefix for every destination (staging, tests)."
+    ),
+    file: Path | None = FleetOpt,
+) -> None:
+    """Render a service's third-party settings files from env files (L-54), on the host."""
+    out = Output()
+    loaded = resolve_fleet(file, out)
+    svc = loaded.fleet.services.get(service)
+    if svc is None:
+        raise UsageError(
+            f"no service named {service!r} in {loaded.path}",
+            hint=f"known services: {', '.join(sorted(loaded.fleet.services)) or '(none)'}",
+        )
+    if not svc.settings:
+        raise UsageError(f"service {service!r} has no settings files")
+    for index, spec in enumerate(svc.settings):
+        files = env_file or [Path(p).expanduser() for p in spec.env_files]
+        values = read_env_files(files)
+        template_path = loaded.root / spec.template
+        try:
+            template = template_path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(
+                f"cannot read settings template: {exc.strerror}", where=str(template_path)
+            ) from None
+        text = render_settings(
+            template, spec.allow, values, where=f"services.{service}.settings[{index}]"
+        )
+        dest = Path(spec.dest).expanduser()  # runs on the host itself, at deploy time
+        if dest_root is not None:
+            dest = dest_root / str(dest).lstrip("/")
+        changed = write_settings(dest, text, repo_root=loaded.root)
+        out.line(f"{'wrote' if changed else 'unchanged'} {esc(dest)}")

@@ -1,0 +1,1 @@
+"""Render every artifact of a fleet: units, env files, monitoring, client configs."""

@@ -1,0 +1,231 @@
+"""Every artifact of a fleet, as data; writing them out; diffing against a previous run.
+
+``render_fleet`` is a pure function of the fleet (and the host facts passed
+in): same input, same bytes. Layout of an output directory::
+
+    hosts/<host>/<service>.argv.json       the server argv, as data
+    hosts/<host>/<service>.env             tunables (EnvironmentFile)
+    hosts/<host>/systemd/<unit>.service    backend: systemd, system scope
+    hosts/<host>/systemd-user/<unit>.service   backend: systemd, user scope
+    hosts/<host>/quadlet/<unit>.container  backend: quadlet
+    monitoring/prometheus.yml              scrape jobs (+ rule_files)
+    monitoring/rules/inferfleet.rules.yml  recording + alert rules
+    monitoring/grafana/inferfleet-fleet.json
+    clients/providers.json · clients/litellm.yaml · clients/opencode.json
+    MANIFEST.json                          every file, its sha256 and install path
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferfleet.errors import UsageError
+from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
+from inferfleet.render.envfile import env_file
+from inferfleet.render.facts import HostFacts, facts_for
+from inferfleet.render.launch import Resolved, resolve
+from inferfleet.spec.loader import LoadedFleet
+
+MANIFEST = "MANIFEST.json"
+MANIFEST_SCHEMA = "inferfleet.render/v1"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: str  # relative to the output directory, POSIX separators
+    content: str
+    kind: str  # argv | env | systemd | quadlet | prometheus | rules | grafana | client
+    service: str | None = None
+    host: str | None = None
+    install: str | None = None  # where it goes on the host, when it is installed there
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+def service_artifacts(resolved: Resolved) -> list[Artifact]:
+    name, host = resolved.name, resolved.host_name
+    base = f"hosts/{host}"
+    service = resolved.service
+    found = [
+        Artifact(
+            f"{base}/{name}.env", env_file(name, service), "env", name, host, resolved.env_file
+        )
+    ]
+    if service.kind == "llm":
+        argv = json.dumps({"service": name, "argv": resolved.argv}, indent=2) + "\n"
+        found.append(Artifact(f"{base}/{name}.argv.json", argv, "argv", name, host))
+    scope = service.unit.scope
+    home = resolved.facts.home
+    if service.backend == "systemd":
+        folder = "systemd" if scope == "system" else "systemd-user"
+        install = (
+            f"/etc/systemd/system/{resolved.unit}.service"
+            if scope == "system"
+            else f"{home}/.config/systemd/user/{resolved.unit}.service"
+        )
+        text = systemd.service_unit(resolved).text()
+        found.append(
+            Artifact(
+                f"{base}/{folder}/{resolved.unit}.service", text, "systemd", name, host, install
+            )
+        )
+    elif service.backend == "quadlet":
+        install = (
+            f"/etc/containers/systemd/{resolved.unit}.container"
+            if scope == "system"
+            else f"{home}/.config/containers/systemd/{resolved.unit}.container"
+        )
+        text = quadlet.container_unit(resolved).text()
+        found.append(
+            Artifact(
+                f"{base}/quadlet/{resolved.unit}.container", text, "quadlet", name, host, install
+            )
+        )
+    return found
+
+
+def fleet_artifacts(loaded: LoadedFleet) -> list[Artifact]:
+    fleet = loaded.fleet
+    return [
+        Artifact("monitoring/prometheus.yml", prometheus.scrape_config(fleet), "prometheus"),
+        Artifact(
+            f"monitoring/rules/{prometheus.RULES_FILE}", prometheus.rules_file(fleet), "rules"
+        ),
+        Artifact(
+            f"monitoring/grafana/{grafana.UID}.json", grafana.dashboard_json(fleet), "grafana"
+        ),
+        Artifact("clients/providers.json", clients.providers_json(fleet), "client"),
+        Artifact("clients/litellm.yaml", clients.litellm_yaml(fleet), "client"),
+        Artifact("clients/opencode.json", clients.opencode_json(fleet), "client"),
+    ]
+
+
+def render_fleet(
+    loaded: LoadedFleet,
+    only: str | None = None,
+    facts: Mapping[str, HostFacts] | None = None,
+) -> list[Artifact]:
+    """Every artifact (or one service's), sorted by path."""
+    fleet = loaded.fleet
+    if only is not None and only not in fleet.services:
+        raise UsageError(
+            f"no service named {only!r} in {loaded.path}",
+            hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
+        )
+    host_facts = facts_for(fleet, facts)
+    names = [only] if only is not None else list(fleet.services)
+    found: list[Artifact] = []
+    for name in names:
+        service = fleet.services[name]
+        resolved = resolve(fleet, loaded.root, name, host_facts[service.host])
+        found += service_artifacts(resolved)
+    if only is None:
+        found += fleet_artifacts(loaded)
+    return sorted(found, key=lambda a: a.path)
+
+
+def _entry(artifact: Artifact) -> dict[str, str]:
+    fields = {
+        "path": artifact.path,
+        "sha256": artifact.sha256,
+        "kind": artifact.kind,
+        "service": artifact.service,
+        "host": artifact.host,
+        "install": artifact.install,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def manifest(entries: list[dict[str, str]]) -> str:
+    files = sorted(entries, key=lambda e: e["path"])
+    return json.dumps({"schema": MANIFEST_SCHEMA, "files": files}, indent=2) + "\n"
+
+
+def write_bundle(artifacts: list[Artifact], out: Path, *, only: str | None = None) -> list[str]:
+    """Write the artifacts under ``out`` (each file atomically); returns the paths written.
+
+    Files a previous render listed but this one does not are removed, so
+    ``out`` mirrors the fleet; with ``only`` (one service) just that
+    service's files are replaced and the rest of the manifest is kept.
+    """
+    previous = read_manifest(out)
+    kept = [e for e in previous if only is not None and e.get("service") != only]
+    ours = [e for e in previous if e not in kept]
+    for artifact in artifacts:
+        _atomic_write(out / artifact.path, artifact.content)
+    current = {a.path for a in artifacts}
+    for stale in sorted({e["path"] for e in ours} - current):
+        (out / stale).unlink(missing_ok=True)
+    _atomic_write(out / MANIFEST, manifest(kept + [_entry(a) for a in artifacts]))
+    return [a.path for a in artifacts]
+
+
+def read_manifest(out: Path) -> list[dict[str, str]]:
+    """The entries of a previous render's manifest ([] when there is none)."""
+    try:
+        doc = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"{out / MANIFEST} is not a render manifest ({exc})",
+            hint="render into an empty directory, or one inferfleet rendered before",
+        ) from None
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
+        raise UsageError(
+            f"{out / MANIFEST} is not an inferfleet render manifest",
+            hint="render into an empty directory, or one inferfleet rendered before",
+        )
+    files = doc.get("files", [])
+    return [e for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    status: str  # added | removed | changed
+    diff: str
+
+
+def diff_bundle(artifacts: list[Artifact], out: Path, *, only: str | None = None) -> list[FileDiff]:
+    """What writing ``artifacts`` would change in ``out`` (a previous render)."""
+    previous = [e["path"] for e in read_manifest(out) if only is None or e.get("service") == only]
+    current = {a.path: a for a in artifacts}
+    changes: list[FileDiff] = []
+    for path in sorted(set(previous) | set(current)):
+        old_file = out / path
+        old = old_file.read_text(encoding="utf-8") if old_file.is_file() else None
+        new = current[path].content if path in current else None
+        if old == new:
+            continue
+        status = "added" if old is None else "removed" if new is None else "changed"
+        lines = difflib.unified_diff(
+            (old or "").splitlines(keepends=True),
+            (new or "").splitlines(keepends=True),
+            fromfile=f"a/{path}",
+            tofile=f"b/{path}",
+        )
+        changes.append(FileDiff(path, status, "".join(lines)))
+    return changes

@@ -1,0 +1,56 @@
+"""The env file of a service's tunables, read by systemd and by podman alike.
+
+systemd's ``EnvironmentFile=`` parses quotes and escapes; podman's
+``--env-file`` takes the rest of the line literally. One file serves both, so
+values are written bare and anything the two would read differently is
+refused instead of silently changed. No secrets (L-55) and no names a runtime
+reads by itself (L-24).
+"""
+
+from __future__ import annotations
+
+import re
+
+from inferfleet.errors import UsageError
+from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
+from inferfleet.spec.models import Service
+
+_UNSAFE_VALUE = re.compile(r"[\"'\\\n\r$`]|^\s|\s$")
+
+
+class EnvFileError(UsageError):
+    """A tunable cannot go into an env file as it is."""
+
+
+def env_file(name: str, service: Service) -> str:
+    """``KEY=value`` lines: the tunables, then the runtime's own variables."""
+    lines = [
+        f"# {name}: tunables rendered by inferfleet; secrets live in an untracked file (L-55)."
+    ]
+    for key, value in sorted(service.env.items()):
+        reason = runtime_owned(key)
+        if reason is not None:
+            raise EnvFileError(
+                f"service {name!r}: tunable {key} cannot go into the env file: {reason} (L-24)",
+                hint="rename the tunable (e.g. SAMPLING_TEMP), or move it to runtime_env if "
+                "the runtime is meant to read it",
+            )
+        lines.append(_line(name, key, value))
+    for key, value in sorted(service.runtime_env.items()):
+        lines.append(_line(name, key, value))
+    return "\n".join(lines) + "\n"
+
+
+def _line(service: str, key: str, value: str) -> str:
+    if is_secret_name(key) or secret_in(value) is not None:
+        raise EnvFileError(
+            f"service {service!r}: {key} looks like a secret and would be written in clear (L-55)",
+            hint="put it in the untracked file named by secrets_env (mode 600) instead",
+        )
+    if _UNSAFE_VALUE.search(value):
+        raise EnvFileError(
+            f"service {service!r}: the value of {key} has quotes, backslashes, $, backticks "
+            "or edge whitespace, which systemd and podman read differently",
+            hint="use a plain value; pass structured settings with a settings file",
+        )
+    return f"{key}={value}"

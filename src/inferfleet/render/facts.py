@@ -1,0 +1,141 @@
+"""Host facts the renderers need, and the paths on a host derived from them.
+
+Renderers never probe a host (style rule 4): the user, home and cache dir of
+a host are facts passed in. By default they are derived from the fleet file
+alone (the ssh user, ``/home/<user>``), so rendering is a pure function of
+the fleet and byte-stable; ``--facts FILE`` overrides them per host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from inferfleet.errors import SpecError
+from inferfleet.models import artifacts
+from inferfleet.runtimes import llamacpp_build
+from inferfleet.spec.models import Fleet, Host, PathSource, Runtime, Service
+
+DEFAULT_USER = "inferfleet"
+SYSTEM_CONFIG_DIR = "/etc/inferfleet"
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    user: str
+    home: str
+    cache_dir: str  # the host's inferfleet cache: runtimes, models, container caches
+    podman: str = "/usr/bin/podman"
+    mkdir: str = "/usr/bin/mkdir"
+
+    def expand(self, path: str) -> str:
+        """``~/x`` -> ``<home>/x``: units need absolute paths."""
+        if path == "~":
+            return self.home
+        if path.startswith("~/"):
+            return f"{self.home}/{path[2:]}"
+        return path
+
+    def config_dir(self, scope: str) -> str:
+        """Where rendered env files are installed for a unit of this scope."""
+        return SYSTEM_CONFIG_DIR if scope == "system" else f"{self.home}/.config/inferfleet"
+
+
+def default_facts(host: Host) -> HostFacts:
+    user = host.ssh.user or DEFAULT_USER
+    home = "/root" if user == "root" else f"/home/{user}"
+    return HostFacts(user=user, home=home, cache_dir=f"{home}/.cache/inferfleet")
+
+
+_FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir"}
+
+
+def load_facts(path: Path, fleet: Fleet) -> dict[str, HostFacts]:
+    """Per-host overrides from a YAML file: ``{host: {user, home, cache_dir}}``."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"cannot read host facts: {exc.strerror}", path=path) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"host facts are not valid YAML: {exc}", path=path) from None
+    if not isinstance(data, dict):
+        raise SpecError("host facts must map host names to facts", path=path)
+    facts = facts_for(fleet)
+    for name, values in data.items():
+        if name not in fleet.hosts:
+            raise SpecError(
+                f"host facts name host {name!r}, which is not in the fleet",
+                path=path,
+                hint=f"known hosts: {', '.join(sorted(fleet.hosts))}",
+            )
+        if not isinstance(values, dict) or not set(values) <= _FACT_KEYS:
+            raise SpecError(
+                f"facts of host {name!r} must be a mapping of {', '.join(sorted(_FACT_KEYS))}",
+                path=path,
+            )
+        facts[name] = replace(facts[name], **{k: str(v) for k, v in values.items()})
+    return facts
+
+
+def facts_for(
+    fleet: Fleet, overrides: Mapping[str, HostFacts] | None = None
+) -> dict[str, HostFacts]:
+    facts = {name: default_facts(host) for name, host in fleet.hosts.items()}
+    facts.update(overrides or {})
+    return facts
+
+
+# ---------------------------------------------------------------- paths on a host
+
+
+def model_dir(fleet: Fleet, model_name: str, facts: HostFacts) -> str:
+    """The model's directory on the host (same rule as models.artifacts.model_dir)."""
+    model = fleet.models[model_name]
+    if isinstance(model.source, PathSource):
+        return facts.expand(model.source.path)
+    if model.dir is not None:
+        return facts.expand(model.dir)
+    return f"{facts.cache_dir}/models/{model_name}"
+
+
+def model_main(fleet: Fleet, fleet_root: Path, model_name: str) -> str | None:
+    """The file a GGUF loader opens (part 1 of a split, L-04); None for a directory model."""
+    model = fleet.models[model_name]
+    files = artifacts.declared_files(model, fleet_root)
+    if model.main is None and not any(f.path.endswith(".gguf") for f in files):
+        return None  # safetensors: the server loads the directory
+    return artifacts.main_file(model, files)
+
+
+def model_path(fleet: Fleet, fleet_root: Path, model_name: str, facts: HostFacts) -> str:
+    folder = model_dir(fleet, model_name, facts)
+    main = model_main(fleet, fleet_root, model_name)
+    return folder if main is None else f"{folder}/{main}"
+
+
+def runtime_binary(runtime: Runtime, facts: HostFacts) -> str:
+    """Where the server binary is on the host (built from source: the host's cache)."""
+    if runtime.binary is not None:
+        return facts.expand(runtime.binary)
+    if runtime.source is not None:
+        key = llamacpp_build.install_dir(runtime.source).name
+        return f"{facts.cache_dir}/runtimes/llama.cpp/{key}/bin/{llamacpp_build.SERVER_BINARY}"
+    raise SpecError("a container runtime has no binary on the host")
+
+
+def checkout_path(host: Host, facts: HostFacts, relative: str) -> str:
+    """A file of this fleet repository, in the host's checkout."""
+    return f"{facts.expand(host.checkout).rstrip('/')}/{relative}"
+
+
+def container_cache(service_name: str, service: Service, facts: HostFacts) -> str:
+    if service.container.cache is not None:
+        return facts.expand(service.container.cache)
+    return f"{facts.cache_dir}/containers/{service_name}"
+
+
+def unit_name(service_name: str) -> str:
+    return f"inferfleet-{service_name}"

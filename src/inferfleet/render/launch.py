@@ -1,0 +1,223 @@
+"""Resolve a service into what its unit runs: argv, mounts, environment, ports.
+
+This is the one place that decides where files are for a server: on the host
+(a process or systemd unit) or inside its container (mounted read-only under
+``/models``; compile caches on a persistent ``/cache`` mount, L-37; a
+writable ``HOME`` there, L-39).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from inferfleet.render import facts as paths
+from inferfleet.render.facts import HostFacts
+from inferfleet.runtimes.base import Launch, gpu_devices
+from inferfleet.runtimes.registry import RuntimeTraits, traits
+from inferfleet.spec.models import Fleet, Host, Runtime, Service
+
+CACHE_MOUNT = "/cache"
+TEMPLATE_MOUNT = "/etc/inferfleet/chat-template.jinja"
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    container: str
+    read_only: bool
+
+    def spec(self) -> str:
+        return f"{self.host}:{self.container}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A service ready for the unit renderers."""
+
+    name: str
+    service: Service
+    host_name: str
+    host: Host
+    facts: HostFacts
+    runtime: Runtime | None
+    traits: RuntimeTraits | None
+    image: str | None  # set when the service runs in a container
+    argv: list[str]  # the server's argv; for a container: what runs inside it
+    mounts: list[Mount] = field(default_factory=list)
+    container_env: dict[str, str] = field(default_factory=dict)
+    devices: list[str] = field(default_factory=list)
+    container_port: int | None = None
+
+    @property
+    def unit(self) -> str:
+        return paths.unit_name(self.name)
+
+    @property
+    def in_container(self) -> bool:
+        return self.image is not None
+
+    @property
+    def env_file(self) -> str:
+        """Where the service's env file is installed on the host."""
+        scope = self.service.unit.scope
+        return f"{self.facts.config_dir(scope)}/env/{self.name}.env"
+
+    @property
+    def stop_grace_s(self) -> float:
+        return 10.0 if self.traits is None else self.traits.stop_grace_s
+
+
+def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Resolved:
+    service = fleet.services[name]
+    host = fleet.hosts[service.host]
+    if service.kind == "container":
+        return _plain_container(name, service, host, facts)
+    assert service.runtime is not None and service.model is not None
+    runtime = fleet.runtimes[service.runtime]
+    kind = traits(runtime.kind)
+    if runtime.image is not None:
+        return _llm_container(fleet, fleet_root, name, service, host, facts, runtime, kind)
+    program = [paths.runtime_binary(runtime, facts)]
+    spec = service.speculative
+    draft = None if spec is None or spec.draft_model is None else spec.draft_model
+    launch = Launch(
+        service_name=name,
+        service=service,
+        host=host,
+        program=program,
+        model_path=paths.model_path(fleet, fleet_root, service.model, facts),
+        listen_host=service.bind,
+        listen_port=service.port,
+        draft_model_path=None
+        if draft is None
+        else paths.model_path(fleet, fleet_root, draft, facts),
+        mmproj_path=None
+        if service.mmproj is None
+        else f"{paths.model_dir(fleet, service.model, facts)}/{service.mmproj}",
+        chat_template_path=None
+        if service.chat_template_file is None
+        else paths.checkout_path(host, facts, service.chat_template_file),
+    )
+    return Resolved(
+        name, service, service.host, host, facts, runtime, kind, None, kind.argv(launch)
+    )
+
+
+def _llm_container(
+    fleet: Fleet,
+    fleet_root: Path,
+    name: str,
+    service: Service,
+    host: Host,
+    facts: HostFacts,
+    runtime: Runtime,
+    kind: RuntimeTraits,
+) -> Resolved:
+    assert service.model is not None and runtime.image is not None
+    mounts: list[Mount] = []
+
+    def mount_model(model_name: str) -> str:
+        inside = f"/models/{model_name}"
+        mounts.append(Mount(paths.model_dir(fleet, model_name, facts), inside, True))
+        main = paths.model_main(fleet, fleet_root, model_name)
+        return inside if main is None else f"{inside}/{main}"
+
+    model_path = mount_model(service.model)
+    spec = service.speculative
+    draft_path = None
+    if spec is not None and spec.draft_model is not None:
+        draft_path = mount_model(spec.draft_model)
+    template_path = None
+    if service.chat_template_file is not None:
+        source = paths.checkout_path(host, facts, service.chat_template_file)
+        mounts.append(Mount(source, TEMPLATE_MOUNT, True))
+        template_path = TEMPLATE_MOUNT
+    mounts.append(Mount(paths.container_cache(name, service, facts), CACHE_MOUNT, False))
+    mounts += [
+        Mount(facts.expand(v.host), v.container, v.read_only) for v in service.container.volumes
+    ]
+    port = service.container.port or service.port
+    host_network = service.container.network == "host"
+    launch = Launch(
+        service_name=name,
+        service=service,
+        host=host,
+        program=list(kind.container_program),
+        model_path=model_path,
+        listen_host=service.bind if host_network else "0.0.0.0",
+        listen_port=service.port if host_network else port,
+        draft_model_path=draft_path,
+        mmproj_path=None
+        if service.mmproj is None
+        else f"{PurePosixPath(model_path).parent}/{service.mmproj}",
+        chat_template_path=template_path,
+        in_container=True,
+    )
+    env = {
+        # L-39: a writable HOME on the cache mount; L-37: compile caches there too.
+        "HOME": service.container.home or CACHE_MOUNT,
+        # The files are fetched and verified by inferfleet; the server must not download.
+        "HF_HUB_OFFLINE": "1",
+        **kind.cache_env,
+        **service.container.env,
+    }
+    return Resolved(
+        name,
+        service,
+        service.host,
+        host,
+        facts,
+        runtime,
+        kind,
+        runtime.image,
+        kind.argv(launch),
+        mounts,
+        env,
+        _devices(service, host),
+        None if host_network else port,
+    )
+
+
+def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) -> Resolved:
+    mounts = [
+        Mount(facts.expand(v.host), v.container, v.read_only) for v in service.container.volumes
+    ]
+    if service.container.cache is not None:
+        mounts.append(Mount(paths.container_cache(name, service, facts), CACHE_MOUNT, False))
+    env = dict(service.container.env)
+    if service.container.home is not None:
+        env["HOME"] = service.container.home
+    host_network = service.container.network == "host"
+    port = service.container.port or service.port
+    return Resolved(
+        name,
+        service,
+        service.host,
+        host,
+        facts,
+        None,
+        None,
+        service.image,
+        list(service.extra_args),
+        mounts,
+        env,
+        _devices(service, host),
+        None if host_network else port,
+    )
+
+
+def _devices(service: Service, host: Host) -> list[str]:
+    """Device nodes (AMD, Intel) or CDI names (NVIDIA) the container needs."""
+    if service.container.devices is not None:
+        return list(service.container.devices)
+    found: list[str] = []
+    for position, device in gpu_devices(service, host):
+        if device.vendor == "nvidia":
+            index = device.index if device.index is not None else position
+            found.append(f"nvidia.com/gpu={index}")
+        elif device.vendor == "amd":
+            found += ["/dev/kfd", "/dev/dri"]
+        elif device.vendor == "intel":
+            found.append("/dev/dri")
+    return list(dict.fromkeys(found))

@@ -1,0 +1,154 @@
+"""Prometheus scrape config, recording rules and alert rules for the fleet.
+
+L-56: a server started without its metrics flag answers ``/metrics`` with 501
+and silently drops out of monitoring. So every endpoint with metrics on gets
+a scrape job (and only those), every llm service gets a capacity series
+(``inferfleet:slots``) from the fleet file, and ``InferfleetNoSamples`` fires
+for any service in the fleet whose runtime series are missing.
+
+Runtimes name their series differently; recording rules map each runtime's
+names (from its adapter) onto ``inferfleet:*`` so alerts and the dashboard
+are written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from inferfleet.render.endpoints import endpoint, llm_services
+from inferfleet.runtimes.registry import traits
+from inferfleet.spec.models import Fleet
+
+JOB_PREFIX = "inferfleet-"
+JOB_MATCH = f'job=~"{JOB_PREFIX}.+"'
+RULES_FILE = "inferfleet.rules.yml"
+SCRAPE_INTERVAL = "15s"
+BY = "service, host, runtime"
+
+
+def dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+
+
+def scrape_jobs(fleet: Fleet) -> list[dict[str, Any]]:
+    jobs = []
+    for name, service in fleet.services.items():
+        if not service.metrics_on:
+            continue
+        ep = endpoint(fleet, name)
+        labels = {"service": name, "host": ep.host, "runtime": ep.runtime or "container"}
+        if service.kind == "llm":
+            labels["model"] = ep.alias
+        jobs.append(
+            {
+                "job_name": f"{JOB_PREFIX}{name}",
+                "metrics_path": "/metrics",
+                "scrape_interval": SCRAPE_INTERVAL,
+                "static_configs": [{"targets": [ep.address], "labels": labels}],
+            }
+        )
+    return jobs
+
+
+def scrape_config(fleet: Fleet, rules_dir: str = "rules") -> str:
+    doc = {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "rule_files": [f"{rules_dir}/{RULES_FILE}"],
+        "scrape_configs": scrape_jobs(fleet),
+    }
+    return "# Rendered by inferfleet from the fleet file.\n" + dump(doc)
+
+
+def recording_rules(fleet: Fleet) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = []
+    for name in llm_services(fleet):
+        service = fleet.services[name]
+        rules.append(
+            {
+                "record": "inferfleet:slots",
+                "expr": f"vector({service.parallel})",
+                "labels": {"service": name, "host": service.host},
+            }
+        )
+    kinds = sorted(
+        {
+            fleet.runtimes[svc.runtime].kind
+            for svc in fleet.services.values()
+            if svc.kind == "llm" and svc.runtime is not None
+        }
+    )
+    for kind in kinds:
+        names = traits(kind).metrics
+        rules += [
+            {"record": "inferfleet:requests_running", "expr": f"sum by ({BY}) ({names.running})"},
+            {"record": "inferfleet:requests_waiting", "expr": f"sum by ({BY}) ({names.waiting})"},
+            {
+                "record": "inferfleet:generation_tokens:rate5m",
+                "expr": f"sum by ({BY}) (rate({names.generation_tokens}[5m]))",
+            },
+            {
+                "record": "inferfleet:prompt_tokens:rate5m",
+                "expr": f"sum by ({BY}) (rate({names.prompt_tokens}[5m]))",
+            },
+        ]
+    return rules
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [
+        {
+            "alert": "InferfleetEndpointDown",
+            "expr": f"up{{{JOB_MATCH}}} == 0",
+            "for": "2m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "{{ $labels.service }} on {{ $labels.host }} is not answering /metrics",
+                "description": "The scrape of {{ $labels.instance }} fails: the server is down, "
+                "or started without its metrics flag (501, L-56).",
+            },
+        },
+        {
+            "alert": "InferfleetRequestsDeferred",
+            "expr": "inferfleet:requests_waiting > 0",
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.service }} queues requests: every slot is busy",
+                "description": "{{ $value }} requests waiting for 5 minutes; add slots or "
+                "another endpoint (the per-slot window is the client contract, L-25).",
+            },
+        },
+        {
+            "alert": "InferfleetSlotsSaturated",
+            "expr": "inferfleet:requests_running >= on(service) group_left() inferfleet:slots",
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.service }} has had all its slots busy for 10 minutes",
+                "description": "Requests beyond the slot count are deferred.",
+            },
+        },
+        {
+            "alert": "InferfleetNoSamples",
+            "expr": "inferfleet:slots unless on(service) inferfleet:requests_running",
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "no runtime samples from {{ $labels.service }}",
+                "description": "The fleet has this service but Prometheus gets none of its "
+                "series: no scrape job, or metrics are off (L-56).",
+            },
+        },
+    ]
+
+
+def rules_file(fleet: Fleet) -> str:
+    doc = {
+        "groups": [
+            {"name": "inferfleet-recording", "rules": recording_rules(fleet)},
+            {"name": "inferfleet-alerts", "rules": alert_rules()},
+        ]
+    }
+    return "# Rendered by inferfleet from the fleet file.\n" + dump(doc)

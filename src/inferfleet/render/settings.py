@@ -1,0 +1,117 @@
+"""Render third-party settings files from env files at deploy time (L-54).
+
+Some services read settings files that do not expand environment variables:
+a literal ``${SECRET}`` ran in production for weeks. The template lives in
+the repo with ``${NAME}`` placeholders; the values come only from env files
+on the host; only allowlisted names may appear; any unresolved placeholder
+fails loudly; the result is written with mode 600 outside the repo, and only
+when it changed (re-rendering is idempotent).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from inferfleet.errors import FleetError, UsageError
+
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_LOOSE = re.compile(r"\$\{[^}]*\}?")
+
+
+class SettingsError(FleetError, ValueError):
+    """A settings template cannot be rendered safely."""
+
+
+def read_env_files(files: Iterable[Path]) -> dict[str, str]:
+    """``KEY=value`` lines (``#`` comments, optional ``export``, matching outer quotes)."""
+    values: dict[str, str] = {}
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(
+                f"cannot read env file: {exc.strerror}",
+                where=str(path),
+                hint="create it from the committed example (it is untracked on purpose)",
+            ) from None
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            line = line.removeprefix("export ").strip()
+            key, sep, value = line.partition("=")
+            if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
+                raise SettingsError(
+                    "env file line is not KEY=value", where=f"{path}:{number}", hint=""
+                )
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            values[key.strip()] = value
+    return values
+
+
+def render_settings(
+    template: str, allow: Iterable[str], values: Mapping[str, str], *, where: str
+) -> str:
+    """Substitute ``${NAME}`` from ``values``; every name must be allowlisted and set."""
+    allowed = set(allow)
+    names = PLACEHOLDER.findall(template)
+    outside = sorted({n for n in names if n not in allowed})
+    if outside:
+        raise SettingsError(
+            f"placeholder(s) {', '.join(outside)} are not in the allowlist",
+            where=where,
+            hint="add the name to the settings file's allow list if it is meant to be there",
+        )
+    missing = sorted({n for n in names if n not in values})
+    if missing:
+        raise SettingsError(
+            f"unresolved placeholder(s): {', '.join(missing)}",
+            where=where,
+            hint="set them in one of the settings file's env_files on the host",
+        )
+    broken = [m.group(0) for m in _LOOSE.finditer(PLACEHOLDER.sub("", template))]
+    if broken:
+        raise SettingsError(
+            f"malformed placeholder {broken[0]!r}",
+            where=where,
+            hint="write placeholders as ${NAME} (letters, digits, underscore)",
+        )
+    # One pass over the template: a value that itself contains ${X} stays literal.
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def write_settings(dest: Path, text: str, *, repo_root: Path) -> bool:
+    """Write ``text`` to ``dest`` (mode 600) unless already there; True when it changed.
+
+    Refuses any destination inside the repository: rendered settings hold
+    secrets and must never be committed (L-54, L-55).
+    """
+    target = dest.resolve()
+    root = repo_root.resolve()
+    if target == root or root in target.parents:
+        raise UsageError(
+            f"refusing to write rendered settings inside the repository: {dest}",
+            hint="choose a destination outside the fleet checkout (e.g. under /etc or ~/.config)",
+        )
+    try:
+        if target.read_text(encoding="utf-8") == text:
+            return False
+    except FileNotFoundError:
+        pass
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return True

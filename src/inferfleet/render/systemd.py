@@ -1,0 +1,135 @@
+"""systemd units for ``backend: systemd`` services (system or user scope).
+
+Defaults that encode lessons:
+
+- L-38: ``Restart=always`` by default and ``StartLimitIntervalSec=0`` so a
+  unit never gives up after a few fast failures (a model that needs a
+  reboot of the driver comes back by itself); user units need linger.
+- ``TimeoutStopSec`` stays above the engine's own stop grace, so systemd
+  never SIGKILLs a server that is still flushing.
+- ``LimitMEMLOCK=infinity`` so ``--mlock``/pinned host buffers do not fail.
+- L-36: a container started from a plain unit clears a stale container of
+  its own name before ``podman run``; ``--replace`` covers a race.
+- L-06: secrets come from an ``EnvironmentFile`` outside the repo, never
+  from the command line.
+"""
+
+from __future__ import annotations
+
+from inferfleet.render.launch import Resolved
+from inferfleet.render.unitfile import UnitFile, command_line, escape_value
+
+LIMIT_NOFILE = 65536
+STOP_MARGIN_S = 15.0  # what systemd waits beyond the engine's grace before SIGKILL
+
+
+def podman_size(n: int) -> str:
+    """Bytes in podman's size syntax, in the largest whole unit (16GiB -> 16g)."""
+    for suffix, factor in (("g", 1024**3), ("m", 1024**2), ("k", 1024)):
+        if n % factor == 0:
+            return f"{n // factor}{suffix}"
+    return f"{n}b"
+
+
+def description(resolved: Resolved) -> str:
+    service = resolved.service
+    what = (
+        f"{resolved.traits.kind} serving {service.alias or resolved.name}"
+        if resolved.traits is not None
+        else f"container {str(resolved.image).split('@', 1)[0]}"
+    )
+    return escape_value(f"inferfleet {resolved.name}: {what} on {service.bind}:{service.port}")
+
+
+def wanted_by(resolved: Resolved) -> str:
+    return "multi-user.target" if resolved.service.unit.scope == "system" else "default.target"
+
+
+def unit_head(unit: UnitFile, resolved: Resolved, *, network: bool = True) -> None:
+    unit.add("Unit", "Description", description(resolved))
+    if network:  # Quadlet adds these itself
+        unit.add("Unit", "After", "network-online.target")
+        unit.add("Unit", "Wants", "network-online.target")
+    # Never give up restarting after a burst of fast failures (L-38).
+    unit.add("Unit", "StartLimitIntervalSec", 0)
+
+
+def restart_policy(unit: UnitFile, resolved: Resolved) -> None:
+    opts = resolved.service.unit
+    unit.add("Service", "Restart", opts.restart)
+    unit.add("Service", "RestartSec", f"{opts.restart_sec:g}s")
+
+
+def stop_timeout(resolved: Resolved) -> float:
+    """TimeoutStopSec: the fleet's value, never below the engine's grace plus a margin."""
+    return max(resolved.service.unit.stop_timeout, resolved.stop_grace_s + STOP_MARGIN_S)
+
+
+def start_timeout(resolved: Resolved) -> float:
+    """A load may take the whole health timeout (L-34); systemd must not kill it first."""
+    return resolved.service.health.timeout + 60.0
+
+
+def service_unit(resolved: Resolved) -> UnitFile:
+    """A ``.service`` unit running the server directly, or its container with podman."""
+    service = resolved.service
+    unit = UnitFile()
+    unit_head(unit, resolved)
+    unit.add("Service", "Type", "exec")
+    if service.unit.scope == "system":
+        unit.add("Service", "User", service.unit.user or resolved.facts.user)
+    unit.add("Service", "EnvironmentFile", escape_value(resolved.env_file))
+    if service.secrets_env is not None:
+        # Optional ("-"): a host without secrets still starts; the file is mode 600 (L-06).
+        secrets = resolved.facts.expand(service.secrets_env)
+        unit.add("Service", "EnvironmentFile", "-" + escape_value(secrets))
+    if resolved.in_container:
+        _podman_exec(unit, resolved)
+    else:
+        unit.add("Service", "ExecStart", command_line(resolved.argv))
+    restart_policy(unit, resolved)
+    unit.add("Service", "TimeoutStartSec", f"{start_timeout(resolved):g}s")
+    unit.add("Service", "TimeoutStopSec", f"{stop_timeout(resolved):g}s")
+    unit.add("Service", "LimitMEMLOCK", "infinity")
+    unit.add("Service", "LimitNOFILE", LIMIT_NOFILE)
+    unit.add("Install", "WantedBy", wanted_by(resolved))
+    return unit
+
+
+def _podman_exec(unit: UnitFile, resolved: Resolved) -> None:
+    podman = resolved.facts.podman
+    name = resolved.unit
+    assert resolved.image is not None
+    # L-36: a restart kills the container before --rm runs; clear the name first.
+    unit.add("Service", "ExecStartPre", "-" + command_line([podman, "rm", "-f", "--ignore", name]))
+    for mount in resolved.mounts:
+        if not mount.read_only:
+            unit.add(
+                "Service", "ExecStartPre", command_line([resolved.facts.mkdir, "-p", mount.host])
+            )
+    run = [podman, "run", "--rm", "--replace", "--name", name, "--pull=missing"]
+    run += ["--env-file", resolved.env_file]
+    for key, value in resolved.container_env.items():
+        run += ["--env", f"{key}={value}"]
+    for mount in resolved.mounts:
+        run += ["--volume", mount.spec()]
+    for device in resolved.devices:
+        run += ["--device", device]
+    if resolved.container_port is None:
+        run += ["--network", "host"]
+    else:
+        run += [
+            "--publish",
+            f"{resolved.service.bind}:{resolved.service.port}:{resolved.container_port}",
+        ]
+    if resolved.service.container.shm_size is not None:
+        run += ["--shm-size", podman_size(resolved.service.container.shm_size)]
+    if resolved.service.container.user is not None:
+        run += ["--user", resolved.service.container.user]
+    if resolved.traits is not None and resolved.argv:
+        run += ["--entrypoint", resolved.argv[0], resolved.image, *resolved.argv[1:]]
+    else:
+        run += [resolved.image, *resolved.argv]
+    unit.add("Service", "ExecStart", command_line(run))
+    grace = f"{resolved.stop_grace_s:g}"
+    unit.add("Service", "ExecStop", command_line([podman, "stop", "-t", grace, name]))

@@ -1,0 +1,164 @@
+"""vLLM adapter: a service becomes ``vllm serve`` argv, as data.
+
+- L-32: ``--gpu-memory-utilization`` defaults to 0.90 and is refused at or
+  above the cap; 1.0 has killed endpoints, and free VRAM on a vLLM host is
+  estimator slack, not allocatable arena.
+- L-21: vLLM moves K and V cache types together: an asymmetric request is
+  refused, not silently collapsed.
+- L-25: ``--max-model-len`` is the per-slot window, ``--max-num-seqs`` the
+  slots.
+- L-45: reasoning text lands in ``reasoning``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, gpu_devices, require_ctx
+from inferfleet.spec.models import KvCache
+
+KIND = "vllm"
+REASONING_FIELD = "reasoning"  # L-45
+STOP_GRACE_S = 30.0
+CONTAINER_PROGRAM = ["vllm", "serve"]
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
+GPU_MEMORY_UTILIZATION_CAP = 0.98  # L-32: 0.98 worked, 1.0 killed endpoints
+METRICS = MetricNames(
+    running="vllm:num_requests_running",
+    waiting="vllm:num_requests_waiting",
+    prompt_tokens="vllm:prompt_tokens_total",
+    generation_tokens="vllm:generation_tokens_total",
+)
+# vLLM's --kv-cache-dtype values for the fleet's cache types.
+_KV_DTYPE = {
+    "f16": "auto",
+    "bf16": "auto",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+}
+CACHE_TYPES = frozenset(_KV_DTYPE)
+# Compile and download caches on the persistent mount (L-37: a boot re-paid 181 s of
+# torch.compile on every restart without it).
+CACHE_ENV = {
+    "VLLM_CACHE_ROOT": "/cache/vllm",
+    "TORCHINDUCTOR_CACHE_DIR": "/cache/torchinductor",
+    "TRITON_CACHE_DIR": "/cache/triton",
+    "HF_HOME": "/cache/huggingface",
+    "XDG_CACHE_HOME": "/cache/xdg",
+}
+
+
+def kv_cache_dtype(kind: str, service_name: str, cache: KvCache, table: dict[str, str]) -> str:
+    """The one cache dtype a runtime that moves K and V together can take (L-21)."""
+    if cache.k != cache.v:
+        raise AdapterError(
+            f"service {service_name!r}: {kind} takes one KV cache type for K and V, "
+            f"not k={cache.k} v={cache.v} (L-21)",
+            hint="give k and v the same type; asymmetric K/V is a llama.cpp feature",
+        )
+    if cache.k not in table:
+        raise AdapterError(
+            f"service {service_name!r}: {kind} has no {cache.k} KV cache",
+            hint=f"use one of: {', '.join(sorted(table))}",
+        )
+    return table[cache.k]
+
+
+def tensor_parallel(launch: Launch) -> int:
+    service = launch.service
+    if service.tensor_parallel is not None:
+        return service.tensor_parallel
+    return max(1, len(gpu_devices(service, launch.host)))
+
+
+def memory_share(launch: Launch, default: float, cap: float, flag: str) -> str:
+    value = launch.service.gpu_memory_utilization
+    share = default if value is None else value
+    if share > cap:
+        raise AdapterError(
+            f"service {launch.service_name!r}: {flag} {share:g} is above {cap:g} (L-32)",
+            hint=f"use at most {cap:g}; at 1.0 the endpoint was killed under load",
+        )
+    return f"{share:g}"
+
+
+def argv(launch: Launch) -> list[str]:
+    service = launch.service
+    name = launch.service_name
+    if service.mmproj is not None:
+        raise AdapterError(
+            f"service {name!r}: vLLM loads the vision tower from the model itself",
+            hint="remove mmproj; list image under client.input instead",
+        )
+    args = [
+        *launch.program,
+        launch.model_path,
+        "--served-model-name",
+        launch.alias,
+        "--host",
+        launch.listen_host,
+        "--port",
+        str(launch.listen_port),
+        "--max-model-len",
+        str(require_ctx(launch)),
+        "--max-num-seqs",
+        str(service.parallel),
+        "--gpu-memory-utilization",
+        memory_share(
+            launch,
+            DEFAULT_GPU_MEMORY_UTILIZATION,
+            GPU_MEMORY_UTILIZATION_CAP,
+            "gpu_memory_utilization",
+        ),
+        "--kv-cache-dtype",
+        kv_cache_dtype("vLLM", name, service.kv_cache, _KV_DTYPE),
+        "--tensor-parallel-size",
+        str(tensor_parallel(launch)),
+    ]
+    if service.reasoning_parser is not None:
+        args += ["--reasoning-parser", service.reasoning_parser]
+    if service.client.tools:
+        if service.tool_parser is None:
+            raise AdapterError(
+                f"service {name!r}: tools on vLLM need a tool_parser",
+                hint="set tool_parser (e.g. hermes, qwen3_coder) for the model's format",
+            )
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", service.tool_parser]
+    if service.chat_template_file is not None:
+        if launch.chat_template_path is None:
+            raise AdapterError(f"service {name!r}: chat template path not resolved")
+        args += ["--chat-template", launch.chat_template_path]
+    if service.chat_template_kwargs:
+        text = json.dumps(service.chat_template_kwargs, sort_keys=True, separators=(",", ":"))
+        args += ["--default-chat-template-kwargs", text]
+    if service.speculative is not None and service.speculative.types:
+        config = _speculative_config(launch)
+        args += ["--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
+    args += service.extra_args
+    return args
+
+
+def _speculative_config(launch: Launch) -> dict[str, Any]:
+    spec = launch.service.speculative
+    assert spec is not None
+    types = set(spec.types)
+    tokens = spec.draft_max or 1
+    if types == {"draft-mtp"}:
+        config: dict[str, Any] = {"method": "mtp", "num_speculative_tokens": tokens}
+    elif types == {"draft-eagle3"} and launch.draft_model_path is not None:
+        config = {"method": "eagle3", "model": launch.draft_model_path}
+        config["num_speculative_tokens"] = tokens
+    elif types == {"draft-simple"} and launch.draft_model_path is not None:
+        config = {"model": launch.draft_model_path, "num_speculative_tokens": tokens}
+    elif types == {"ngram-simple"}:
+        config = {"method": "ngram", "num_speculative_tokens": tokens}
+    else:
+        raise AdapterError(
+            f"service {launch.service_name!r}: vLLM takes one speculative method "
+            f"(draft-mtp, draft-eagle3 or draft-simple with a draft model, ngram-simple), "
+            f"not {', '.join(spec.types)}",
+            hint="pick one method; chained n-gram drafters are a llama.cpp feature",
+        )
+    return config

@@ -1,0 +1,261 @@
+"""The services section of the fleet file: what runs where, and how."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from inferfleet.spec.base import CacheType, EnvName, Modality, Name, SpecType, Strict
+from inferfleet.spec.units import ByteSize, Duration
+
+# ---------------------------------------------------------------- services
+
+
+class KvCache(Strict):
+    k: CacheType = "f16"
+    v: CacheType = "f16"
+
+
+class Health(Strict):
+    path: str = Field("/health", description="HTTP path answering 200 when ready, 503 loading.")
+    timeout: Duration = Field(
+        600.0, description="How long a load may take before the gate fails (L-34)."
+    )
+
+
+class ClientFacts(Strict):
+    max_tokens: int = Field(1024, ge=1, description="Largest completion a client may ask for.")
+    input: list[Modality] = Field(default_factory=lambda: list[Modality](["text"]))
+    reasoning_field: Literal["reasoning_content", "reasoning"] | None = Field(
+        None, description="Where the server puts reasoning text (L-45)."
+    )
+    tools: bool = Field(False, description="Clients call tools on this endpoint (needs --jinja).")
+    chat: bool = Field(
+        True, description="Clients send chat requests (the model needs a chat template, L-19)."
+    )
+    compaction_threshold: int | None = Field(
+        None,
+        ge=1,
+        description="Prompt tokens at which clients compact the conversation; with max_tokens "
+        "it must fit the per-slot window (L-26). Default: window - max_tokens.",
+    )
+    reasoning_effort: dict[str, str] = Field(
+        default_factory=dict,
+        description="reasoning_effort a client may send -> value the template accepts (L-46).",
+    )
+
+
+class TensorOverride(Strict):
+    pattern: str = Field(description="Regular expression searched in tensor names.")
+    device: str = Field(
+        "CPU",
+        description="CPU, or a device of the host. The server takes ONE joined list, "
+        "first match wins (L-17).",
+    )
+
+
+class Speculative(Strict):
+    """Speculative decoding flags, which only work as a set (L-13)."""
+
+    types: list[SpecType] = Field(
+        default_factory=list,
+        description="Spec types; at most one context-backed draft-* type per process (L-14).",
+    )
+    draft_model: Name | None = Field(None, description="A model of this fleet used as drafter.")
+    draft_device: Name | None = Field(
+        None, description="The one host device the drafter runs on (L-16)."
+    )
+    draft_max: int | None = Field(None, ge=1, description="Tokens drafted per step.")
+    draft_min: int | None = Field(None, ge=0, description="Fewest draft tokens to use.")
+    draft_p_min: float | None = Field(None, ge=0, le=1, description="Minimum draft probability.")
+    draft_kv_cache: KvCache | None = Field(None, description="Drafter K/V cache types.")
+
+    @property
+    def draft_params_set(self) -> list[str]:
+        """Names of the draft-* tunables given (leftovers without a drafter crash, L-13)."""
+        fields = ("draft_max", "draft_min", "draft_p_min", "draft_kv_cache", "draft_device")
+        return [f for f in fields if getattr(self, f) is not None]
+
+
+class Volume(Strict):
+    host: str = Field(description="Path on the host (absolute or ~/...).")
+    container: str = Field(description="Absolute path inside the container.")
+    read_only: bool = False
+
+
+class ContainerOpts(Strict):
+    volumes: list[Volume] = Field(default_factory=list, description="Extra bind mounts.")
+    cache: str | None = Field(
+        None,
+        description="Host dir mounted at /cache for compile and download caches (L-37); "
+        "default: the host's inferfleet cache / containers / SERVICE.",
+    )
+    home: str | None = Field(
+        None,
+        description="HOME inside the container; must be writable (L-39). Default for llm "
+        "services: /cache/home.",
+    )
+    devices: list[str] | None = Field(
+        None, description="Devices to add (/dev/kfd, nvidia.com/gpu=0); default from the host."
+    )
+    network: Literal["bridge", "host"] = "bridge"
+    port: int | None = Field(
+        None, ge=1, le=65535, description="Port inside the container; default: the service port."
+    )
+    user: str | None = Field(None, description="User inside the container.")
+    shm_size: ByteSize | None = Field(None, description="/dev/shm size (tensor parallel).")
+    health_cmd: str | None = Field(
+        None, description="Health command; default for llm services: curl the health path."
+    )
+    env: dict[EnvName, str] = Field(
+        default_factory=dict, description="Environment of the container (no secrets)."
+    )
+
+
+class UnitOpts(Strict):
+    scope: Literal["system", "user"] = Field(
+        "system", description="System unit, or user unit (needs linger, L-38)."
+    )
+    user: str | None = Field(None, description="User= of a system unit; default: the ssh user.")
+    restart: Literal["always", "on-failure", "no"] = "always"
+    restart_sec: Duration = Field(5.0, description="Pause between restarts.")
+    stop_timeout: Duration = Field(
+        30.0, description="TimeoutStopSec; kept above the engine's own stop grace."
+    )
+
+
+class SettingsFile(Strict):
+    """A third-party config file rendered at deploy time from env files (L-54)."""
+
+    template: str = Field(description="Template with ${VAR} placeholders, relative to fleet.yaml.")
+    dest: str = Field(description="Where the rendered file goes on the host (outside the repo).")
+    allow: list[EnvName] = Field(description="The only variable names the template may use.")
+    env_files: list[str] = Field(
+        default_factory=list, description="Untracked env files on the host holding the values."
+    )
+
+
+def _flash_attn(value: Any) -> Any:
+    # YAML 1.1 reads a bare `on`/`off` as a boolean.
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return value
+
+
+class Service(Strict):
+    host: Name
+    kind: Literal["llm", "container"] = "llm"
+    runtime: Name | None = None
+    model: Name | None = None
+    alias: str | None = Field(None, description="Model id clients use; default: service name.")
+    image: str | None = Field(None, description="Container image (kind: container), by digest.")
+    bind: str = Field("127.0.0.1", description="Address the server listens on.")
+    port: int = Field(ge=1, le=65535)
+    ctx_per_slot: int | None = Field(
+        None, ge=256, description="Context window of ONE slot: the client contract (L-25)."
+    )
+    parallel: int = Field(1, ge=1, le=256, description="Slots; total context = per slot x slots.")
+    kv_cache: KvCache = Field(default_factory=KvCache)
+    flash_attn: Annotated[Literal["on", "off", "auto"], Field(description="Flash attention.")] = (
+        "auto"
+    )
+    devices: list[Name] = Field(default_factory=list, description="Host devices to run on.")
+    backend: Literal["process", "systemd", "quadlet"] = "process"
+    health: Health = Field(default_factory=Health)
+    extra_args: list[str] = Field(default_factory=list, description="Appended to the argv.")
+    env: dict[str, str] = Field(default_factory=dict, description="Tunables (no secrets).")
+    client: ClientFacts = Field(default_factory=ClientFacts)
+    paths: list[str] = Field(
+        default_factory=list, description="Repo paths this service owns (deploy planning)."
+    )
+    split_mode: Literal["none", "layer", "row", "tensor"] | None = Field(
+        None, description="llama.cpp multi-device split; default: the server's (layer)."
+    )
+    tensor_split: list[float] = Field(
+        default_factory=list, description="Share of the model per device, in devices order."
+    )
+    tensor_overrides: list[TensorOverride] = Field(
+        default_factory=list, description="Tensor placement, first match wins (L-17)."
+    )
+    speculative: Speculative | None = Field(None, description="Speculative decoding (L-13).")
+    mmproj: str | None = Field(
+        None, description="Vision projector, a file of the service's model (L-22)."
+    )
+    chat_template_file: str | None = Field(
+        None, description="Chat template file relative to fleet.yaml (L-19)."
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Template kwargs (need jinja, L-18)."
+    )
+    jinja: bool | None = Field(
+        None, description="Jinja templates; default on when tools or template kwargs are used."
+    )
+    metrics: bool | None = Field(
+        None, description="Serve /metrics; default on for llm services (L-56)."
+    )
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="vLLM/SGLang share of device memory (L-32: below 1.0)."
+    )
+    tensor_parallel: int | None = Field(
+        None, ge=1, description="vLLM/SGLang tensor parallel size; default: GPU devices."
+    )
+    reasoning_parser: str | None = Field(None, description="vLLM/SGLang reasoning parser.")
+    tool_parser: str | None = Field(None, description="vLLM/SGLang tool call parser.")
+    container: ContainerOpts = Field(default_factory=ContainerOpts)
+    unit: UnitOpts = Field(default_factory=UnitOpts)
+    runtime_env: dict[EnvName, str] = Field(
+        default_factory=dict,
+        description="Variables the runtime or GPU driver reads itself, set on purpose "
+        "(HIP_VISIBLE_DEVICES); never tunables (L-24).",
+    )
+    secrets_env: str | None = Field(
+        None, description="Untracked mode-600 env file on the host with secrets (L-06, L-55)."
+    )
+    settings: list[SettingsFile] = Field(
+        default_factory=list, description="Third-party settings rendered at deploy (L-54)."
+    )
+
+    @field_validator("flash_attn", mode="before")
+    @classmethod
+    def _fa_bool(cls, value: Any) -> Any:
+        return _flash_attn(value)
+
+    @field_validator("bind")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"bind must be an IP address such as 127.0.0.1, not {value!r}"
+            ) from None
+        return value
+
+    @model_validator(mode="after")
+    def _by_kind(self) -> Service:
+        if self.kind == "llm":
+            missing = [f for f in ("runtime", "model", "ctx_per_slot") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"an llm service needs {', '.join(missing)}")
+        elif self.image is None:
+            raise ValueError("a container service needs image (pinned by digest)")
+        if self.tensor_split and len(self.tensor_split) != len(self.devices):
+            raise ValueError(
+                f"tensor_split has {len(self.tensor_split)} shares for "
+                f"{len(self.devices)} devices; give one share per device"
+            )
+        return self
+
+    @property
+    def metrics_on(self) -> bool:
+        """Whether /metrics is served (llm services by default, L-56)."""
+        return self.metrics if self.metrics is not None else self.kind == "llm"
+
+    @property
+    def ctx_total(self) -> int:
+        """The pool the server allocates: per-slot window x slots (L-25)."""
+        return (self.ctx_per_slot or 0) * self.parallel

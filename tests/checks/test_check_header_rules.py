@@ -1,0 +1,177 @@
+"""Rules that read GGUF headers, with real files built byte by byte.
+
+Each test writes tiny GGUFs (tests/fixtures/gguf_builder.py) where the
+fleet's model source points, so the rule reads the header through the same
+reader the CLI uses; without the file the rule is skipped with its reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from check_helpers import Patch, check
+from fixtures.gguf_builder import F16, Q4_K, Q8_0, STRING, UINT32, GGUFBuilder
+
+HEADER_RULES = {
+    "gguf-unknown-types",
+    "spec-mtp-without-nextn",
+    "spec-drafter-full-window",
+    "override-matches-no-tensor",
+    "chat-template-missing",
+    "context-beyond-training",
+}
+S = "services"
+
+
+def model(
+    *,
+    layers: int = 4,
+    nextn: int = 0,
+    window: int | None = None,
+    template: bool = True,
+    context: int = 32768,
+    odd_type: int | None = None,
+) -> GGUFBuilder:
+    """A small llama-shaped file: 8 heads, 2 KV heads, head dim 64."""
+    b = GGUFBuilder()
+    b.kv("general.architecture", STRING, "llama").kv("llama.block_count", UINT32, layers)
+    b.kv("llama.context_length", UINT32, context).kv("llama.embedding_length", UINT32, 512)
+    b.kv("llama.attention.head_count", UINT32, 8).kv("llama.attention.head_count_kv", UINT32, 2)
+    if nextn:
+        b.kv("llama.nextn_predict_layers", UINT32, nextn)
+    if window is not None:
+        b.kv("llama.attention.sliding_window", UINT32, window)
+    if template:
+        b.kv("tokenizer.chat_template", STRING, "{{ messages }}")
+    b.tensor("token_embd.weight", (512, 64), Q8_0)
+    for il in range(layers):
+        b.tensor(f"blk.{il}.attn_k.weight", (512, 128), F16)
+        b.tensor(f"blk.{il}.ffn_up_exps.weight", (512, 256), Q4_K)
+    if odd_type is not None:
+        b.tensor("blk.0.custom.weight", (32,), odd_type, n_bytes=32)
+    return b
+
+
+def run(
+    tmp_path: Path, patch: Patch, target: GGUFBuilder, drafter: GGUFBuilder | None = None
+) -> Any:
+    models = tmp_path / "models"
+    (models / "m").mkdir(parents=True)
+    (models / "d").mkdir()
+    target.write(models / "m" / "m.gguf", data=False)
+    if drafter is not None:
+        drafter.write(models / "d" / "d.gguf", data=False)
+    where = {
+        "models.m.source": {"path": str(models / "m")},
+        "models.d.source": {"path": str(models / "d")},
+    }
+    return check(tmp_path, {**where, **patch})
+
+
+def hits(report: Any, rule: str) -> list[Any]:
+    return [f for f in report.findings if f.rule == rule]
+
+
+def test_unknown_tensor_type_is_reported_by_number(tmp_path: Path) -> None:
+    """L-10: a fork's type id 103 only loads in that fork."""
+    (hit,) = hits(run(tmp_path / "a", {}, model(odd_type=103)), "gguf-unknown-types")
+    assert "103" in hit.message and hit.field == "services.chat.model"
+    assert not hits(run(tmp_path / "b", {}, model()), "gguf-unknown-types")
+
+
+def test_mtp_needs_nextn_layers_in_the_file(tmp_path: Path) -> None:
+    """L-12: MTP is a property of the file, not of flags."""
+    mtp = {f"{S}.chat.speculative": {"types": ["draft-mtp"]}}
+    (hit,) = hits(run(tmp_path / "a", mtp, model()), "spec-mtp-without-nextn")
+    assert "no nextn layers" in hit.message
+    assert not hits(run(tmp_path / "b", mtp, model(nextn=1)), "spec-mtp-without-nextn")
+    # An MTP drafter file: its own nextn layers count, not the target's.
+    with_drafter = {f"{S}.chat.speculative": {"types": ["draft-mtp"], "draft_model": "d"}}
+    report = run(tmp_path / "c", with_drafter, model(nextn=1), drafter=model(layers=1))
+    assert hits(report, "spec-mtp-without-nextn")
+
+
+def test_drafter_without_sliding_window_caches_the_target_window(tmp_path: Path) -> None:
+    """L-15: the drafter's KV follows the target's context."""
+    spec = {
+        f"{S}.chat.speculative": {"types": ["draft-simple"], "draft_model": "d"},
+        f"{S}.chat.ctx_per_slot": 131072,
+    }
+    (hit,) = hits(
+        run(tmp_path / "a", spec, model(), drafter=model(layers=2)), "spec-drafter-full-window"
+    )
+    assert hit.severity == "warning" and "262144 tokens" in hit.message and "MiB" in hit.message
+    windowed = run(tmp_path / "b", spec, model(), drafter=model(layers=2, window=4096))
+    assert not hits(windowed, "spec-drafter-full-window")
+
+
+def test_override_that_matches_no_tensor(tmp_path: Path) -> None:
+    """L-17: a pattern matching nothing silently does nothing."""
+    nothing = {f"{S}.chat.tensor_overrides": [{"pattern": r"blk\.99\.ffn_up_exps"}]}
+    (hit,) = hits(run(tmp_path / "a", nothing, model()), "override-matches-no-tensor")
+    assert "matches none of the 9 tensors" in hit.message
+    fine = {f"{S}.chat.tensor_overrides": [{"pattern": r"blk\.[23]\.ffn_up_exps"}]}
+    assert not hits(run(tmp_path / "b", fine, model()), "override-matches-no-tensor")
+
+
+def test_shadowing_is_exact_with_the_header(tmp_path: Path) -> None:
+    """First match wins: with the file's tensor names the check is exact, not a guess."""
+    base = {f"{S}.chat.devices": ["g0", "g1"], f"{S}.chat.split_mode": "row"}
+    shadowed = {
+        **base,
+        f"{S}.chat.tensor_overrides": [
+            {"pattern": "ffn_up_exps", "device": "g0"},
+            {"pattern": r"blk\.3\.ffn", "device": "g1"},
+        ],
+    }
+    (hit,) = hits(run(tmp_path / "a", shadowed, model()), "override-shadowed")
+    assert "every tensor it matches" in hit.message
+    # blk.3 also has attn_k, which the broad pattern does not take: not fully shadowed.
+    partial = {
+        **base,
+        f"{S}.chat.tensor_overrides": [
+            {"pattern": "ffn_up_exps", "device": "g0"},
+            {"pattern": r"blk\.3\.", "device": "g1"},
+        ],
+    }
+    assert not hits(run(tmp_path / "b", partial, model()), "override-shadowed")
+
+
+def test_chat_on_a_file_without_template(tmp_path: Path) -> None:
+    """L-19: no template in the file and none given: the server falls back to a built-in."""
+    (hit,) = hits(run(tmp_path / "a", {}, model(template=False)), "chat-template-missing")
+    assert "chat_template_file" in hit.hint
+    assert not hits(run(tmp_path / "b", {}, model()), "chat-template-missing")
+    completion = {f"{S}.chat.client": {"chat": False}}
+    assert not hits(run(tmp_path / "c", completion, model(template=False)), "chat-template-missing")
+
+
+def test_window_beyond_training(tmp_path: Path) -> None:
+    long = {f"{S}.chat.ctx_per_slot": 65536}
+    (hit,) = hits(run(tmp_path / "a", long, model(context=32768)), "context-beyond-training")
+    assert hit.severity == "warning" and "32768" in hit.message
+    assert not hits(run(tmp_path / "b", {}, model(context=32768)), "context-beyond-training")
+
+
+def test_header_rules_skip_with_the_reason_when_the_file_is_absent(tmp_path: Path) -> None:
+    report = check(tmp_path, {f"{S}.chat.speculative": {"types": ["draft-mtp"]}})
+    skipped = {s.rule: s for s in report.skipped}
+    assert set(skipped) >= {"gguf-unknown-types", "spec-mtp-without-nextn", "chat-template-missing"}
+    assert "'m' is not on this machine" in skipped["spec-mtp-without-nextn"].reason
+    assert report.findings == []
+
+
+def test_safetensors_models_are_not_read_as_gguf(tmp_path: Path) -> None:
+    report = check(tmp_path, {f"{S}.serve.speculative": {"types": ["draft-mtp"]}})
+    (skip,) = [s for s in report.skipped if s.subject == "serve"]
+    assert "is not a GGUF" in skip.reason
+
+
+def test_unreadable_header_is_a_skip_with_the_reader_message(tmp_path: Path) -> None:
+    folder = tmp_path / "models" / "m"
+    folder.mkdir(parents=True)
+    (folder / "m.gguf").write_bytes(b"NOPE" + b"\0" * 64)
+    report = check(tmp_path, {"models.m.source": {"path": str(folder)}})
+    reasons = {s.reason for s in report.skipped}
+    assert any("header unreadable" in r for r in reasons)

@@ -1,0 +1,260 @@
+"""Every rule: a fleet that repeats its lesson's incident trips it; the fix passes.
+
+Rules that need GGUF header facts are tested with real files in
+test_check_header_rules.py; together the two tables cover the catalogue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from check_helpers import DIGEST, Patch, check, rule_ids
+from test_check_header_rules import HEADER_RULES
+
+from inferfleet.checks.engine import catalogue
+
+S = "services"
+DRAFT = {"types": ["draft-simple"], "draft_model": "d"}
+SPLIT = {f"{S}.chat.devices": ["g0", "g1"]}
+TEMPLATE = {"templates/chat.jinja": "{{ messages }}"}
+SETTINGS_TEMPLATE = {"settings/web.yml": "a: ${A}\nb: ${B}\n"}
+WEB_SETTINGS = {"template": "settings/web.yml"}
+APU = {"name": "igpu", "vendor": "amd", "unified_memory": True}
+
+# rule id -> (incident, fix, repo files both need)
+CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
+    "secret-on-command-line": (
+        {f"{S}.chat.extra_args": ["--api-key", "sk-local"]},
+        {f"{S}.chat.secrets_env": "/etc/inferfleet/secrets/chat.env"},
+        {},
+    ),
+    "spec-draft-without-type": (
+        {f"{S}.chat.speculative": {"draft_model": "d", "draft_max": 8}},
+        {f"{S}.chat.speculative": {**DRAFT, "draft_max": 8}},
+        {},
+    ),
+    "spec-type-without-draft": (
+        {f"{S}.chat.speculative": {"types": ["draft-simple"]}},
+        {f"{S}.chat.speculative": {"types": ["draft-mtp"]}},
+        {},
+    ),
+    "spec-draft-params-without-drafter": (
+        {f"{S}.chat.speculative": {"types": ["ngram-mod"], "draft_max": 8}},
+        {f"{S}.chat.speculative": {"types": ["ngram-mod"]}},
+        {},
+    ),
+    "spec-flags-in-extra-args": (
+        {f"{S}.chat.extra_args": ["--model-draft", "/m/d.gguf", "--spec-draft-n-max", "8"]},
+        {f"{S}.chat.extra_args": ["--ubatch-size", "512"]},
+        {},
+    ),
+    "spec-one-drafter": (
+        {f"{S}.chat.speculative": {**DRAFT, "types": ["draft-simple", "draft-eagle3"]}},
+        {f"{S}.chat.speculative": {**DRAFT, "types": ["draft-simple", "ngram-mod"]}},
+        {},
+    ),
+    "spec-draft-device-unpinned": (
+        {**SPLIT, f"{S}.chat.speculative": DRAFT},
+        {**SPLIT, f"{S}.chat.speculative": {**DRAFT, "draft_device": "g0"}},
+        {},
+    ),
+    "override-pattern-invalid": (
+        {f"{S}.chat.tensor_overrides": [{"pattern": r"blk\.(1|2\.ffn"}, {"pattern": "x{1,3}"}]},
+        {f"{S}.chat.tensor_overrides": [{"pattern": r"blk\.(1|2)\.ffn"}]},
+        {},
+    ),
+    "override-gpu-target-layer-split": (
+        {**SPLIT, f"{S}.chat.tensor_overrides": [{"pattern": "exps", "device": "g1"}]},
+        {**SPLIT, f"{S}.chat.tensor_overrides": [{"pattern": "exps", "device": "CPU"}]},
+        {},
+    ),
+    "override-shadowed": (
+        {
+            **SPLIT,
+            f"{S}.chat.split_mode": "row",
+            f"{S}.chat.tensor_overrides": [
+                {"pattern": r"ffn_.*_exps", "device": "g0"},
+                {"pattern": r"blk\.(1|2)\.ffn_up_exps", "device": "g1"},
+            ],
+        },
+        {
+            **SPLIT,
+            f"{S}.chat.split_mode": "row",
+            f"{S}.chat.tensor_overrides": [
+                {"pattern": r"blk\.(1|2)\.ffn_up_exps", "device": "g1"},
+                {"pattern": r"ffn_.*_exps", "device": "g0"},
+            ],
+        },
+        {},
+    ),
+    "jinja-off-with-tools": (
+        {f"{S}.chat.client": {"tools": True}, f"{S}.chat.jinja": False},
+        {f"{S}.chat.client": {"tools": True}},
+        {},
+    ),
+    "chat-template-file-missing": (
+        {f"{S}.chat.chat_template_file": "templates/missing.jinja"},
+        {f"{S}.chat.chat_template_file": "templates/chat.jinja"},
+        TEMPLATE,
+    ),
+    "quantized-v-needs-flash-attn": (
+        {f"{S}.chat.kv_cache": {"k": "q8_0", "v": "q8_0"}, f"{S}.chat.flash_attn": "auto"},
+        {f"{S}.chat.kv_cache": {"k": "q8_0", "v": "q8_0"}, f"{S}.chat.flash_attn": "on"},
+        {},
+    ),
+    "cuda-fa-all-quants": (
+        {f"{S}.chat.kv_cache": {"k": "f16", "v": "q8_0"}, f"{S}.chat.flash_attn": "on"},
+        {
+            f"{S}.chat.kv_cache": {"k": "f16", "v": "q8_0"},
+            f"{S}.chat.flash_attn": "on",
+            "runtimes.lcpp.source.cmake_args": ["-DGGML_CUDA=ON", "-DGGML_CUDA_FA_ALL_QUANTS=ON"],
+        },
+        {},
+    ),
+    "asymmetric-kv-runtime": (
+        {f"{S}.serve.kv_cache": {"k": "fp8", "v": "f16"}},
+        {f"{S}.serve.kv_cache": {"k": "fp8", "v": "fp8"}},
+        {},
+    ),
+    "kv-type-unsupported": (
+        {f"{S}.serve.kv_cache": {"k": "q8_0", "v": "q8_0"}},
+        {f"{S}.serve.kv_cache": {"k": "fp8_e4m3", "v": "fp8_e4m3"}},
+        {},
+    ),
+    "vision-without-mmproj": (
+        {f"{S}.chat.client": {"input": ["text", "image"]}},
+        {f"{S}.chat.client": {"input": ["text", "image"]}, f"{S}.chat.mmproj": "mmproj.gguf"},
+        {},
+    ),
+    "mmproj-without-image-input": (
+        {f"{S}.chat.mmproj": "mmproj.gguf"},
+        {f"{S}.chat.mmproj": "mmproj.gguf", f"{S}.chat.client": {"input": ["text", "image"]}},
+        {},
+    ),
+    "env-runtime-name": (
+        {f"{S}.chat.env": {"TEMP": "1.0", "GPU_MAX_HEAP_SIZE": "100"}},
+        {f"{S}.chat.env": {"SAMPLING_TEMP": "1.0"},
+         f"{S}.chat.runtime_env": {"GPU_MAX_HEAP_SIZE": "100"}},
+        {},
+    ),
+    "runtime-env-generic-name": (
+        {f"{S}.chat.runtime_env": {"TEMP": "/scratch"}},
+        {f"{S}.chat.runtime_env": {"HIP_VISIBLE_DEVICES": "0"}},
+        {},
+    ),
+    "client-window-overflow": (
+        {f"{S}.chat.client": {"max_tokens": 4096, "compaction_threshold": 6000}},
+        {f"{S}.chat.client": {"max_tokens": 2048, "compaction_threshold": 6000}},
+        {},
+    ),
+    "unified-memory-dedicated-vram": (
+        {"hosts.apu.devices": [APU | {"memory": "512MiB"}]},
+        {"hosts.apu.devices": [APU | {"memory": "96GiB"}]},
+        {},
+    ),
+    "gpu-memory-utilization-cap": (
+        {f"{S}.serve.gpu_memory_utilization": 1.0},
+        {f"{S}.serve.gpu_memory_utilization": 0.95},
+        {},
+    ),
+    "container-without-unit": (
+        {f"{S}.web.backend": "process"},
+        {f"{S}.web.backend": "systemd"},
+        {},
+    ),
+    "restart-disabled": (
+        {f"{S}.chat.unit": {"restart": "no"}},
+        {f"{S}.chat.unit": {"restart": "on-failure"}},
+        {},
+    ),
+    "user-unit-without-linger": (
+        {f"{S}.chat.unit": {"scope": "user"}},
+        {f"{S}.chat.unit": {"scope": "user"}, "hosts.gpu.linger": True},
+        {},
+    ),
+    "container-without-health": (
+        {f"{S}.web.container": {}},
+        {f"{S}.web.container": {"health_cmd": "wget -q -O /dev/null http://127.0.0.1:3000/"}},
+        {},
+    ),
+    "container-home-not-writable": (
+        {f"{S}.web.container.home": "/root"},
+        {f"{S}.web.container.home": "/tmp/home"},
+        {},
+    ),
+    "image-not-pinned": (
+        {f"{S}.web.image": "docker.io/example/web:latest",
+         "runtimes.vllm.image": "vllm/vllm-openai:v0.9"},
+        {f"{S}.web.image": "docker.io/example/web" + DIGEST},
+        {},
+    ),
+    "source-not-pinned": (
+        {"runtimes.lcpp.source.commit": None},
+        {"runtimes.lcpp.source.commit": "b11434"},
+        {},
+    ),
+    "reasoning-field-mismatch": (
+        {f"{S}.serve.client": {"reasoning_field": "reasoning_content"}},
+        {f"{S}.serve.client": {"reasoning_field": "reasoning"}},
+        {},
+    ),
+    "settings-template-unsafe": (
+        {f"{S}.web.settings": [WEB_SETTINGS | {"dest": "~/fleet/web.yml", "allow": ["A"]}]},
+        {f"{S}.web.settings": [WEB_SETTINGS | {"dest": "~/.config/web.yml", "allow": ["A", "B"]}]},
+        SETTINGS_TEMPLATE,
+    ),
+    "secret-in-fleet-file": (
+        {f"{S}.chat.env": {"NOTE": "hf_" + "x" * 30},
+         f"{S}.web.container.env": {"ADMIN_PASSWORD": "hunter2"}},
+        {f"{S}.chat.secrets_env": "/etc/inferfleet/secrets/chat.env"},
+        {},
+    ),
+    "metrics-off": (
+        {f"{S}.chat.metrics": False},
+        {f"{S}.chat.metrics": True},
+        {},
+    ),
+    "container-host-lan-address": (
+        {f"{S}.web.container.env": {"OPENAI_API_BASE_URL": "http://10.0.0.5:8080/v1"}},
+        {f"{S}.web.container.env": {"OPENAI_API_BASE_URL": "http://host.containers.internal:8080/v1"}},
+        {},
+    ),
+}  # fmt: skip
+
+
+def test_the_base_fleet_passes_every_rule(tmp_path: Path) -> None:
+    report = check(tmp_path)
+    assert report.findings == []
+    assert report.rules_run == len(catalogue())
+
+
+def test_every_rule_has_a_case() -> None:
+    covered = set(CASES) | set(HEADER_RULES)
+    assert covered == {r.id for r in catalogue()}
+    assert len(catalogue()) >= 25
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_incident_trips_the_rule_and_the_fix_passes(rule_id: str, tmp_path: Path) -> None:
+    incident, fix, files = CASES[rule_id]
+    tripped = check(tmp_path / "incident", incident, files)
+    hits = [f for f in tripped.findings if f.rule == rule_id]
+    assert hits, f"{rule_id} did not fire: {[f.rule for f in tripped.findings]}"
+    rule = next(r for r in catalogue() if r.id == rule_id)
+    for hit in hits:
+        assert hit.lesson == rule.lesson and hit.severity == rule.severity
+        assert hit.hint and hit.field.split(".")[0] in {"services", "hosts", "runtimes"}
+        if hit.field.startswith("services."):
+            name = hit.field.split(".")[1]
+            assert repr(name) in hit.message  # the message names the service
+        assert hit.line is not None  # pointed at a line of the fleet file
+    fixed = check(tmp_path / "fix", fix, files)
+    assert rule_id not in rule_ids(fixed), [f.message for f in fixed.findings]
+
+
+def test_findings_point_at_the_line_of_the_field(tmp_path: Path) -> None:
+    report = check(tmp_path, {f"{S}.serve.gpu_memory_utilization": 1.0})
+    (finding,) = report.findings
+    lines = (tmp_path / "fleet.yaml").read_text().splitlines()
+    assert lines[finding.line - 1].strip() == "gpu_memory_utilization: 1.0"  # type: ignore[operator]
