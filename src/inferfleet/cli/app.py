@@ -43,6 +43,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "models": ("models_cmd", "group"),
     "probe": ("probe_cmd", "register"),
     "bench": ("bench_cmd", "register"),
+    "secrets": ("secrets_cmd", "group"),
 }
 
 
