@@ -1,0 +1,347 @@
+"""``inferfleet models manifest|fetch|verify``: model files from the Hub, verified.
+
+``manifest`` writes the declared file set of a Hub repo at one commit;
+``fetch`` downloads exactly those files (parallel, resumable, hashed while
+they stream); ``verify`` checks them (sizes by stat, then sha256 on all
+cores). The token comes from HF_TOKEN, huggingface_hub's login or a mode-600
+``--token-file``; there is deliberately no option that takes the token
+itself (L-06).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import UsageError
+from inferfleet.hub.auth import resolve_token
+from inferfleet.hub.download import Retry
+from inferfleet.hub.fetch import FetchReport, fetch
+from inferfleet.hub.manifest import build_manifest, write_manifest
+from inferfleet.models.fetch_plan import endpoint, fetch_job, plan_model
+from inferfleet.models.parallel_verify import raise_for_problems, verify_files
+from inferfleet.spec.units import format_size
+
+app = typer.Typer(
+    help="Model files: Hub manifests, verified resumable fetch, verify.", no_args_is_help=True
+)
+
+EndpointOpt = typer.Option(
+    None, "--endpoint", help="Hub endpoint or mirror (default: $HF_ENDPOINT, else the Hub)."
+)
+TokenFileOpt = typer.Option(
+    None,
+    "--token-file",
+    help="A file holding the Hub token, mode 600 (default: $HF_TOKEN, else `hf auth login`).",
+)
+JobsOpt = typer.Option(4, "--jobs", "-j", min=1, max=32, help="Files fetched at once.")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@app.command("manifest")
+def manifest_cmd(
+    repo: str = typer.Argument(..., help="Hub repo id, e.g. unsloth/gemma-3-270m-it-GGUF."),
+    revision: str = typer.Option("main", "--revision", "-r", help="Branch, tag or commit sha."),
+    include: list[str] = typer.Option(
+        [],
+        "--include",
+        "-i",
+        help="Glob of files to keep (repeatable); fragments count as the file they are cut from.",
+    ),
+    out_file: Path | None = typer.Option(None, "--out", "-o", help="Write the manifest here."),
+    endpoint_opt: str | None = EndpointOpt,
+    token_file: Path | None = TokenFileOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """List a repo's files at one commit: size, hash and kind, path (sorted)."""
+    out = Output(json_mode=json_out)
+    if not _REPO_ID.match(repo):
+        raise UsageError(f"{repo!r} is not a Hub repo id", hint="write it as OWNER/NAME")
+    url = endpoint(endpoint_opt)
+    token = resolve_token(token_file=token_file)
+    made = build_manifest(
+        endpoint=url, repo=repo, revision=revision, includes=include, token=token, on_note=out.note
+    )
+    if out_file is not None:
+        write_manifest(out_file, made)
+    if json_out:
+        out.document(
+            "inferfleet.models.manifest/v1",
+            {
+                "repo": repo,
+                "revision": revision,
+                "commit": made.commit,
+                "out": None if out_file is None else str(out_file),
+                "files": [
+                    {"path": e.path, "size": e.size, "kind": e.kind, "hash": e.value}
+                    for e in sorted(made.entries, key=lambda e: e.path)
+                ],
+            },
+        )
+        return
+    if out_file is None:
+        typer.echo(made.render(), nl=False)
+        return
+    total = sum(e.size for e in made.entries if e.kind != "parts")
+    out.line(
+        f"[green]wrote[/green] {esc(out_file)}: {len(made.entries)} file(s), "
+        f"{format_size(total)} at {esc(repo)}@{made.commit}"
+    )
+
+
+@app.command("fetch")
+def fetch_cmd(
+    name: str = typer.Argument(..., help="A model of the fleet file (models: NAME)."),
+    file: Path | None = FleetOpt,
+    jobs: int = JobsOpt,
+    endpoint_opt: str | None = EndpointOpt,
+    token_file: Path | None = TokenFileOpt,
+    retries: int = typer.Option(
+        8, "--retries", min=1, help="Tries in a row without a new byte before a file fails."
+    ),
+    stall: float = typer.Option(
+        60.0, "--stall-timeout", min=1.0, help="Seconds without a byte before a retry."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Download exactly the model's declared files, verified; resumes where it stopped."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    plan = plan_model(loaded, name)
+    url = endpoint(endpoint_opt)
+    token = resolve_token(token_file=token_file)
+    job = fetch_job(plan, endpoint_url=url, token=token)
+    out.note(
+        f"fetching {esc(name)}: {esc(job.repo)}@{job.revision[:12]} from {esc(url)} "
+        f"into {esc(job.folder)}"
+    )
+    total = sum(t.size for t in job.targets) + sum(a.size for a in job.assemblies)
+    events = _ProgressEvents(out, total) if out.human else None
+    try:
+        report = fetch(
+            job,
+            token=token,
+            jobs=jobs,
+            retry=Retry(attempts=retries),
+            stall_timeout=stall,
+            events=events,
+        )
+    finally:
+        if events is not None:
+            events.stop()
+    _fetch_summary(out, name, job.repo, job.revision, job.folder, report)
+    report.raise_for_failures()
+
+
+@app.command("verify")
+def verify_cmd(
+    name: str = typer.Argument(..., help="A model of the fleet file (models: NAME)."),
+    file: Path | None = FleetOpt,
+    full: bool = typer.Option(False, "--full", help="Hash every file, even unchanged ones."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Files hashed at once."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Check the declared files: sizes by stat first, then hashes in parallel."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    plan = plan_model(loaded, name)
+    progress = _bytes_progress(out, "hashing")
+    total = sum(e.size for e in plan.entries)
+    task = progress.add_task("hashing", total=total) if progress else None
+
+    def on_bytes(count: int) -> None:
+        if progress is not None and task is not None:
+            progress.advance(task, count)
+
+    if progress is not None:
+        progress.start()
+    try:
+        results = verify_files(plan.folder, plan.entries, full=full, jobs=jobs, on_bytes=on_bytes)
+    finally:
+        if progress is not None:
+            progress.stop()
+    if json_out:
+        out.document(
+            "inferfleet.models.verify/v1",
+            {
+                "model": name,
+                "folder": str(plan.folder),
+                "ok": all(c.ok for c in results),
+                "files": [
+                    {
+                        "path": c.path,
+                        "size": c.size,
+                        "status": c.status,
+                        "method": c.method,
+                        "detail": c.detail,
+                    }
+                    for c in results
+                ],
+            },
+        )
+    else:
+        rows = [
+            [esc(c.path), format_size(c.size), _status(c.status), c.method, esc(c.detail)]
+            for c in results
+        ]
+        out.table(f"{esc(name)} in {esc(plan.folder)}", ["file", "size", "result", "how", ""], rows)
+    raise_for_problems(plan.folder, results)
+    out.line(f"[green]ok[/green] {len(results)} declared file(s) verified")
+
+
+def _status(status: str) -> str:
+    return "[green]ok[/green]" if status == "ok" else f"[red]{status}[/red]"
+
+
+def _bytes_progress(out: Output, _what: str) -> Progress | None:
+    if not out.human:
+        return None
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=out.err,
+        transient=True,
+    )
+
+
+class _ProgressEvents:
+    """Per-file bars and a total (bytes, rate, ETA) on stderr; thread-safe."""
+
+    def __init__(self, out: Output, total: int) -> None:
+        progress = _bytes_progress(out, "fetch")
+        assert progress is not None
+        self.progress = progress
+        self.total = self.progress.add_task("total", total=total)
+        self.tasks: dict[str, TaskID] = {}
+        self.done: dict[str, int] = {}
+        self.sizes: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.live = False
+
+    def started(self, path: str, size: int) -> None:
+        with self.lock:
+            if not self.live:
+                # Started on the first file, so an error before it leaves no empty bar.
+                self.progress.start()
+                self.live = True
+            self.tasks[path] = self.progress.add_task(esc(path), total=size)
+            self.sizes[path] = size
+            self.done[path] = 0
+
+    def resumed(self, path: str, have: int) -> None:
+        self.note(f"{path}: resuming at {format_size(have)} (re-hashing what is on disk)")
+
+    def advanced(self, path: str, count: int, *, fetched: bool) -> None:
+        task = self.tasks.get(path)
+        if task is None:
+            return
+        with self.lock:
+            self.done[path] += count
+        self.progress.advance(task, count)
+        self.progress.advance(self.total, count)
+
+    def restarted(self, path: str) -> None:
+        task = self.tasks.get(path)
+        if task is None:
+            return
+        with self.lock:
+            lost, self.done[path] = self.done[path], 0
+        self.progress.reset(task)
+        self.progress.advance(self.total, -lost)
+
+    def finished(self, path: str, status: str) -> None:
+        task = self.tasks.get(path)
+        if task is None:
+            return
+        size = self.sizes[path]
+        with self.lock:
+            rest, self.done[path] = size - self.done[path], size
+        self.progress.advance(self.total, rest)
+        self.progress.update(task, completed=size, visible=False)
+        self.progress.console.print(f"[green]{status}[/green] {esc(path)} ({format_size(size)})")
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[yellow]{esc(text)}[/yellow]")
+
+    def stop(self) -> None:
+        if self.live:
+            self.progress.stop()
+
+
+def _fetch_summary(
+    out: Output, name: str, repo: str, commit: str, folder: Path, report: FetchReport
+) -> None:
+    if out.json_mode:
+        payload: dict[str, Any] = {
+            "model": name,
+            "repo": repo,
+            "commit": commit,
+            "folder": str(folder),
+            "ok": not report.failures,
+            "fetched_bytes": report.fetched,
+            "reused_bytes": report.reused,
+            "seconds": round(report.seconds, 3),
+            "files": [
+                {
+                    "path": o.path,
+                    "size": o.size,
+                    "status": o.status,
+                    "fetched": o.fetched,
+                    "reused": o.reused,
+                    "seconds": round(o.seconds, 3),
+                    "sha256": o.sha256,
+                }
+                for o in sorted(report.outcomes, key=lambda o: o.path)
+            ],
+            "failures": [
+                {"path": path, "error": error.message, "hint": error.hint}
+                for path, error in report.failures
+            ],
+        }
+        out.document("inferfleet.models.fetch/v1", payload)
+        return
+    rows = [
+        [
+            esc(o.path),
+            format_size(o.size),
+            o.status,
+            format_size(o.fetched),
+            f"{o.seconds:.1f} s",
+        ]
+        for o in sorted(report.outcomes, key=lambda o: o.path)
+    ]
+    rows += [[esc(path), "", "[red]failed[/red]", "", ""] for path, _ in report.failures]
+    out.table(
+        f"{esc(name)}: {esc(repo)}@{commit[:12]} in {esc(folder)}",
+        ["file", "size", "result", "downloaded", "time"],
+        rows,
+    )
+    rate = report.fetched / report.seconds if report.seconds > 0 else 0.0
+    verdict = (
+        "[green]verified[/green]"
+        if not report.failures
+        else f"[red]{len(report.failures)} failed[/red]"
+    )
+    out.line(
+        f"{verdict}: {len(report.outcomes)} file(s) ok, {format_size(report.fetched)} downloaded "
+        f"in {report.seconds:.1f} s ({format_size(int(rate))}/s), "
+        f"{format_size(report.reused)} re-used from disk"
+    )

@@ -1,0 +1,112 @@
+"""Where the Hub token comes from, and the one rule for where it may go.
+
+The token is read from (first match wins):
+
+1. ``--token-file PATH`` (or ``INFERFLEET_HF_TOKEN_FILE``): a file only its
+   owner can read (mode 600);
+2. ``HF_TOKEN`` in the environment;
+3. huggingface_hub's stored login (``hf auth login`` writes it, mode 600).
+
+It never travels on a command line (L-06: ``/proc/<pid>/cmdline`` is
+readable by every user): inferfleet takes no ``--token VALUE`` option and
+starts no child process with it. It is sent only to the configured endpoint
+(scheme, host and port); the CDN a download is redirected to gets a signed
+URL and no ``Authorization`` header.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from inferfleet.hub.errors import AuthError
+
+TOKEN_FILE_ENV = "INFERFLEET_HF_TOKEN_FILE"
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token and where it came from; its value never shows in repr or str."""
+
+    value: str = field(repr=False)
+    source: str
+
+    def __str__(self) -> str:
+        return f"<token from {self.source}>"
+
+
+def resolve_token(
+    *, token_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Token | None:
+    """The token to use, or None for anonymous access."""
+    env = os.environ if environ is None else environ
+    if token_file is not None:
+        return read_token_file(token_file, source=f"--token-file {token_file}")
+    if env.get(TOKEN_FILE_ENV):
+        path = Path(env[TOKEN_FILE_ENV]).expanduser()
+        return read_token_file(path, source=f"{TOKEN_FILE_ENV}={path}")
+    value = (env.get("HF_TOKEN") or "").strip()
+    if value:
+        return Token(value, "HF_TOKEN")
+    stored = stored_login_path(env)
+    if stored.is_file():
+        return read_token_file(stored, source=f"huggingface_hub login ({stored})")
+    return None
+
+
+def stored_login_path(environ: Mapping[str, str]) -> Path:
+    """Where huggingface_hub keeps the login token (``HF_TOKEN_PATH`` overrides it)."""
+    if environ.get("HF_TOKEN_PATH"):
+        return Path(environ["HF_TOKEN_PATH"]).expanduser()
+    if environ.get("HF_HOME"):
+        return Path(environ["HF_HOME"]).expanduser() / "token"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_TOKEN_PATH).expanduser()
+
+
+def read_token_file(path: Path, *, source: str) -> Token:
+    """Read a token file that only its owner can read (L-06)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise AuthError(
+            f"token file {path} does not exist",
+            hint="write the token into it (umask 077; printf %s TOKEN > FILE) or use HF_TOKEN",
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise AuthError(f"token file {path} is not a regular file", hint="point at the token file")
+    if st.st_mode & 0o077:
+        raise AuthError(
+            f"token file {path} can be read by other users (mode {stat.S_IMODE(st.st_mode):04o})",
+            hint=f"chmod 600 {path}  (and create a new token if others could read this one)",
+        )
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuthError(f"cannot read token file {path}: {exc}", hint="check the file") from None
+    if not value or any(c.isspace() for c in value):
+        raise AuthError(
+            f"token file {path} does not hold one token",
+            hint="the file must contain the token alone (hf_...), on one line",
+        )
+    return Token(value, source)
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) with the default port filled in."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def auth_headers(url: str, *, endpoint: str, token: Token | None) -> dict[str, str]:
+    """``Authorization`` for ``url`` only if it is on the endpoint's origin."""
+    if token is None or origin(url) != origin(endpoint):
+        return {}
+    return {"Authorization": f"Bearer {token.value}"}
