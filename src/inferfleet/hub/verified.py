@@ -57,7 +57,7 @@ class Record:
     def __init__(self, folder: Path) -> None:
         self.path = folder / artifacts.VERIFY_RECORD
         self._lock = threading.Lock()
-        self._data = artifacts._read_record(self.path)
+        self._data = artifacts.read_record(self.path)
 
     def vouches(
         self, rel: str, st: os.stat_result, *, sha256: str | None, gitsha1: str | None
@@ -93,9 +93,9 @@ class Record:
             entry["gitsha1"] = gitsha1
         with self._lock:
             self._data[rel] = entry
-            artifacts._write_record(self.path, self._data)
+            artifacts.write_record(self.path, self._data)
 
     def forget(self, rel: str) -> None:
         with self._lock:
             if self._data.pop(rel, None) is not None:
-                artifacts._write_record(self.path, self._data)
+                artifacts.write_record(self.path, self._data)

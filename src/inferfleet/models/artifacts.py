@@ -187,7 +187,7 @@ def verify(
             )
         stats[entry.path] = st
     record_path = folder / VERIFY_RECORD
-    record = {} if full else _read_record(record_path)
+    record = {} if full else read_record(record_path)
     results: list[VerifiedFile] = []
     for entry in files:
         path = folder / entry.path
@@ -203,7 +203,7 @@ def verify(
         digest = sha256_file(path, on_bytes=on_bytes)
         if digest != entry.sha256:
             record.pop(entry.path, None)
-            _write_record(record_path, record)
+            write_record(record_path, record)
             raise ArtifactError(
                 f"{path}: sha256 is {digest}, the fleet file declares {entry.sha256}",
                 hint="the file is corrupt or not the declared one; delete it and fetch it again "
@@ -211,7 +211,7 @@ def verify(
             )
         record[entry.path] = {"stat": key, "sha256": digest}
         results.append(VerifiedFile(path, st.st_size, digest, True))
-    _write_record(record_path, record)
+    write_record(record_path, record)
     return results
 
 
@@ -225,7 +225,7 @@ def sha256_file(path: Path, *, on_bytes: HashProgress | None = None) -> str:
     return digest.hexdigest()
 
 
-def _read_record(path: Path) -> dict[str, dict[str, object]]:
+def read_record(path: Path) -> dict[str, dict[str, object]]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -233,7 +233,7 @@ def _read_record(path: Path) -> dict[str, dict[str, object]]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_record(path: Path, record: dict[str, dict[str, object]]) -> None:
+def write_record(path: Path, record: dict[str, dict[str, object]]) -> None:
     try:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
