@@ -44,6 +44,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "probe": ("probe_cmd", "register"),
     "bench": ("bench_cmd", "register"),
     "secrets": ("secrets_cmd", "group"),
+    "budget": ("budget_cmd", "register"),
 }
 
 

@@ -63,6 +63,9 @@ HYBRID_ARCHS = frozenset(
 
 # llama.cpp pads both caches to 256 cells (llama-context.cpp, llama-kv-cache-iswa.cpp).
 CELL_PAD = 256
+# LLAMA_MAX_LAYERS (llama-hparams.h): llama.cpp refuses a model with more blocks,
+# and a hostile block_count must not size per-layer lists.
+MAX_LAYERS = 512
 DEFAULT_UBATCH = 512
 
 
@@ -190,12 +193,13 @@ def _recurrent_flags(meta: Mapping[str, object], arch: str, n_main: int, n: int)
 
 
 def attention_layout(meta: Mapping[str, object]) -> AttentionLayout | None:
-    """The attention layout, or ``None`` when the header lacks the basics."""
+    """The attention layout, or ``None`` when the header lacks the basics (or
+    claims more blocks than llama.cpp loads)."""
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         return None
     n = _int(meta, f"{arch}.block_count")
-    if n <= 0:
+    if n <= 0 or n > MAX_LAYERS:
         return None
     notes: list[str] = []
     n_nextn = min(_int(meta, f"{arch}.nextn_predict_layers"), n)
@@ -254,21 +258,94 @@ def _row_bytes(type_name: str, n: int) -> int:
     return cache.row_bytes(n)
 
 
-def _layer_token_bytes(layer: LayerAttention, type_k: str, type_v: str) -> int:
-    k = _row_bytes(type_k, layer.kv_heads * layer.key_length)
-    v = _row_bytes(type_v, layer.kv_heads * layer.value_length) if layer.value_length else 0
-    return k + v
+def v_row_values(layout: AttentionLayout, layer: LayerAttention, *, flash_attn: bool) -> int:
+    """Values of one V row: without flash attention llama.cpp stores V
+    transposed and pads every layer to the widest one (``n_embd_v_gqa_max``,
+    ``[TAG_V_CACHE_VARIABLE]`` in ``llama-kv-cache.cpp``); MLA caches no V."""
+    if not layer.value_length:
+        return 0
+    if flash_attn:
+        return layer.kv_heads * layer.value_length
+    return max(other.kv_heads * other.value_length for other in layout.layers)
+
+
+def layer_cell_bytes(
+    layout: AttentionLayout,
+    layer: LayerAttention,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    *,
+    flash_attn: bool = True,
+) -> int:
+    """Bytes one cache cell (one token of one stream) costs in this layer, K plus V."""
+    k = _row_bytes(cache_type_k, layer.kv_heads * layer.key_length)
+    v_values = v_row_values(layout, layer, flash_attn=flash_attn)
+    return k + (_row_bytes(cache_type_v, v_values) if v_values else 0)
 
 
 def kv_bytes_per_token(
-    layout: AttentionLayout, cache_type_k: str = "f16", cache_type_v: str = "f16"
+    layout: AttentionLayout,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    *,
+    flash_attn: bool = True,
 ) -> KVPerToken:
     """Bytes per token of context, split by which cache pays them (L-29)."""
     sums = {"full": 0, "swa": 0, "nextn": 0}
     for layer in layout.layers:
         if layer.kind in sums:
-            sums[layer.kind] += _layer_token_bytes(layer, cache_type_k, cache_type_v)
+            sums[layer.kind] += layer_cell_bytes(
+                layout, layer, cache_type_k, cache_type_v, flash_attn=flash_attn
+            )
     return KVPerToken(full=sums["full"], swa=sums["swa"], nextn=sums["nextn"])
+
+
+@dataclass(frozen=True)
+class CacheCells:
+    """How many cells each cache gets, the way llama.cpp sizes them."""
+
+    n_ctx: int  # after llama.cpp's padding
+    streams: int  # one per slot unless the cache is unified
+    cells_full: int  # per stream
+    cells_swa: int  # per stream; 0 without SWA layers
+
+    def cells(self, kind: LayerKind) -> int:
+        """Cells per stream of the cache a layer of this kind lives in."""
+        if kind == "swa":
+            return self.cells_swa
+        return self.cells_full if kind in ("full", "nextn") else 0
+
+
+def cache_cells(
+    layout: AttentionLayout,
+    ctx: int,
+    *,
+    parallel: int = 1,
+    n_ubatch: int = DEFAULT_UBATCH,
+    unified: bool = False,
+    swa_full: bool = False,
+) -> CacheCells:
+    """Cells of ``llama-server -c ctx --parallel N`` for this model.
+
+    Mirrors llama.cpp: ``n_ctx`` is padded to 256; without ``--kv-unified``
+    each of the ``parallel`` slots gets its own stream of ``n_ctx/parallel``
+    cells (padded to 256); the SWA cache holds
+    ``pad256(min(cells, n_swa x (parallel if unified else 1) + n_ubatch))``
+    cells per stream, or as many as the full cache with ``--swa-full``.
+    """
+    if ctx <= 0 or parallel <= 0:
+        raise ValueError("ctx and parallel must be positive")
+    n_ctx = _pad(ctx, CELL_PAD)
+    if unified:
+        streams, cells = 1, n_ctx
+    else:
+        streams, cells = parallel, _pad(n_ctx // parallel, CELL_PAD)
+        n_ctx = cells * parallel  # llama.cpp rounds n_ctx to whole streams
+    cells_swa = 0
+    if layout.sliding_window and layout.indices("swa"):
+        window = layout.sliding_window * (parallel if unified else 1) + n_ubatch
+        cells_swa = cells if swa_full else _pad(min(cells, window), CELL_PAD)
+    return CacheCells(n_ctx=n_ctx, streams=streams, cells_full=cells, cells_swa=cells_swa)
 
 
 def kv_bytes(
@@ -281,33 +358,19 @@ def kv_bytes(
     n_ubatch: int = DEFAULT_UBATCH,
     unified: bool = False,
     swa_full: bool = False,
+    flash_attn: bool = True,
 ) -> KVEstimate:
-    """The KV buffers of ``llama-server -c ctx --parallel N`` for this model.
-
-    Mirrors llama.cpp: ``n_ctx`` is padded to 256; without ``--kv-unified``
-    each of the ``parallel`` slots gets its own stream of ``n_ctx/parallel``
-    cells (padded to 256); the SWA cache holds
-    ``pad256(min(cells, n_swa x (parallel if unified else 1) + n_ubatch))``
-    cells per stream, or as many as the full cache with ``--swa-full``.
-    """
-    if ctx <= 0 or parallel <= 0:
-        raise ValueError("ctx and parallel must be positive")
-    per_token = kv_bytes_per_token(layout, cache_type_k, cache_type_v)
-    n_ctx = _pad(ctx, CELL_PAD)
-    if unified:
-        streams, cells = 1, n_ctx
-    else:
-        streams, cells = parallel, _pad(n_ctx // parallel, CELL_PAD)
-        n_ctx = cells * parallel  # llama.cpp rounds n_ctx to whole streams
-    cells_swa = 0
-    if layout.sliding_window and per_token.swa:
-        window = layout.sliding_window * (parallel if unified else 1) + n_ubatch
-        cells_swa = cells if swa_full else _pad(min(cells, window), CELL_PAD)
+    """The KV buffers of ``llama-server -c ctx --parallel N`` for this model
+    (cells as :func:`cache_cells` sizes them)."""
+    per_token = kv_bytes_per_token(layout, cache_type_k, cache_type_v, flash_attn=flash_attn)
+    cells = cache_cells(
+        layout, ctx, parallel=parallel, n_ubatch=n_ubatch, unified=unified, swa_full=swa_full
+    )
     return KVEstimate(
-        n_ctx=n_ctx,
-        streams=streams,
-        cells_full=cells,
-        cells_swa=cells_swa,
-        full_bytes=per_token.full * cells * streams,
-        swa_bytes=per_token.swa * cells_swa * streams,
+        n_ctx=cells.n_ctx,
+        streams=cells.streams,
+        cells_full=cells.cells_full,
+        cells_swa=cells.cells_swa,
+        full_bytes=per_token.full * cells.cells_full * cells.streams,
+        swa_bytes=per_token.swa * cells.cells_swa * cells.streams,
     )

@@ -1,0 +1,351 @@
+"""``inferfleet budget``: memory per device of a llama.cpp service, fits or not.
+
+Reads the model's header from the model file on this machine (or, with
+``--remote``, a Hub model's header over HTTP range requests), places weights,
+KV cache, compute buffers, projector (L-28) and drafter (L-15) on the
+service's devices, and says whether each device fits with the headroom kept
+free. ``--solve`` finds the largest per-slot context that fits (a multiple of
+4096, L-27); ``--boot`` and ``--from-log`` replace the estimated non-KV cost
+by what real boots measured (L-27). Exits 1 when something does not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
+from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
+from inferfleet.budget.memreport import BootReport
+from inferfleet.budget.plan import Budget, BudgetRequest, Solution
+from inferfleet.budget.report import (
+    SCHEMA,
+    budget_document,
+    comparison_document,
+    solution_document,
+)
+from inferfleet.budget.service import assumptions, service_request
+from inferfleet.budget.shape import ModelShape
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import FleetError, UsageError
+from inferfleet.gguf import inspect
+from inferfleet.hub.wire import resolve_url
+from inferfleet.models import artifacts
+from inferfleet.models.fetch_plan import endpoint
+from inferfleet.spec.loader import LoadedFleet
+from inferfleet.spec.models import HubSource
+
+
+def register(app: typer.Typer) -> None:
+    app.command("budget")(budget)
+
+
+def mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / MIB:,.2f}"
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    if n == 0:
+        return "-"
+    if abs(n) >= 1 << 30:
+        return f"{n / (1 << 30):,.2f} GiB"
+    return f"{n / MIB:,.2f} MiB"
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def model_location(loaded: LoadedFleet, name: str, *, remote: bool) -> str:
+    """The model's main file here, or its Hub URL with ``--remote``."""
+    model = loaded.fleet.models[name]
+    files = artifacts.declared_files(model, loaded.root)
+    main = artifacts.main_file(model, files)
+    path = artifacts.model_dir(name, model) / main
+    if path.is_file():
+        return str(path)
+    source = model.source
+    if isinstance(source, HubSource):
+        if remote:
+            return resolve_url(endpoint(None), source.hub, source.revision, main)
+        hint = (
+            f"fetch it (inferfleet models fetch {name}), or pass --remote to read its header "
+            f"from {source.hub} with HTTP range requests (a few MiB, HF_ENDPOINT honoured)"
+        )
+    else:
+        hint = "put the file there first (inferfleet up assembles package models)"
+    raise BudgetError(
+        f"budget reads the header of model {name!r}, and its file is not on this machine: {path}",
+        hint=hint,
+    )
+
+
+def read_shape(loaded: LoadedFleet, name: str, *, remote: bool) -> ModelShape:
+    return model_shape(inspect(model_location(loaded, name, remote=remote)))
+
+
+def projector_size(loaded: LoadedFleet, name: str, mmproj: str) -> int:
+    """The projector file's size: declared in the fleet, else by stat (L-08)."""
+    model = loaded.fleet.models[name]
+    declared = {f.path: f.size for f in artifacts.declared_files(model, loaded.root)}
+    if mmproj in declared:
+        return declared[mmproj]
+    path = artifacts.model_dir(name, model) / mmproj
+    try:
+        return path.stat().st_size
+    except OSError:
+        raise BudgetError(
+            f"the projector {mmproj!r} is neither declared in model {name!r}'s files nor here",
+            where=str(path),
+            hint="declare it (path, size, sha256) in the model's files or manifest",
+        ) from None
+
+
+def parse_boot(text: str) -> tuple[int, int]:
+    """``CTX=MiB`` -> (ctx, bytes)."""
+    ctx, _, mib = text.partition("=")
+    try:
+        value = (int(ctx), int(float(mib) * MIB))
+    except ValueError:
+        value = (0, 0)
+    if value[0] <= 0 or value[1] <= 0:
+        raise UsageError(
+            f"--boot {text!r}: expected CTX=MiB, e.g. --boot 8192=5123",
+            hint="CTX is the -c the server ran with; MiB what the device used (the memory "
+            "breakdown's self column)",
+        )
+    return value
+
+
+def llama_services(loaded: LoadedFleet, wanted: str | None) -> tuple[list[str], list[list[str]]]:
+    """Services to budget, and the skipped ones with the reason."""
+    fleet = loaded.fleet
+    if wanted is not None and wanted not in fleet.services:
+        raise UsageError(
+            f"no service named {wanted!r} in {loaded.path}",
+            hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
+        )
+    chosen, skipped = [], []
+    for name, service in fleet.services.items():
+        if wanted is not None and name != wanted:
+            continue
+        runtime = fleet.runtimes.get(service.runtime or "")
+        if service.kind != "llm" or runtime is None:
+            reason = "not an llm service"
+        elif runtime.kind != "llama.cpp":
+            reason = f"{runtime.kind} sizes its own pool (gpu_memory_utilization)"
+        else:
+            chosen.append(name)
+            continue
+        if wanted is not None:
+            raise UsageError(f"service {name!r}: {reason}; budget sizes llama.cpp services")
+        skipped.append([name, reason])
+    return chosen, skipped
+
+
+def build_request(
+    loaded: LoadedFleet, name: str, *, ctx: int | None, headroom_mib: float, remote: bool
+) -> BudgetRequest:
+    fleet = loaded.fleet
+    service = fleet.services[name]
+    host = fleet.hosts[service.host]
+    assert service.model is not None  # an llm service has one (schema)
+    shape = read_shape(loaded, service.model, remote=remote)
+    spec = service.speculative
+    drafter = None
+    if spec is not None and spec.draft_model is not None:
+        drafter = read_shape(loaded, spec.draft_model, remote=remote)
+    projector = None
+    if service.mmproj is not None:
+        projector = projector_size(loaded, service.model, service.mmproj)
+    request = service_request(
+        service,
+        host,
+        shape,
+        ctx_per_slot=ctx,
+        drafter_model=drafter,
+        projector_bytes=projector,
+        headroom=int(headroom_mib * MIB),
+    )
+    notes = assumptions(service)
+    if notes:
+        model = replace(request.model, notes=(*request.model.notes, *notes))
+        request = replace(request, model=model)
+    return request
+
+
+# ---------------------------------------------------------------- output
+
+
+def _verdict(fits: bool | None) -> str:
+    return {True: "[green]fits[/]", False: "[red]does not fit[/]", None: "size unknown"}[fits]
+
+
+def _human(
+    out: Output,
+    name: str,
+    result: Budget,
+    solution: Solution | None,
+    comparisons: list[Comparison],
+) -> None:
+    request = result.request
+    context, cells = request.context, result.cells
+    out.line(
+        f"[bold]{esc(name)}[/]: {esc(request.model.architecture)} from "
+        f"{esc(request.model.location)}"
+    )
+    out.line(
+        f"  -c {cells.n_ctx} = {cells.n_ctx // context.parallel} per slot x {context.parallel} "
+        f"slots, K {context.cache_type_k} / V {context.cache_type_v}, flash attention "
+        f"{'on' if context.flash_attn else 'off'}, ubatch {context.ubatch}"
+    )
+    swa = f", SWA {cells.streams} x {cells.cells_swa} cells" if cells.cells_swa else ""
+    out.line(
+        f"  KV cache {size(result.kv_bytes)} (full {cells.streams} x {cells.cells_full} cells{swa})"
+    )
+    # One unit for the whole table keeps it narrow; optional parts only when used.
+    extras = [
+        (title, attr)
+        for title, attr in (("projector", "projector"), ("drafter", "drafter"))
+        if any(getattr(d, attr) for d in result.devices)
+    ]
+    rows = []
+    for d in result.devices:
+        margin = d.margin
+        row = [
+            esc(d.target.name),
+            mib(d.target.memory),
+            mib(d.weights) + ("*" if d.measured else ""),
+            mib(d.kv + d.state),
+            "-" if d.measured else mib(d.compute),
+            mib(d.output),
+            *(mib(getattr(d, attr)) for _, attr in extras),
+            mib(d.headroom),
+            mib(margin),
+            _verdict(d.fits),
+        ]
+        rows.append(row)
+    columns = ["device", "memory", "weights", "KV", "compute", "output"]
+    columns += [title for title, _ in extras] + ["headroom", "margin", ""]
+    out.table("MiB", columns, rows)
+    if any(d.measured for d in result.devices):
+        out.line("  * measured non-KV cost (weights and compute) from real boots (L-27)")
+    if solution is not None:
+        if solution.ctx_per_slot is None:
+            out.line(f"  [red]no context fits[/]: {esc(solution.limit)}")
+        else:
+            total = solution.ctx_per_slot * context.parallel
+            out.line(
+                f"  largest context that fits: [bold]{solution.ctx_per_slot}[/] per slot "
+                f"(-c {total}), limited by {esc(solution.limit)}"
+            )
+    if comparisons:
+        out.table(
+            "llama-server's memory report vs this budget (MiB)",
+            ["device", "-c", "model", "context", "compute", "total", "diff"],
+            [
+                [
+                    esc(c.target),
+                    str(c.n_ctx),
+                    f"{c.measured_model / MIB:.0f} / {c.predicted_model / MIB:.2f}",
+                    f"{c.measured_context / MIB:.0f} / {c.predicted_context / MIB:.2f}",
+                    f"{c.measured_compute / MIB:.0f} / {c.predicted_compute / MIB:.2f}",
+                    f"{c.measured_total / MIB:.0f} / {c.predicted_total / MIB:.2f}",
+                    f"{(c.predicted_total - c.measured_total) / max(c.measured_total, 1):+.1%}",
+                ]
+                for c in comparisons
+            ],
+        )
+    for note in result.notes:
+        out.line(f"  [yellow]note:[/] {esc(note)}")
+
+
+# ---------------------------------------------------------------- command
+
+
+def budget(
+    service: Annotated[str | None, typer.Argument(help="One service (default: all).")] = None,
+    file: Path | None = FleetOpt,
+    json_out: bool = JsonOpt,
+    solve_ctx: Annotated[
+        bool, typer.Option("--solve", help="Find the largest ctx per slot that fits (L-27).")
+    ] = False,
+    boot: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--boot",
+            help="CTX=MiB: the first device used MiB at -c CTX; twice solves non-KV (L-27).",
+        ),
+    ] = None,
+    from_log: Annotated[
+        list[Path] | None,
+        typer.Option("--from-log", help="A llama-server log (--log-jsonl / -lv 4); up to two."),
+    ] = None,
+    ctx: Annotated[
+        int | None, typer.Option("--ctx", min=256, help="Size this ctx per slot instead.")
+    ] = None,
+    headroom: Annotated[
+        float, typer.Option("--headroom", min=0, help="MiB kept free per device.")
+    ] = 1024,
+    remote: Annotated[
+        bool, typer.Option("--remote", help="Read Hub models' headers over HTTP if not here.")
+    ] = False,
+) -> None:
+    """Memory per device of llama.cpp services: weights, KV, compute, projector,
+    drafter, headroom; fits or not. Exits 1 when a device does not fit."""
+    out = Output(json_mode=json_out)
+    loaded = resolve_fleet(file, out)
+    names, skipped = llama_services(loaded, service)
+    boots = [parse_boot(text) for text in boot or []]
+    logs = list(from_log or [])
+    if (boots or logs) and len(names) != 1:
+        raise UsageError(
+            "--boot and --from-log measure one service", hint="name the SERVICE they belong to"
+        )
+    if boots and logs:
+        raise UsageError("give either --boot or --from-log, not both")
+    documents: list[dict[str, Any]] = []
+    all_fit = True
+    for name in names:
+        try:
+            request = build_request(loaded, name, ctx=ctx, headroom_mib=headroom, remote=remote)
+        except FleetError as exc:
+            if service is not None:
+                raise
+            # Fleet-wide: one model not on this machine must not hide the others.
+            skipped.append([name, exc.render()])
+            all_fit = False
+            continue
+        reports: list[BootReport] = [parse_log(path) for path in logs]
+        comparisons = [c for report in reports for c in compare(request, report)]
+        if boots:
+            request = replace(request, calibration=from_boots(request, boots))
+        elif reports:
+            request = replace(request, calibration=from_reports(request, reports))
+        solution = solve(request) if solve_ctx else None
+        result = solution.budget if solution is not None else plan(request)
+        fits = result.fits and (solution is None or solution.ctx_per_slot is not None)
+        all_fit = all_fit and fits
+        if json_out:
+            doc = {"service": name, **budget_document(result)}
+            doc["solve"] = None if solution is None else solution_document(solution)
+            doc["measured"] = comparison_document(comparisons) if comparisons else None
+            documents.append(doc)
+        else:
+            _human(out, name, result, solution, comparisons)
+    if json_out:
+        skipped_docs = [{"service": s, "reason": r} for s, r in skipped]
+        out.document(
+            SCHEMA,
+            {"file": str(loaded.path), "services": documents, "skipped": skipped_docs},
+        )
+    else:
+        for skipped_name, reason in skipped:
+            out.line(f"[dim]skipped {esc(skipped_name)}: {esc(reason)}[/dim]")
+    if not all_fit:
+        raise typer.Exit(code=1)
