@@ -45,6 +45,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "bench": ("bench_cmd", "register"),
     "secrets": ("secrets_cmd", "group"),
     "budget": ("budget_cmd", "register"),
+    "plan": ("deploy_cmd", "register"),
+    "deploy": ("deploy_cmd", "register"),
+    "apply": ("deploy_cmd", "register"),
+    "rollback": ("deploy_cmd", "register"),
 }
 
 

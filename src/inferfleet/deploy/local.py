@@ -199,49 +199,32 @@ def up(loaded: LoadedFleet, name: str, hooks: Hooks, *, contract: bool = True) -
             backend.stop(name)
             action = "restarted"
 
-    template = ServiceRecord(
-        service=name,
-        host=service.host,
-        pid=0,
-        create_time=0.0,
+    template = record_template(
+        name,
+        service,
         argv=prepared.argv,
-        bind=service.bind,
-        port=service.port,
-        log="",
-        started_at=0.0,
         spec_hash=prepared.spec_hash,
-        health_path=service.health.path,
-        alias=service.alias or name,
         model=prepared.model_name,
-        ctx_per_slot=service.ctx_per_slot,
-        parallel=service.parallel,
         runtime_version=prepared.runtime_version,
     )
-    record, proc = backend.start(template, env=prepared.env)
-    hooks.note(f"{name}: started pid {proc.pid}; waiting for {service.health.path}")
-    try:
-        health = gate.wait_healthy(
-            proc,
-            service=name,
-            bind=service.bind,
-            port=service.port,
-            path=service.health.path,
-            timeout=service.health.timeout,
-            log_path=Path(record.log),
-            on_state=hooks.health_state,
-        )
-        checks = (
+    checks: list[Check] = []
+
+    def contract_checks() -> None:
+        assert service.ctx_per_slot is not None
+        checks.extend(
             run_minimal(
                 url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name
             )
-            if contract
-            else []
         )
-    except (FleetError, KeyboardInterrupt):
-        # Leave nothing behind that nobody owns (L-43): stop what we started, by pid.
-        backend.stop(name)
-        raise
-    backend.records.write(replace(record, healthy_after_s=round(health.seconds, 3)))
+
+    record, health = start_gated(
+        backend,
+        template,
+        env=prepared.env,
+        timeout=service.health.timeout,
+        hooks=hooks,
+        then=contract_checks if contract else None,
+    )
     return UpResult(
         name,
         action,
@@ -254,6 +237,76 @@ def up(loaded: LoadedFleet, name: str, hooks: Hooks, *, contract: bool = True) -
         checks,
         reason,
     )
+
+
+def record_template(
+    name: str,
+    service: Service,
+    *,
+    argv: list[str],
+    spec_hash: str,
+    model: str,
+    runtime_version: str = "",
+) -> ServiceRecord:
+    """The record of a process about to start (pid and times are filled in by the backend)."""
+    return ServiceRecord(
+        service=name,
+        host=service.host,
+        pid=0,
+        create_time=0.0,
+        argv=argv,
+        bind=service.bind,
+        port=service.port,
+        log="",
+        started_at=0.0,
+        spec_hash=spec_hash,
+        health_path=service.health.path,
+        alias=service.alias or name,
+        model=model,
+        ctx_per_slot=service.ctx_per_slot or 0,
+        parallel=service.parallel,
+        runtime_version=runtime_version,
+    )
+
+
+def start_gated(
+    backend: ProcessBackend,
+    template: ServiceRecord,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    hooks: Hooks,
+    then: Callable[[], None] | None = None,
+) -> tuple[ServiceRecord, gate.HealthResult]:
+    """Start a server, hold it to the health gate, and stop it again (by pid) on any failure.
+
+    Shared by ``up`` and ``apply``: green only when the server's own process
+    answers (L-33) within the service's timeout (L-34); ``then`` runs further
+    checks while the server is still ours to stop. Nothing that nobody owns is
+    left running (L-43).
+    """
+    name = template.service
+    record, proc = backend.start(template, env=env)
+    hooks.note(f"{name}: started pid {proc.pid}; waiting for {template.health_path}")
+    try:
+        health = gate.wait_healthy(
+            proc,
+            service=name,
+            bind=record.bind,
+            port=record.port,
+            path=record.health_path,
+            timeout=timeout,
+            log_path=Path(record.log),
+            on_state=hooks.health_state,
+        )
+        if then is not None:
+            then()
+    except (FleetError, KeyboardInterrupt):
+        backend.stop(name)
+        raise
+    record = replace(record, healthy_after_s=round(health.seconds, 3))
+    backend.records.write(record)
+    return record, health
 
 
 def _healthy_now(record: ServiceRecord, proc: psutil.Process) -> bool:

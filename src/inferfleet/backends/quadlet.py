@@ -1,0 +1,55 @@
+"""The ``quadlet`` backend: Podman containers run by systemd from a ``.container`` file.
+
+The file (the renderer's) goes to ``/etc/containers/systemd`` or
+``~/.config/containers/systemd``; ``daemon-reload`` runs Podman's generator,
+which turns ``NAME.container`` into ``NAME.service``. Generated units cannot
+be enabled: the file's own ``[Install]`` section makes them start at boot.
+Before a start, a stale container holding the name is removed (L-35, L-36).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inferfleet.errors import BackendError
+from inferfleet.io import process
+
+GENERATORS = (
+    "/usr/lib/systemd/system-generators/podman-system-generator",
+    "/usr/libexec/podman/quadlet",
+)
+
+
+def quadlet_dir(scope: str, home: str) -> Path:
+    if scope == "system":
+        return Path("/etc/containers/systemd")
+    return Path(home) / ".config" / "containers" / "systemd"
+
+
+def generator_present() -> bool:
+    """Podman >= 4.4 ships the Quadlet generator; without it nothing is generated."""
+    return any(Path(p).exists() for p in GENERATORS)
+
+
+def container_exists(podman: str, name: str) -> bool:
+    done = process.run([podman, "container", "exists", name], check=False, timeout=60)
+    return done.returncode == 0
+
+
+def remove_container(podman: str, name: str) -> bool:
+    """Remove a container of this name if one is left (L-36); True when one was removed."""
+    if not container_exists(podman, name):
+        return False
+    done = process.run([podman, "rm", "--force", "--ignore", name], check=False, timeout=120)
+    if done.returncode != 0:
+        raise BackendError(
+            f"cannot remove the stale container {name}: {(done.stderr or done.stdout).strip()}",
+            hint=f"remove it by hand (podman rm -f {name}) and deploy again",
+        )
+    return True
+
+
+def image_present(podman: str, image: str) -> bool:
+    """Whether the image (pinned by digest, L-42) is in local storage."""
+    done = process.run([podman, "image", "exists", image], check=False, timeout=60)
+    return done.returncode == 0

@@ -1,0 +1,211 @@
+"""The ``systemd`` backend: units installed, reloaded, enabled and restarted with systemctl.
+
+System units go to ``/etc/systemd/system``, user units to
+``~/.config/systemd/user`` and need linger so they start at boot without a
+login (L-38); the unit text is the renderer's. ``daemon-reload`` runs only
+when a unit file really changed. The health gate follows the unit's own
+``MainPID`` (L-33): a crash-looping unit has none that lasts, and a stale
+process holding the port is not it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from inferfleet.errors import BackendError, HealthError
+from inferfleet.health import gate
+from inferfleet.io import process
+
+LINGER_DIR = Path("/var/lib/systemd/linger")
+# `systemctl show` properties the gate and the facts read.
+STATE_PROPS = (
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "MainPID",
+    "NRestarts",
+    "Result",
+    "UnitFileState",
+)
+
+
+@dataclass(frozen=True)
+class UnitState:
+    unit: str
+    loaded: str  # loaded | not-found | ...
+    active: str  # active | activating | deactivating | inactive | failed | (unknown)
+    sub: str
+    main_pid: int
+    restarts: int
+    result: str
+    enabled: str
+
+    @property
+    def running(self) -> bool:
+        return self.active == "active" and self.sub == "running" and self.main_pid > 0
+
+
+def parse_show(unit: str, text: str) -> UnitState:
+    """``systemctl show -p ...`` output (``Key=value`` lines) as a UnitState."""
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def number(key: str) -> int:
+        try:
+            return int(values.get(key, "0") or 0)
+        except ValueError:
+            return 0
+
+    return UnitState(
+        unit=unit,
+        loaded=values.get("LoadState", "unknown"),
+        active=values.get("ActiveState", "unknown"),
+        sub=values.get("SubState", ""),
+        main_pid=number("MainPID"),
+        restarts=number("NRestarts"),
+        result=values.get("Result", ""),
+        enabled=values.get("UnitFileState", ""),
+    )
+
+
+def linger_enabled(user: str) -> bool:
+    """Whether ``loginctl enable-linger`` is set for ``user`` (read without D-Bus)."""
+    return (LINGER_DIR / user).exists()
+
+
+class Systemctl:
+    """systemctl and journalctl for one scope (``system`` or ``user``)."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        self._flag = ["--user"] if scope == "user" else []
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 120.0) -> process.Completed:
+        done = process.run(["systemctl", *self._flag, *args], check=False, timeout=timeout)
+        if check and done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip()
+            raise BackendError(
+                f"systemctl {' '.join([*self._flag, *args])} failed: {detail[-400:]}",
+                hint="run it by hand on the host; `journalctl -xe` has the details",
+            )
+        return done
+
+    def show(self, unit: str) -> UnitState:
+        done = self._run("show", unit, "-p", ",".join(STATE_PROPS), check=False, timeout=30)
+        return parse_show(unit, done.stdout)
+
+    def stop(self, unit: str) -> None:
+        self._run("stop", unit)
+
+    def restart(self, unit: str) -> None:
+        self._run("restart", unit)
+
+    def enable(self, unit: str) -> None:
+        self._run("enable", "--quiet", unit)
+
+    def disable(self, unit: str) -> None:
+        self._run("disable", "--quiet", unit, check=False)
+
+    def daemon_reload(self) -> None:
+        self._run("daemon-reload")
+
+    def reset_failed(self, unit: str) -> None:
+        self._run("reset-failed", unit, check=False)
+
+    def journal_tail(self, unit: str, lines: int = 20) -> str:
+        argv = ["journalctl", *self._flag, "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"]
+        done = process.run(argv, check=False, timeout=30)
+        return done.stdout.strip()
+
+
+def file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def install_file(path: Path, content: str, *, mode: int = 0o644) -> bool:
+    """Write ``content`` atomically; returns False (and writes nothing) when it is already there."""
+    if file_sha256(path) == hashlib.sha256(content.encode()).hexdigest():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(content)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return True
+
+
+def wait_unit_healthy(
+    systemctl: Systemctl,
+    unit: str,
+    *,
+    service: str,
+    bind: str,
+    port: int,
+    path: str,
+    timeout: float,
+    on_state: gate.StateFn | None = None,
+) -> gate.HealthResult:
+    """The health gate for a unit: 200 on the health path from the unit's MainPID (L-33, L-34).
+
+    The shared gate follows the main process; if that process goes away (a
+    crash, a restart of a crash loop) the gate fails at once and we report
+    the unit's state and journal instead of a generic exit.
+    """
+    started = time.monotonic()
+    deadline = started + 30.0
+    state = systemctl.show(unit)
+    # Type=exec returns once the binary runs; a unit that already died has no MainPID.
+    while state.main_pid <= 0 and state.active == "activating" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        state = systemctl.show(unit)
+    if state.main_pid <= 0:
+        raise _unit_failed(systemctl, unit, service, state)
+    try:
+        proc = psutil.Process(state.main_pid)
+    except psutil.NoSuchProcess:
+        raise _unit_failed(systemctl, unit, service, systemctl.show(unit)) from None
+    remaining = max(1.0, timeout - (time.monotonic() - started))
+    try:
+        return gate.wait_healthy(
+            proc,
+            service=service,
+            bind=bind,
+            port=port,
+            path=path,
+            timeout=remaining,
+            log_path=None,
+            on_state=on_state,
+        )
+    except HealthError as exc:
+        now = systemctl.show(unit)
+        if now.main_pid != state.main_pid or not now.running:
+            raise _unit_failed(systemctl, unit, service, now) from None
+        raise HealthError(
+            exc.message, where=exc.where, hint=exc.hint, log_tail=systemctl.journal_tail(unit)
+        ) from None
+
+
+def _unit_failed(systemctl: Systemctl, unit: str, service: str, state: UnitState) -> HealthError:
+    loop = f", restarted {state.restarts} time(s) (a crash loop)" if state.restarts else ""
+    return HealthError(
+        f"unit {unit} is {state.active}/{state.sub or '-'} (result {state.result or '-'})"
+        f"{loop} before it became healthy",
+        where=f"service {service}",
+        hint="read the journal lines below; fix the service and deploy again",
+        log_tail=systemctl.journal_tail(unit),
+    )

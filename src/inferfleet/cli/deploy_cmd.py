@@ -1,0 +1,387 @@
+"""GitOps verbs: plan, deploy, apply (what deploy runs on each host) and rollback."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from inferfleet.cli.output import Output, esc
+from inferfleet.deploy import apply as host_apply
+from inferfleet.deploy import rollout
+from inferfleet.deploy.errors import RemoteError
+from inferfleet.deploy.planner import KEEP
+from inferfleet.deploy.state import Emit
+from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
+from inferfleet.spec.loader import LoadedFleet, load_fleet
+
+# Not imported from fleet_cmds: `apply` runs on every host of every deploy, and
+# fleet_cmds pulls in the model and runtime machinery it never needs.
+DEFAULT_FLEET = Path("fleet.yaml")
+JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
+
+FileOpt = typer.Option(None, "--file", "-f", help="Fleet file in the fleet repo (./fleet.yaml).")
+ServiceOpt = typer.Option([], "--service", "-s", help="Only these services (repeatable).")
+ACTION_STYLE = {"deploy": "yellow", "retire": "red", "keep": "dim"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)
+    app.command("deploy")(deploy)
+    app.command("apply")(apply)
+    app.command("rollback")(rollback)
+
+
+def _loaded(file: Path | None) -> LoadedFleet:
+    return load_fleet(file if file is not None else DEFAULT_FLEET)
+
+
+# ---------------------------------------------------------------- plan
+
+
+def plan(
+    hosts: list[str] = typer.Argument(None, help="Hosts to plan (default: every host)."),
+    file: Path | None = FileOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Per host, the services whose inputs changed since the revision recorded there."""
+    out = Output(json_mode=json_out)
+    side = rollout.Fleetside.of(_loaded(file))
+    results = rollout.plan_hosts(side, side.hosts(hosts or []))
+    if json_out:
+        out.document(
+            "inferfleet.plan/v1",
+            {"revision": side.revision, "hosts": [_plan_json(r) for r in results]},
+        )
+    else:
+        out.line(f"plan for {side.revision[:12]} ({esc(side.fleet_path)})")
+        _print_plans(out, results, actions=False)
+    if any(r.error for r in results):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _plan_json(r: rollout.HostPlanResult) -> dict[str, Any]:
+    items = [] if r.plan is None else r.plan.items
+    chosen = {i.service for i in r.selected}
+    return {
+        "host": r.host,
+        "error": r.error,
+        "lock": r.lock,
+        "items": [{**i.to_json(), "selected": i.service in chosen} for i in items],
+        "actions": [a.to_json() for a in r.actions],
+    }
+
+
+def _print_plans(out: Output, results: list[rollout.HostPlanResult], *, actions: bool) -> None:
+    rows = []
+    for r in results:
+        if r.error is not None:
+            rows.append([esc(r.host), "-", "[red]unreachable[/red]", esc(r.error["message"]), ""])
+            continue
+        assert r.plan is not None
+        if not r.plan.items:
+            rows.append([esc(r.host), "-", "[dim]nothing[/dim]", "no services", ""])
+        for item in r.plan.items:
+            style = ACTION_STYLE.get(item.action, "white")
+            label = "new" if item.new else item.action
+            reasons = "; ".join(item.reasons) or "unchanged"
+            recorded = item.recorded[:10] if item.recorded else "-"
+            rows.append(
+                [
+                    esc(r.host),
+                    esc(item.service),
+                    f"[{style}]{label}[/{style}]",
+                    esc(reasons),
+                    recorded,
+                ]
+            )
+    out.table(None, ["host", "service", "action", "why", "recorded"], rows)
+    for r in results:
+        if r.lock:
+            out.line(f"  [yellow]{esc(r.host)} is locked[/yellow]: {esc(r.lock)}")
+        if actions and r.plan is not None:
+            selected = {i.service for i in r.selected}
+            out.line(f"[bold]{esc(r.host)}[/bold]: {len(selected)} service(s) to apply")
+            for action in r.actions:
+                out.line(f"  {esc(action.service)}: {action.kind:<16} {esc(action.detail)}")
+
+
+# ---------------------------------------------------------------- deploy
+
+
+def deploy(
+    hosts: list[str] = typer.Argument(None, help="Hosts to deploy (with --drain: default all)."),
+    service: list[str] = ServiceOpt,
+    drain: bool = typer.Option(
+        False, "--drain", help="Every deployed service whose marker is behind and inputs changed."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and exact actions."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    file: Path | None = FileOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Push, then on each host: git pull --ff-only and inferfleet apply, gated per service."""
+    out = Output(json_mode=json_out)
+    if not hosts and not drain:
+        raise UsageError("name the hosts to deploy", hint="inferfleet deploy HOST ... (or --drain)")
+    side = rollout.Fleetside.of(_loaded(file))
+    names = side.hosts(hosts or [])
+    if dry_run or not yes:
+        results = rollout.plan_hosts(side, names, services=service, drain=drain, actions=dry_run)
+        if json_out and dry_run:
+            out.document(
+                "inferfleet.deploy-plan/v1",
+                {"revision": side.revision, "hosts": [_plan_json(r) for r in results]},
+            )
+        else:
+            _print_plans(out, results, actions=dry_run)
+        if dry_run:
+            if any(r.error for r in results):
+                raise typer.Exit(EXIT_FAILED)
+            return
+        if not sys.stdin.isatty():
+            raise UsageError(
+                "deploy asks for confirmation and there is no terminal to ask on",
+                hint="pass -y to deploy without asking",
+            )
+        if not typer.confirm(f"deploy {side.revision[:12]} to {', '.join(names)}?"):
+            raise typer.Exit(EXIT_FAILED)
+    runs = rollout.deploy(side, names, services=service, drain=drain, on_event=_progress(out))
+    _report_runs(out, side.revision, runs, json_out)
+
+
+def _progress(out: Output) -> rollout.OnEvent:
+    lock = threading.Lock()
+
+    def on_event(host: str, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        svc = esc(event.get("service", ""))
+        if kind == "step":
+            text = f"{svc}: {event.get('kind')} {esc(event.get('detail', ''))}"
+        elif kind == "health":
+            text = f"{svc}: health {event.get('state')} after {event.get('seconds', 0):.2f}s"
+        elif kind == "done":
+            text = f"{svc}: [green]{event.get('outcome')}[/green] in {event.get('seconds')}s"
+        elif kind == "failed":
+            text = f"{svc}: [red]failed[/red]: {esc(event.get('message', ''))}"
+        elif kind == "plan":
+            text = "to apply: " + (
+                ", ".join(esc(s) for s in event.get("selected", [])) or "nothing"
+            )
+        elif kind == "pull":
+            text = esc(event.get("detail", ""))
+        elif kind == "output":
+            text = f"[dim]{esc(event.get('line', ''))}[/dim]"
+        else:
+            return
+        with lock:
+            out.note(f"[bold]{esc(host)}[/bold] {text}")
+
+    return on_event
+
+
+def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_out: bool) -> None:
+    if json_out:
+        out.document(
+            "inferfleet.deploy/v1",
+            {
+                "revision": revision,
+                "hosts": [
+                    {"host": r.host, "ok": r.ok, "result": r.result, "error": r.error} for r in runs
+                ],
+            },
+        )
+    rows = []
+    failures: list[str] = []
+    logs: list[str] = []
+    for run in runs:
+        result = run.result or {}
+        done = ", ".join(f"{d['service']} ({d['outcome']})" for d in result.get("done", []))
+        pending = result.get("pending", [])
+        failed = run.error or result.get("failed")
+        state = "[green]ok[/green]" if run.ok else "[red]failed[/red]"
+        rows.append(
+            [
+                esc(run.host),
+                state,
+                esc(done or "-"),
+                esc((failed or {}).get("service") or "-"),
+                esc(", ".join(pending) or "-"),
+            ]
+        )
+        if failed:
+            failures.append(_failure_text(run.host, failed, pending))
+            if failed.get("log_tail"):
+                logs.append(f"[{run.host}] {failed['log_tail']}")
+    out.table(None, ["host", "result", "done", "failed", "pending"], rows)
+    if failures:
+        raise RemoteError(
+            "\n".join(failures),
+            hint="fix the cause and deploy again: done services keep their new revision, "
+            "the failed and pending ones were not recorded",
+            log_tail="\n".join(logs),
+        )
+
+
+def _failure_text(host: str, failed: dict[str, Any], pending: list[str]) -> str:
+    where = failed.get("where") or f"host {host}"
+    text = f"{host}: {where}: {failed.get('message', '')}"
+    if pending:
+        text += f" (pending, left as they run: {', '.join(pending)})"
+    if failed.get("hint"):
+        text += f" -- {failed['hint']}"
+    return text
+
+
+# ---------------------------------------------------------------- apply (on the host)
+
+
+def apply(
+    file: Path | None = FileOpt,
+    host: str | None = typer.Option(None, "--host", help="This host's name in the fleet file."),
+    service: list[str] = ServiceOpt,
+    drain: bool = typer.Option(False, "--drain", help="Only deployed services that are behind."),
+    rev: str | None = typer.Option(None, "--rev", help="Apply this revision (rollback)."),
+    pull: bool = typer.Option(False, "--pull", help="git pull --ff-only first."),
+    expect: str | None = typer.Option(None, "--expect", help="Revision HEAD must be at."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the actions, change nothing."),
+    facts: bool = typer.Option(False, "--facts", help="Print this host's facts as JSON."),
+    no_states: bool = typer.Option(
+        False, "--no-states", help="With --facts: markers and lock only (what plan needs)."
+    ),
+    events: bool = typer.Option(False, "--events", help="Progress as JSON lines (for deploy)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """On the host: gates, stop, install, start, health gate, marker; service by service."""
+    machine = events or facts
+    out = Output(json_mode=json_out or machine)
+    emit = _EventWriter() if machine else _human_emit(out)
+    if machine:
+        # Deploy reads this over ssh: a dropped connection must not kill a half-done apply.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        fleet_file = (file if file is not None else DEFAULT_FLEET).absolute()
+        name = host or _this_host(_loaded(fleet_file))
+        if facts:
+            emit(host_apply.host_report(fleet_file, name, tuple(service), states=not no_states))
+            return
+        options = host_apply.ApplyOptions(
+            host=name,
+            services=tuple(service),
+            drain=drain,
+            revision=rev,
+            pull=pull,
+            expect=expect,
+            dry_run=dry_run,
+        )
+        result = host_apply.apply(fleet_file, options, emit)
+    except FleetError as exc:
+        if not machine:
+            raise
+        emit({"event": "error", **host_apply.failure_json(None, exc)})
+        raise typer.Exit(exc.exit_code) from None
+    doc = result.to_json()
+    if machine:
+        emit({"event": "result", "result": doc})
+    elif json_out:
+        out.document(host_apply.APPLY_SCHEMA, doc)
+    else:
+        _print_apply(out, result)
+    if not result.ok:
+        if machine or json_out:
+            raise typer.Exit(EXIT_FAILED)
+        assert result.failed is not None
+        raise RemoteError(
+            result.failed["message"]
+            + (f"; pending: {', '.join(result.pending)}" if result.pending else ""),
+            where=result.failed["where"],
+            hint=result.failed["hint"],
+            log_tail=result.failed["log_tail"],
+        )
+
+
+def _this_host(loaded: LoadedFleet) -> str:
+    local = [n for n, h in loaded.fleet.hosts.items() if h.is_local(n)]
+    if len(local) == 1:
+        return local[0]
+    raise UsageError(
+        "which host is this? the fleet has "
+        + ("no local host" if not local else f"several local hosts ({', '.join(local)})"),
+        hint="pass --host NAME (deploy does)",
+    )
+
+
+class _EventWriter:
+    """JSON lines on stdout; a closed pipe (the deployer went away) silences it, nothing more."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            sys.stdout.write(json.dumps(event, default=str) + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):
+            self.closed = True
+
+
+def _human_emit(out: Output) -> Emit:
+    def emit(event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        svc = esc(event.get("service", ""))
+        if kind == "step":
+            out.note(f"{svc}: {event.get('kind')} {esc(event.get('detail', ''))}")
+        elif kind == "health":
+            out.note(f"{svc}: health {event.get('state')} after {event.get('seconds', 0):.2f}s")
+        elif kind == "pull":
+            out.note(esc(event.get("detail", "")))
+
+    return emit
+
+
+def _print_apply(out: Output, result: host_apply.ApplyResult) -> None:
+    if result.dry_run:
+        for action in result.actions:
+            out.line(f"{esc(action.service)}: {action.kind:<16} {esc(action.detail)}")
+        if not result.actions:
+            out.line(f"{esc(result.host)}: nothing to apply at {result.revision[:12]}")
+        return
+    rows = [[esc(o.service), o.outcome, f"{o.seconds:.2f}s"] for o in result.done]
+    if result.failed:
+        rows.append([esc(result.failed["service"]), "[red]failed[/red]", "-"])
+    rows += [[esc(p), "[yellow]pending[/yellow]", "-"] for p in result.pending]
+    if rows:
+        out.table(
+            f"{esc(result.host)} at {result.revision[:12]}", ["service", "result", "took"], rows
+        )
+    else:
+        kept = [i.service for i in result.plan if i.action == KEEP]
+        out.line(
+            f"{esc(result.host)}: nothing to apply at {result.revision[:12]}"
+            + (f" ({len(kept)} service(s) up to date)" if kept else "")
+        )
+
+
+# ---------------------------------------------------------------- rollback
+
+
+def rollback(
+    service: str = typer.Argument(..., help="The service to roll back."),
+    to: str | None = typer.Option(None, "--to", help="Revision (default: the one before)."),
+    host: str | None = typer.Option(None, "--host", help="Its host, if not in the fleet now."),
+    file: Path | None = FileOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Apply one service as of an earlier revision, gated like a deploy."""
+    out = Output(json_mode=json_out)
+    side = rollout.Fleetside.of(_loaded(file))
+    run = rollout.rollback(side, service, to=to, host=host, on_event=_progress(out))
+    revision = (run.result or {}).get("revision", to or "")
+    _report_runs(out, revision, [run], json_out)

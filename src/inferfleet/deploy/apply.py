@@ -1,0 +1,239 @@
+"""``inferfleet apply``: on the host, bring its services to a revision, one gated service at a time.
+
+Facts -> plan -> actions -> execute, under the host's lock:
+
+1. refuse a dirty checkout; with ``--pull``, ``git pull --ff-only`` and
+   check that HEAD is the revision the deployer pushed;
+2. plan from the markers (new, changed, retired services);
+3. per service, in fleet order: gates, stop, install, start, health, and
+   only then its marker (L-41).
+
+The first failure stops the run: the failed service and every later one keep
+their markers, and the result says which are done, which failed (with the
+service's last log lines) and which are pending (L-40).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from inferfleet import paths
+from inferfleet.deploy import planner
+from inferfleet.deploy.errors import GitError
+from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.lock import LOCK_NAME, HostLock
+from inferfleet.deploy.markers import MarkerStore
+from inferfleet.deploy.state import Emit
+from inferfleet.errors import FleetError, UsageError
+
+if TYPE_CHECKING:
+    from inferfleet.deploy.actions import Action
+
+APPLY_SCHEMA = "inferfleet.apply/v1"
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    host: str
+    services: tuple[str, ...] = ()
+    drain: bool = False
+    revision: str | None = None  # apply this revision instead of HEAD (rollback)
+    pull: bool = False
+    expect: str | None = None  # with pull: the revision HEAD must be afterwards
+    dry_run: bool = False
+
+
+@dataclass
+class Outcome:
+    service: str
+    outcome: str  # deployed | kept | retired
+    seconds: float = 0.0
+    healthy_after_s: float | None = None
+
+
+@dataclass
+class ApplyResult:
+    host: str
+    revision: str = ""
+    plan: list[planner.PlanItem] = field(default_factory=list)
+    selected: list[str] = field(default_factory=list)
+    done: list[Outcome] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    failed: dict[str, str] | None = None
+    actions: list[Action] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "revision": self.revision,
+            "dry_run": self.dry_run,
+            "ok": self.ok,
+            "plan": [i.to_json() for i in self.plan],
+            "selected": self.selected,
+            "done": [o.__dict__ for o in self.done],
+            "failed": self.failed,
+            "pending": self.pending,
+            "actions": [a.to_json() for a in self.actions],
+        }
+
+
+def failure_json(service: str | None, exc: FleetError) -> dict[str, str]:
+    return {
+        "service": service or "",
+        "error": type(exc).__name__,
+        "message": exc.message,
+        "where": exc.where,
+        "hint": exc.hint,
+        "log_tail": getattr(exc, "log_tail", ""),
+    }
+
+
+def lock_for(repo: Repo, host: str) -> HostLock:
+    git_dir = Path(repo.git("rev-parse", "--absolute-git-dir").strip())
+    return HostLock(git_dir / LOCK_NAME, host)
+
+
+def apply(fleet_file: Path, options: ApplyOptions, emit: Emit) -> ApplyResult:
+    repo = Repo.containing(fleet_file)
+    fleet_path = repo.relative(fleet_file)
+    if options.dry_run:
+        return _apply(repo, fleet_file, fleet_path, options, emit)
+    what = f"apply of {options.revision or 'HEAD'}" + (" after a pull" if options.pull else "")
+    with lock_for(repo, options.host) as lock:
+        lock.acquire(what)
+        return _apply(repo, fleet_file, fleet_path, options, emit)
+
+
+def _apply(
+    repo: Repo, fleet_file: Path, fleet_path: str, options: ApplyOptions, emit: Emit
+) -> ApplyResult:
+    # Only committed revisions are applied: the marker must name what runs (L-41).
+    repo.require_clean("the checkout")
+    if options.pull:
+        emit({"event": "pull", "detail": f"git pull --ff-only in {repo.root}"})
+        repo.pull_ff_only()
+    head = repo.head()
+    if options.expect and head != options.expect:
+        raise GitError(
+            f"after the pull the checkout {repo.root} is at {head[:12]}, not at the pushed "
+            f"{options.expect[:12]}",
+            hint="the host's checkout must track the remote you push to (git -C "
+            f"{repo.root} remote -v; git branch -vv)",
+        )
+    revision = head
+    root = fleet_file.parent
+    if options.revision is not None:
+        found = repo.resolve(options.revision)
+        if found is None:
+            raise UsageError(
+                f"revision {options.revision} is not in the checkout {repo.root}",
+                hint="roll back to a revision the host has pulled (see the marker's history)",
+            )
+        revision = found
+    at = planner.fleet_at(repo, revision, fleet_path)
+    host = at.fleet.hosts.get(options.host)
+    if host is None:
+        raise UsageError(
+            f"host {options.host!r} is not in {fleet_path} at {revision[:12]}",
+            hint=f"hosts there: {', '.join(sorted(at.fleet.hosts)) or '(none)'}",
+        )
+    state_dir = paths.state_dir(host)
+    if revision != head:
+        exported = repo.export(revision, state_dir / "revisions" / revision)
+        root = (exported / fleet_path).parent
+
+    markers = MarkerStore(state_dir).all()
+    plan = planner.plan_host(options.host, at, markers, inputs_at=_inputs_at(repo, fleet_path))
+    chosen = planner.select(plan, services=options.services, drain=options.drain)
+    result = ApplyResult(
+        options.host, revision, plan.items, [i.service for i in chosen], dry_run=options.dry_run
+    )
+    emit({"event": "plan", "host": options.host, "revision": revision, "selected": result.selected})
+    if not chosen:
+        return result
+    # Imported only when there is work: a no-op apply (most hosts of most
+    # deploys) does not pay for the renderers, backends and HTTP client.
+    from inferfleet.deploy import execute
+    from inferfleet.deploy.facts import host_facts
+
+    ctx = execute.Context(options.host, revision, at, root, host_facts(), state_dir, emit)
+    for index, item in enumerate(chosen):
+        started = time.monotonic()
+        try:
+            actions, done = execute.apply_item(ctx, item, markers, dry_run=options.dry_run)
+        except FleetError as exc:
+            result.failed = failure_json(item.service, exc)
+            result.pending = [i.service for i in chosen[index + 1 :]]
+            emit({"event": "failed", **result.failed, "pending": result.pending})
+            break
+        result.actions += actions
+        if done is not None:
+            outcome = Outcome(item.service, done[0], round(time.monotonic() - started, 3), done[1])
+            result.done.append(outcome)
+            emit({"event": "done", **outcome.__dict__})
+    return result
+
+
+def _inputs_at(repo: Repo, fleet_path: str) -> planner.InputsAt:
+    def inputs_at(revision: str) -> dict[str, Any] | None:
+        if repo.resolve(revision) is None:
+            return None
+        try:
+            return dict(planner.fleet_at(repo, revision, fleet_path).inputs)
+        except FleetError:
+            return None
+
+    return inputs_at
+
+
+FACTS_SCHEMA = "inferfleet.facts/v1"
+
+
+def host_report(
+    fleet_file: Path, host_name: str, services: tuple[str, ...] = (), *, states: bool = True
+) -> dict[str, Any]:
+    """What ``plan`` and ``deploy --dry-run`` need from a host, read without changing anything."""
+    repo = Repo.containing(fleet_file)
+    fleet_path = repo.relative(fleet_file)
+    head = repo.head()
+    at = planner.fleet_at(repo, head, fleet_path)
+    host = at.fleet.hosts.get(host_name)
+    if host is None:
+        raise UsageError(
+            f"host {host_name!r} is not in the checkout's {fleet_path} at {head[:12]}",
+            hint="deploy once so the host's checkout knows it",
+        )
+    state_dir = paths.state_dir(host)
+    markers = MarkerStore(state_dir).all()
+    holder = lock_for(repo, host_name).holder()
+    report: dict[str, Any] = {
+        "schema": FACTS_SCHEMA,
+        "host": host_name,
+        "head": head,
+        "dirty": repo.dirty(),
+        "state_dir": str(state_dir),
+        "lock": None if holder is None else holder.describe(),
+        "markers": {n: m.to_json() for n, m in markers.items()},
+        "facts": None,
+        "states": {},
+    }
+    if states:
+        # What runs now, for the services asked about and those with markers
+        # here; `plan` needs the markers only and skips this (and its imports).
+        from inferfleet.deploy.facts import host_facts, service_state
+
+        facts = host_facts()
+        names = sorted(set(services) | {n for n, m in markers.items() if m.host == host_name})
+        report["facts"] = asdict(facts)
+        report["states"] = {
+            n: service_state(n, facts, state_dir, markers.get(n)).to_json() for n in names
+        }
+    return report

@@ -1,0 +1,207 @@
+"""The fleet repository as git sees it: revisions, files at a revision, pull and push.
+
+Every git call goes through the one process runner. Plans are made from
+committed revisions only (``git show REV:path``, ``git ls-tree``), never from
+the working tree, so what is planned is what a host will pull.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferfleet.deploy.errors import DirtyTreeError, GitError
+from inferfleet.errors import ProcessError
+from inferfleet.io import process
+
+_GIT_TIMEOUT = 120.0
+# Pulls and pushes must never stop to ask for a password or an editor.
+_QUIET_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no"}
+
+
+@dataclass(frozen=True)
+class Repo:
+    root: Path
+
+    @classmethod
+    def containing(cls, path: Path) -> Repo:
+        """The repository whose working tree holds ``path`` (a file or folder)."""
+        folder = path if path.is_dir() else path.parent
+        done = _git(folder, "rev-parse", "--show-toplevel", check=False)
+        if done.returncode != 0:
+            raise GitError(
+                f"{path} is not inside a git repository",
+                hint="deploys work from a git repository: git init, commit the fleet file, "
+                "and clone it on every host",
+            )
+        return cls(Path(done.stdout.strip()))
+
+    def git(self, *args: str, check: bool = True, timeout: float = _GIT_TIMEOUT) -> str:
+        done = _git(self.root, *args, check=False, timeout=timeout)
+        if check and done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            raise GitError(
+                f"git {' '.join(args[:3])} failed in {self.root}: "
+                f"{detail[-1] if detail else 'status ' + str(done.returncode)}",
+                hint="run the same git command by hand to see the whole message",
+            )
+        return done.stdout
+
+    def relative(self, path: Path) -> str:
+        """``path`` as a repository path (POSIX separators)."""
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            raise GitError(
+                f"{path} is outside the repository {self.root}",
+                hint="keep the fleet file inside the fleet repository",
+            ) from None
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+    def resolve(self, rev: str) -> str | None:
+        """The full commit id ``rev`` names here, or None when this repository lacks it."""
+        done = _git(self.root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        if done.returncode != 0:
+            return None
+        return done.stdout.strip() or None
+
+    def dirty(self) -> list[str]:
+        """``git status --porcelain`` lines: modified, staged and untracked files."""
+        return [ln for ln in self.git("status", "--porcelain").splitlines() if ln.strip()]
+
+    def require_clean(self, what: str) -> None:
+        lines = self.dirty()
+        if lines:
+            shown = ", ".join(ln[3:] for ln in lines[:5]) + (" ..." if len(lines) > 5 else "")
+            raise DirtyTreeError(
+                f"{what} {self.root} has uncommitted changes ({shown})",
+                hint="commit them (or stash/discard them); only committed revisions are "
+                "deployed, so the revision recorded for a service is what it runs",
+            )
+
+    def show(self, rev: str, path: str) -> str | None:
+        """A file's text at ``rev``; None when it does not exist there."""
+        done = _git(self.root, "show", f"{rev}:{path}", check=False)
+        return done.stdout if done.returncode == 0 else None
+
+    def blobs(self, rev: str) -> dict[str, str]:
+        """Every file at ``rev``: repository path -> blob id (one ``ls-tree``)."""
+        text = self.git("ls-tree", "-r", "-z", "--full-tree", rev)
+        found: dict[str, str] = {}
+        for entry in text.split("\0"):
+            if not entry:
+                continue
+            meta, _, path = entry.partition("\t")
+            parts = meta.split()
+            if len(parts) == 3 and parts[1] == "blob":
+                found[path] = parts[2]
+        return found
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        done = _git(self.root, "merge-base", "--is-ancestor", older, newer, check=False)
+        return done.returncode == 0
+
+    def upstream(self) -> str | None:
+        done = _git(
+            self.root, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", check=False
+        )
+        if done.returncode != 0:
+            return None
+        return done.stdout.strip() or None
+
+    def push(self) -> None:
+        """Push the current branch to its upstream; a rejected push is an error.
+
+        Nothing is sent when the upstream already has HEAD; if the remote moved
+        on meanwhile, the host's pull then lands elsewhere and apply's --expect
+        check says so.
+        """
+        both = _git(self.root, "rev-parse", "HEAD", "@{u}", check=False)
+        revisions = both.stdout.split()
+        if both.returncode == 0 and len(revisions) == 2 and revisions[0] == revisions[1]:
+            return
+        if both.returncode != 0:
+            branch = self.git("rev-parse", "--abbrev-ref", "HEAD").strip()
+            raise GitError(
+                f"branch {branch!r} of {self.root} has no upstream to push to",
+                hint=f"set one once: git push -u origin {branch}",
+            )
+        done = _git(self.root, "push", "--quiet", check=False, timeout=300)
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            raise GitError(
+                f"git push was refused: {detail[-1] if detail else done.returncode}",
+                hint="pull (or rebase onto) the remote first, then deploy again",
+            )
+
+    def pull_ff_only(self) -> None:
+        """``git pull --ff-only``; a diverged checkout is an error, never a merge."""
+        done = _git(self.root, "pull", "--ff-only", "--quiet", check=False, timeout=300)
+        if done.returncode == 0:
+            return
+        detail = " ".join((done.stderr or done.stdout).split())
+        upstream = self.upstream() or "its upstream"
+        ahead = _git(self.root, "rev-list", "--count", f"{upstream}..HEAD", check=False)
+        count = ahead.stdout.strip() if ahead.returncode == 0 else "?"
+        if "fast-forward" in detail or "diverg" in detail:
+            raise GitError(
+                f"the checkout {self.root} has diverged from {upstream} ({count} local "
+                "commit(s) not on the remote): git pull --ff-only refused to merge",
+                hint=f"look at them with `git -C {self.root} log {upstream}..HEAD`; if they are "
+                f"not wanted, `git -C {self.root} reset --hard {upstream}`, then deploy again",
+            )
+        raise GitError(
+            f"git pull --ff-only failed in {self.root}: {detail[:300]}",
+            hint="check that the host can reach the fleet repository's remote",
+        )
+
+    def export(self, rev: str, dest: Path) -> Path:
+        """The tree at ``rev`` as plain files under ``dest`` (made atomically, kept if present)."""
+        if dest.is_dir():
+            return dest
+        data = _git_bytes(self.root, "archive", "--format=tar", rev)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+                archive.extractall(tmp, filter="data")
+            os.replace(tmp, dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest
+
+
+def _git(
+    cwd: Path, *args: str, check: bool = False, timeout: float = _GIT_TIMEOUT
+) -> process.Completed:
+    try:
+        return process.run(
+            ["git", *args],
+            cwd=cwd,
+            env={**os.environ, **_QUIET_ENV},
+            timeout=timeout,
+            check=check,
+        )
+    except ProcessError as exc:
+        raise GitError(exc.message, hint=exc.hint) from None
+
+
+def _git_bytes(cwd: Path, *args: str) -> bytes:
+    # `git archive` writes binary; the text runner would mangle it, so it goes
+    # through a temporary file that git writes itself.
+    fd, name = tempfile.mkstemp(prefix="inferfleet-archive-", suffix=".tar")
+    os.close(fd)
+    out = Path(name)
+    try:
+        _git(cwd, *args, f"--output={out}", check=True)
+        return out.read_bytes()
+    finally:
+        out.unlink(missing_ok=True)

@@ -1,0 +1,182 @@
+"""What a service's deploy depends on, at one revision: its inputs (L-40).
+
+A service's inputs are its own section of the fleet file, the runtime and
+model entries it uses (with the host devices it runs on), and the repository
+files it renders from or declares as its own: model manifests, the chat
+template, settings templates and its ``paths``. Nothing else selects it, so a
+README edit deploys nothing and one model's manifest redeploys only the
+services that serve it.
+
+Sections are compared by the digest of their canonical JSON (defaults left
+out, so spelling out a default changes nothing); files by their git blob id.
+Both are pure functions of the fleet and one ``git ls-tree``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import hashlib
+import json
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from inferfleet.spec.models import Fleet
+
+INPUTS_VERSION = 1
+MISSING = "-"  # the blob id recorded for a declared file that does not exist
+_GLOB = set("*?[")
+
+
+@dataclass(frozen=True)
+class ServiceInputs:
+    sections: dict[str, str]  # "service", "runtime:NAME", "model:NAME", "devices" -> digest
+    files: dict[str, str]  # repository path -> blob id (MISSING when declared but absent)
+    version: int = INPUTS_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "sections": self.sections, "files": self.files}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ServiceInputs:
+        return cls(
+            sections={str(k): str(v) for k, v in dict(data.get("sections", {})).items()},
+            files={str(k): str(v) for k, v in dict(data.get("files", {})).items()},
+            version=int(data.get("version", 0)),
+        )
+
+    def changes_since(self, old: ServiceInputs) -> list[str]:
+        """Why this differs from ``old``, one short reason per changed input."""
+        reasons: list[str] = []
+        for key in sorted(set(self.sections) | set(old.sections)):
+            if self.sections.get(key) != old.sections.get(key):
+                reasons.append(_section_reason(key, key in old.sections, key in self.sections))
+        for path in sorted(set(self.files) | set(old.files)):
+            before, after = old.files.get(path), self.files.get(path)
+            if before == after:
+                continue
+            if before in (None, MISSING):
+                reasons.append(f"file {path} added")
+            elif after in (None, MISSING):
+                reasons.append(f"file {path} removed")
+            else:
+                reasons.append(f"file {path} changed")
+        return reasons
+
+
+def _section_reason(key: str, was: bool, now: bool) -> str:
+    kind, _, name = key.partition(":")
+    what = f"{kind} {name!r}" if name else ("its section" if kind == "service" else kind)
+    if not was:
+        return f"now uses {what}"
+    if not now:
+        return f"no longer uses {what}"
+    return f"{what} changed" if name else f"{what} of the fleet file changed"
+
+
+def digest(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _dump(model: BaseModel) -> Any:
+    return model.model_dump(mode="json", exclude_defaults=True)
+
+
+class RepoFiles:
+    """The files of one revision, for exact, folder and glob lookups."""
+
+    def __init__(self, blobs: Mapping[str, str]) -> None:
+        self.blobs = dict(blobs)
+        self._sorted = sorted(self.blobs)
+
+    def match(self, pattern: str) -> dict[str, str]:
+        """Files a declared path names: the file, everything under a folder, or a glob."""
+        pattern = pattern.strip()
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        if any(ch in _GLOB for ch in pattern):
+            return {p: b for p, b in self.blobs.items() if fnmatch.fnmatchcase(p, pattern)}
+        pattern = pattern.rstrip("/")
+        if pattern in self.blobs:
+            return {pattern: self.blobs[pattern]}
+        prefix = pattern + "/"
+        start = bisect.bisect_left(self._sorted, prefix)
+        found: dict[str, str] = {}
+        for path in self._sorted[start:]:
+            if not path.startswith(prefix):
+                break
+            found[path] = self.blobs[path]
+        return found
+
+
+def service_inputs(fleet: Fleet, fleet_path: str, name: str, files: RepoFiles) -> ServiceInputs:
+    """The inputs of service ``name``; ``fleet_path`` is the fleet file's repository path."""
+    service = fleet.services[name]
+    base = posixpath.dirname(fleet_path)
+
+    def in_repo(relative: str) -> str:
+        return posixpath.normpath(posixpath.join(base, relative))
+
+    sections = {"service": digest(_dump(service))}
+    if service.runtime is not None and service.runtime in fleet.runtimes:
+        sections[f"runtime:{service.runtime}"] = digest(_dump(fleet.runtimes[service.runtime]))
+    used_models = [service.model]
+    if service.speculative is not None:
+        used_models.append(service.speculative.draft_model)
+    declared: list[str] = []
+    for model_name in used_models:
+        if model_name is None or model_name not in fleet.models:
+            continue
+        model = fleet.models[model_name]
+        sections[f"model:{model_name}"] = digest(_dump(model))
+        if model.manifest is not None:
+            declared.append(in_repo(model.manifest))
+    host = fleet.hosts.get(service.host)
+    if host is not None:
+        wanted = set(service.devices)
+        if service.speculative is not None and service.speculative.draft_device is not None:
+            wanted.add(service.speculative.draft_device)
+        # Position matters: it is the runtime's device index unless one is given.
+        used = [[i, _dump(d)] for i, d in enumerate(host.devices) if d.name in wanted]
+        if used:
+            sections["devices"] = digest(used)
+    if service.chat_template_file is not None:
+        declared.append(in_repo(service.chat_template_file))
+    declared += [in_repo(s.template) for s in service.settings]
+
+    found: dict[str, str] = {}
+    for path in declared:
+        found[path] = files.blobs.get(path, MISSING)
+    for pattern in service.paths:
+        matched = files.match(pattern)
+        if matched:
+            found.update(matched)
+        else:
+            found.setdefault(pattern.rstrip("/"), MISSING)
+    return ServiceInputs(sections=sections, files=dict(sorted(found.items())))
+
+
+@dataclass(frozen=True)
+class FleetAtRevision:
+    """A fleet as committed at one revision, with the inputs of all its services."""
+
+    revision: str
+    fleet: Fleet
+    fleet_path: str  # repository path of the fleet file
+    inputs: dict[str, ServiceInputs] = field(default_factory=dict)
+
+    def services_of(self, host: str) -> list[str]:
+        """The host's services, in fleet file order (the order they deploy in)."""
+        return [n for n, s in self.fleet.services.items() if s.host == host]
+
+
+def fleet_inputs(
+    fleet: Fleet, fleet_path: str, blobs: Mapping[str, str]
+) -> dict[str, ServiceInputs]:
+    files = RepoFiles(blobs)
+    return {name: service_inputs(fleet, fleet_path, name, files) for name in fleet.services}

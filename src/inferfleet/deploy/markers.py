@@ -1,0 +1,111 @@
+"""Revision markers: which revision each service of a host runs (L-41).
+
+One small JSON file per service under ``<state_dir>/markers`` on the host,
+outside the checkout, so a ``git clean``, a re-clone or a checkout of another
+branch cannot lose or fake it. A marker is written only after the service's
+health gate passed; it also remembers the inputs it was deployed with (so a
+plan needs no history walk), how it was installed (so a retirement can undo
+it) and the revisions it ran before (so a rollback knows where to go).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from inferfleet.deploy.inputs import ServiceInputs
+from inferfleet.errors import FleetError
+
+MARKER_VERSION = 1
+HISTORY = 20  # earlier revisions kept per service, newest first
+
+
+@dataclass(frozen=True)
+class Marker:
+    service: str
+    host: str
+    revision: str
+    inputs: ServiceInputs
+    backend: str  # process | systemd | quadlet
+    bind: str
+    port: int
+    health_path: str
+    applied_at: float
+    by: str  # user@machine that ran the apply
+    unit: str = ""  # systemd unit name (systemd, quadlet)
+    scope: str = "system"
+    installed: list[str] = field(default_factory=list)  # files to remove on retirement
+    healthy_after_s: float | None = None
+    history: list[str] = field(default_factory=list)  # earlier revisions, newest first
+    version: int = MARKER_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["inputs"] = self.inputs.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Marker:
+        fields = dict(data)
+        fields["inputs"] = ServiceInputs.from_json(fields.get("inputs") or {})
+        return cls(**fields)
+
+    def succeeded_by(self, new: Marker) -> Marker:
+        """``new`` with this marker's revision pushed onto its history."""
+        history = [self.revision, *self.history]
+        if self.revision == new.revision:
+            history = list(self.history)
+        return replace(new, history=history[:HISTORY])
+
+
+class MarkerError(FleetError, ValueError):
+    """A marker file cannot be read."""
+
+
+class MarkerStore:
+    def __init__(self, state_dir: Path) -> None:
+        self.folder = state_dir / "markers"
+
+    def path(self, service: str) -> Path:
+        return self.folder / f"{service}.json"
+
+    def read(self, service: str) -> Marker | None:
+        path = self.path(service)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return Marker.from_json(data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            raise MarkerError(
+                f"revision marker {path} is unreadable ({exc})",
+                hint="delete it; the next deploy then treats the service as new and redeploys it",
+            ) from None
+
+    def all(self) -> dict[str, Marker]:
+        if not self.folder.is_dir():
+            return {}
+        found = {}
+        for path in sorted(self.folder.glob("*.json")):
+            marker = self.read(path.stem)
+            if marker is not None:
+                found[marker.service] = marker
+        return found
+
+    def write(self, marker: Marker) -> Path:
+        """Record ``marker`` atomically (temp file + rename), keeping the history."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        previous = self.read(marker.service)
+        if previous is not None:
+            marker = previous.succeeded_by(marker)
+        path = self.path(marker.service)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(marker.to_json(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def remove(self, service: str) -> None:
+        self.path(service).unlink(missing_ok=True)

@@ -1,0 +1,143 @@
+"""Plan a host's deploy from git: which services changed since their marker (L-40).
+
+Per host: a service with no marker is new; a service whose inputs at HEAD
+differ from the inputs its marker recorded is changed (with the reasons); a
+marker whose service no longer runs on the host is a retirement. Everything
+else is kept as it runs. The plan is a pure function of the fleet at HEAD and
+the host's markers; git is read once per revision, never walked commit by
+commit, so a plan over thousands of commits costs what one over ten does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.inputs import INPUTS_VERSION, FleetAtRevision, ServiceInputs, fleet_inputs
+from inferfleet.deploy.markers import Marker
+from inferfleet.errors import SpecError, UsageError
+from inferfleet.spec.loader import parse_fleet
+
+DEPLOY = "deploy"
+RETIRE = "retire"
+KEEP = "keep"
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    service: str
+    action: str  # deploy | retire | keep
+    reasons: list[str]
+    recorded: str | None  # the revision its marker records, None for a new service
+
+    @property
+    def new(self) -> bool:
+        return self.action == DEPLOY and self.recorded is None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "service": self.service,
+            "action": self.action,
+            "reasons": self.reasons,
+            "recorded": self.recorded,
+        }
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    host: str
+    revision: str
+    items: list[PlanItem] = field(default_factory=list)
+
+    def item(self, service: str) -> PlanItem | None:
+        return next((i for i in self.items if i.service == service), None)
+
+    def changes(self) -> list[PlanItem]:
+        return [i for i in self.items if i.action != KEEP]
+
+
+def fleet_at(repo: Repo, revision: str, fleet_path: str) -> FleetAtRevision:
+    """The fleet file as committed at ``revision``, validated, with every service's inputs."""
+    text = repo.show(revision, fleet_path)
+    label = Path(f"{fleet_path}@{revision[:10]}")
+    if text is None:
+        raise SpecError(
+            f"{fleet_path} does not exist at revision {revision[:10]}",
+            path=label,
+            hint="commit the fleet file, or pass the right one with --file",
+        )
+    fleet = parse_fleet(text, label)
+    return FleetAtRevision(
+        revision, fleet, fleet_path, fleet_inputs(fleet, fleet_path, repo.blobs(revision))
+    )
+
+
+InputsAt = Callable[[str], Mapping[str, ServiceInputs] | None]
+
+
+def plan_host(
+    host: str,
+    head: FleetAtRevision,
+    markers: Mapping[str, Marker],
+    *,
+    inputs_at: InputsAt | None = None,
+) -> HostPlan:
+    """What to do on ``host`` to run ``head``; ``inputs_at`` recomputes old inputs when needed."""
+    ours = {name: m for name, m in markers.items() if m.host == host}
+    items: list[PlanItem] = []
+    # Retirements first: a retired service may hold the port a new one needs.
+    for name, retired in sorted(ours.items()):
+        service = head.fleet.services.get(name)
+        if service is None or service.host != host:
+            why = "removed from the fleet" if service is None else f"moved to host {service.host}"
+            items.append(PlanItem(name, RETIRE, [why], retired.revision))
+    for name in head.services_of(host):
+        marker = ours.get(name)
+        if marker is None:
+            items.append(PlanItem(name, DEPLOY, ["new service"], None))
+            continue
+        old = marker.inputs
+        if old.version != INPUTS_VERSION:
+            recomputed = None if inputs_at is None else inputs_at(marker.revision)
+            if recomputed is None or name not in recomputed:
+                items.append(
+                    PlanItem(
+                        name,
+                        DEPLOY,
+                        [f"recorded revision {marker.revision[:10]} cannot be compared"],
+                        marker.revision,
+                    )
+                )
+                continue
+            old = recomputed[name]
+        reasons = head.inputs[name].changes_since(old)
+        items.append(PlanItem(name, DEPLOY if reasons else KEEP, reasons, marker.revision))
+    return HostPlan(host, head.revision, items)
+
+
+def select(plan: HostPlan, *, services: Sequence[str] = (), drain: bool = False) -> list[PlanItem]:
+    """The items a deploy executes, in order.
+
+    ``services`` picks those services whatever the plan says (a kept one is
+    redeployed); ``drain`` takes only services already deployed whose marker
+    is behind and whose inputs changed, never a new one or a retirement (L-40).
+    """
+    if services:
+        chosen = []
+        for name in services:
+            item = plan.item(name)
+            if item is None:
+                known = ", ".join(i.service for i in plan.items) or "(none)"
+                raise UsageError(
+                    f"service {name!r} does not run on host {plan.host!r}",
+                    hint=f"services of {plan.host}: {known}",
+                )
+            if item.action == KEEP:
+                item = PlanItem(name, DEPLOY, ["asked for with --service"], item.recorded)
+            chosen.append(item)
+        return chosen
+    if drain:
+        return [i for i in plan.items if i.action == DEPLOY and i.recorded is not None]
+    return plan.changes()

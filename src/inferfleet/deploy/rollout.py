@@ -1,0 +1,372 @@
+"""The deploying side: plan, deploy and roll back hosts over ssh.
+
+``deploy`` refuses a dirty working tree, pushes, then runs on every host at
+once (services within a host stay in order) ``inferfleet apply --pull
+--expect SHA`` in the host's checkout, reading its progress as JSON lines.
+``plan`` and ``deploy --dry-run`` change nothing anywhere: they read each
+host's markers and facts (``inferfleet apply --facts``) and decide here with
+the same functions the host would use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from inferfleet.deploy import planner
+from inferfleet.deploy.apply import failure_json
+from inferfleet.deploy.errors import RemoteError, SshError
+from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.inputs import FleetAtRevision
+from inferfleet.deploy.markers import Marker
+from inferfleet.deploy.ssh import Connector, connector_for, quote_path
+from inferfleet.deploy.state import ServiceState
+from inferfleet.errors import FleetError, UsageError
+from inferfleet.spec.loader import LoadedFleet
+from inferfleet.spec.models import Fleet
+
+if TYPE_CHECKING:
+    from inferfleet.deploy.actions import Action
+
+OnEvent = Callable[[str, dict[str, Any]], None]
+REMOTE_TIMEOUT = 6 * 3600.0  # a deploy may wait out several slow model loads
+
+
+def remote_command() -> str:
+    """How to run inferfleet on the hosts (default: ``inferfleet`` on their PATH)."""
+    return os.environ.get("INFERFLEET_REMOTE_COMMAND", "inferfleet")
+
+
+@dataclass
+class Fleetside:
+    """The operator's repository, fleet file and the revision being deployed."""
+
+    repo: Repo
+    fleet_path: str  # repository path of the fleet file
+    loaded: LoadedFleet  # the working tree's fleet (hosts, checkouts)
+    revision: str  # HEAD
+    command: str = field(default_factory=remote_command)
+    _head: FleetAtRevision | None = None
+
+    @classmethod
+    def of(cls, loaded: LoadedFleet) -> Fleetside:
+        repo = Repo.containing(loaded.path)
+        return cls(repo, repo.relative(loaded.path), loaded, repo.head())
+
+    @property
+    def head(self) -> FleetAtRevision:
+        """The fleet as committed at HEAD with every service's inputs (read when planning).
+
+        A deploy with -y never needs it: it refuses a dirty tree, so the working
+        tree's fleet is HEAD's, and the hosts plan for themselves.
+        """
+        if self._head is None:
+            self._head = planner.fleet_at(self.repo, self.revision, self.fleet_path)
+        return self._head
+
+    @property
+    def fleet(self) -> Fleet:
+        return self.loaded.fleet
+
+    def hosts(self, names: Sequence[str]) -> list[str]:
+        fleet = self.fleet
+        for name in names:
+            if name not in fleet.hosts:
+                raise UsageError(
+                    f"no host named {name!r} in {self.fleet_path} at HEAD",
+                    hint=f"hosts: {', '.join(sorted(fleet.hosts)) or '(none)'}",
+                )
+        return list(names) or list(fleet.hosts)
+
+    def connector(self, host: str) -> Connector:
+        return connector_for(host, self.fleet.hosts[host])
+
+    def apply_command(self, host: str, *args: str) -> str:
+        """The shell line that runs ``inferfleet apply`` in the host's checkout.
+
+        A missing checkout answers with the same JSON error line apply would
+        print, so the deployer can say what to do instead of "exit status 2".
+        """
+        checkout = self.fleet.hosts[host].checkout
+        missing = json.dumps(
+            {
+                "event": "error",
+                "error": "NoCheckout",
+                "message": f"there is no checkout of the fleet repository at {checkout}",
+                "where": f"host {host}",
+                "hint": "clone it there once (git clone REMOTE "
+                f"{checkout}), or set the host's checkout: in the fleet file",
+            }
+        )
+        argv = ["apply", "--file", self.fleet_path, "--host", host, *args]
+        run = " ".join(shlex.quote(a) for a in argv)
+        return (
+            f"cd {quote_path(checkout)} 2>/dev/null || {{ echo {shlex.quote(missing)}; exit 2; }}"
+            f" && {self.command} {run}"
+        )
+
+
+@dataclass
+class HostReport:
+    """A host's facts as ``inferfleet apply --facts`` reported them."""
+
+    host: str
+    head: str
+    lock: str | None
+    facts: dict[str, str] | None  # HostFacts fields, present when states were asked for
+    markers: dict[str, Marker]
+    states: dict[str, ServiceState]
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> HostReport:
+        return cls(
+            host=doc["host"],
+            head=doc["head"],
+            lock=doc.get("lock"),
+            facts=doc.get("facts"),
+            markers={n: Marker.from_json(m) for n, m in doc.get("markers", {}).items()},
+            states={n: ServiceState.from_json(s) for n, s in doc.get("states", {}).items()},
+        )
+
+
+def read_report(
+    side: Fleetside, host: str, services: Sequence[str] = (), *, states: bool = True
+) -> HostReport:
+    """A host's markers, lock and (with ``states``) what runs there, read over ssh."""
+    args = ["--facts", *(a for s in services for a in ("--service", s))]
+    if not states:
+        args.append("--no-states")
+    conn = side.connector(host)
+    done = conn.run(side.apply_command(host, *args), timeout=120, check=False)
+    doc = _last_json(done.stdout)
+    if done.returncode != 0 or doc is None:
+        raise _remote_failure(host, done.stdout + done.stderr, doc)
+    return HostReport.from_json(doc)
+
+
+@dataclass
+class HostPlanResult:
+    host: str
+    plan: planner.HostPlan | None = None
+    selected: list[planner.PlanItem] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    lock: str | None = None
+    error: dict[str, str] | None = None
+
+
+def plan_hosts(
+    side: Fleetside,
+    hosts: Sequence[str],
+    *,
+    services: Sequence[str] = (),
+    drain: bool = False,
+    actions: bool = False,
+) -> list[HostPlanResult]:
+    """Plans (and with ``actions``, the exact actions) for each host, read in parallel."""
+    head = side.head  # read once here, not by every host's thread
+
+    def one(host: str) -> HostPlanResult:
+        out = HostPlanResult(host)
+        try:
+            wanted = head.services_of(host) if actions else []
+            report = read_report(side, host, wanted, states=actions)
+            out.lock = report.lock
+            out.plan = planner.plan_host(host, head, report.markers)
+            out.selected = planner.select(out.plan, services=services, drain=drain)
+            if actions:
+                out.actions = _actions_here(side, report, out.selected)
+        except FleetError as exc:
+            out.error = failure_json(None, exc)
+        return out
+
+    return _parallel(hosts, one)
+
+
+def _actions_here(
+    side: Fleetside, report: HostReport, chosen: list[planner.PlanItem]
+) -> list[Action]:
+    """The host's actions, decided here from its facts (exactly what apply would decide)."""
+    # Only a dry run needs the renderers and gates on this side.
+    from inferfleet.deploy.actions import retire_actions, service_actions
+    from inferfleet.deploy.desired import desired_state
+    from inferfleet.deploy.gates import gates_for
+    from inferfleet.render.facts import HostFacts
+
+    fleet = side.head.fleet
+    root = _tree_at_head(side)
+    found: list[Action] = []
+    for item in chosen:
+        state = report.states.get(item.service, ServiceState(item.service))
+        if item.action == planner.RETIRE:
+            found += retire_actions(report.markers[item.service], state)
+            continue
+        assert report.facts is not None
+        facts = HostFacts(**report.facts)
+        desired = desired_state(fleet, root, item.service, facts)
+        gates = gates_for(desired, fleet, root, facts)
+        found += service_actions(desired, state, gates, side.revision)
+    return found
+
+
+def _tree_at_head(side: Fleetside) -> Path:
+    """The fleet file's folder as committed (the working tree itself when it is clean)."""
+    if not side.repo.dirty():
+        return (side.repo.root / side.fleet_path).parent
+    folder = Path(tempfile.gettempdir()) / f"inferfleet-tree-{os.getuid()}" / side.revision
+    side.repo.export(side.revision, folder)
+    return (folder / side.fleet_path).parent
+
+
+@dataclass
+class HostRun:
+    host: str
+    result: dict[str, Any] | None = None  # the host's apply document
+    error: dict[str, str] | None = None  # why it failed, when it did
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.result is not None and bool(self.result.get("ok"))
+
+
+def deploy(
+    side: Fleetside,
+    hosts: Sequence[str],
+    *,
+    services: Sequence[str] = (),
+    drain: bool = False,
+    on_event: OnEvent | None = None,
+) -> list[HostRun]:
+    """Push, then apply on every host in parallel; returns one run per host."""
+    side.repo.require_clean("the working tree")
+    side.repo.push()
+    args = ["--pull", "--expect", side.revision, "--events"]
+    if drain:
+        args.append("--drain")
+    for name in services:
+        args += ["--service", name]
+    return _parallel(hosts, lambda host: run_apply(side, host, args, on_event))
+
+
+def rollback(
+    side: Fleetside, service: str, *, to: str | None, host: str | None, on_event: OnEvent | None
+) -> HostRun:
+    """Apply one service on its host as of an earlier revision, gated like any deploy."""
+    if host is None:
+        found = side.head.fleet.services.get(service)
+        if found is None:
+            raise UsageError(
+                f"service {service!r} is not in the fleet at HEAD",
+                hint="name its host with --host to roll back a service that was removed",
+            )
+        host = found.host
+    side.hosts([host])
+    if to is None:
+        report = read_report(side, host)
+        marker = report.markers.get(service)
+        if marker is None or not marker.history:
+            raise UsageError(
+                f"host {host} has no earlier revision recorded for {service!r}",
+                hint="name the revision with --to REV",
+            )
+        to = marker.history[0]
+    args = ["--service", service, "--rev", to, "--events"]
+    return run_apply(side, host, args, on_event)
+
+
+def run_apply(side: Fleetside, host: str, args: list[str], on_event: OnEvent | None) -> HostRun:
+    run = HostRun(host)
+
+    def on_line(line: str) -> None:
+        doc = _json_line(line)
+        if doc is None:
+            if on_event is not None and line.strip():
+                on_event(host, {"event": "output", "line": line})
+            return
+        if doc.get("event") == "result":
+            run.result = doc.get("result")
+        elif doc.get("event") == "error":
+            run.error = {k: str(v) for k, v in doc.items() if k != "event"}
+        if on_event is not None:
+            on_event(host, doc)
+
+    try:
+        done = side.connector(host).stream(
+            side.apply_command(host, *args), on_line, timeout=REMOTE_TIMEOUT
+        )
+    except FleetError as exc:
+        run.error = failure_json(None, exc)
+        return run
+    if run.result is None and run.error is None and done.returncode == 127:
+        run.error = failure_json(
+            None,
+            RemoteError(
+                f"inferfleet is not installed on {host} (`{side.command}`: command not found)",
+                where=f"host {host}",
+                hint="install inferfleet on the host, or name it with "
+                "INFERFLEET_REMOTE_COMMAND (e.g. ~/.local/bin/inferfleet)",
+            ),
+        )
+    if run.result is None and run.error is None:
+        tail = "\n".join(done.stdout.strip().splitlines()[-10:])
+        run.error = failure_json(
+            None,
+            RemoteError(
+                f"inferfleet apply on {host} ended (status {done.returncode}) without a result",
+                where=f"host {host}",
+                hint="check that inferfleet is installed there (INFERFLEET_REMOTE_COMMAND "
+                "names it) and read its output below",
+                log_tail=tail,
+            ),
+        )
+    return run
+
+
+def _parallel(hosts: Sequence[str], fn: Callable[[str], Any]) -> list[Any]:
+    if len(hosts) <= 1:
+        return [fn(h) for h in hosts]
+    with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
+        return list(pool.map(fn, hosts))
+
+
+def _json_line(line: str) -> dict[str, Any] | None:
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _last_json(text: str) -> dict[str, Any] | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        doc = json.loads(text[start:])
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _remote_failure(host: str, output: str, doc: dict[str, Any] | None) -> FleetError:
+    if doc is not None and doc.get("event") == "error":
+        return RemoteError(
+            str(doc.get("message", "")),
+            where=str(doc.get("where") or f"host {host}"),
+            hint=str(doc.get("hint", "")),
+        )
+    tail = "\n".join(output.strip().splitlines()[-8:])
+    return SshError(
+        f"inferfleet on {host} did not answer with its facts: {tail}",
+        where=f"host {host}",
+        hint="check that inferfleet is installed there and INFERFLEET_REMOTE_COMMAND names it",
+    )

@@ -1,0 +1,256 @@
+"""The one SSH connector: the OpenSSH client, multiplexed, through the one process runner.
+
+Using the user's own ``ssh`` means ``~/.ssh/config`` (aliases, users, ports,
+``ProxyJump``), agents and known hosts work as they do by hand. One master
+connection per host (``ControlMaster``) carries every command of a deploy:
+about 30 ms a command instead of a full handshake each. The master lingers
+for ``ControlPersist`` seconds so that ``plan`` then ``deploy`` share it.
+
+``BatchMode`` keeps ssh from ever prompting; ``ServerAliveInterval`` turns a
+dropped connection into an error within seconds instead of a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from inferfleet.deploy.errors import SshError
+from inferfleet.errors import ProcessError
+from inferfleet.io import process
+from inferfleet.spec.models import Host
+
+SSH_FAILED = 255  # ssh's own failures; any other status is the remote command's
+CONNECT_TIMEOUT = 5
+ALIVE_INTERVAL = 2
+ALIVE_COUNT = 3
+PERSIST = 60
+
+_UNREACHABLE = (
+    "timed out",
+    "no route to host",
+    "connection refused",
+    "could not resolve",
+    "network is unreachable",
+    "name or service not known",
+)
+_DROPPED = ("not responding", "closed by remote", "broken pipe", "connection reset", "timeout")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the host's name in the fleet file
+    address: str  # an address or an ssh alias
+    user: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def of(cls, name: str, host: Host) -> Target:
+        return cls(name, host.address or name, host.ssh.user, host.ssh.port)
+
+    def describe(self) -> str:
+        who = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        return f"{who}{self.address}{port}"
+
+
+class Connector(Protocol):
+    """Runs shell command lines on one host."""
+
+    name: str
+
+    def run(
+        self, command: str, *, timeout: float | None = None, check: bool = True
+    ) -> process.Completed: ...
+
+    def stream(
+        self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
+    ) -> process.Completed: ...
+
+    def close(self) -> None: ...
+
+
+def quote_path(path: str) -> str:
+    """A path for a remote shell: ``~/x`` keeps its tilde (expanded there), the rest is quoted."""
+    if path == "~":
+        return "~"
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def control_dir() -> Path:
+    """A private folder for the masters' sockets (short: socket paths are limited to 108 bytes)."""
+    override = os.environ.get("INFERFLEET_SSH_CONTROL_DIR")
+    folder = (
+        Path(override)
+        if override
+        else Path(tempfile.gettempdir()) / f"inferfleet-ssh-{os.getuid()}"
+    )
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise SshError(
+            f"{folder} is not a private folder of this user (mode {stat.S_IMODE(info.st_mode):o})",
+            hint="remove it, or point INFERFLEET_SSH_CONTROL_DIR at a folder only you can use",
+        )
+    return folder
+
+
+class SshConnector:
+    def __init__(self, target: Target, *, persist: int = PERSIST) -> None:
+        self.target = target
+        self.name = target.name
+        self.persist = persist
+        self._folder = control_dir()
+        self._connected = False
+
+    def options(self) -> list[str]:
+        argv = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]
+        argv += ["-o", f"ServerAliveInterval={ALIVE_INTERVAL}"]
+        argv += ["-o", f"ServerAliveCountMax={ALIVE_COUNT}"]
+        argv += ["-o", f"ControlPath={self._folder}/%C", "-o", "LogLevel=ERROR"]
+        config = os.environ.get("INFERFLEET_SSH_CONFIG")
+        if config:
+            argv += ["-F", config]
+        if self.target.user:
+            argv += ["-l", self.target.user]
+        if self.target.port:
+            argv += ["-p", str(self.target.port)]
+        return argv
+
+    def _argv(self, *extra: str) -> list[str]:
+        return ["ssh", *self.options(), *extra, self.target.address]
+
+    def connect(self) -> None:
+        """Start (or find) the master connection; raises SshError when the host is unreachable."""
+        if self._connected:
+            return
+        check = process.run([*self._argv("-O", "check")], check=False, timeout=10)
+        if check.returncode == 0:
+            self._connected = True
+            return
+        # With ControlPersist the master backgrounds itself after authenticating
+        # (stdio on /dev/null), so this returns once the connection is up.
+        done = self._ssh(
+            self._argv("-o", "ControlMaster=yes", "-o", f"ControlPersist={self.persist}", "-N"),
+            timeout=CONNECT_TIMEOUT * 3 + 5,
+        )
+        if done.returncode != 0:
+            raise self._error(done, during="connect")
+        self._connected = True
+
+    def run(
+        self, command: str, *, timeout: float | None = None, check: bool = True
+    ) -> process.Completed:
+        self.connect()
+        done = self._ssh([*self._argv("-T", "-o", "ControlMaster=no"), "--", command], timeout)
+        if done.returncode == SSH_FAILED:
+            raise self._error(done, during="command")
+        if check and done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise SshError(
+                f"`{command[:120]}` exited with status {done.returncode} on {self.name}: {tail}",
+                hint=f"run it by hand to see more: ssh {self.target.describe()} ...",
+            )
+        return done
+
+    def stream(
+        self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
+    ) -> process.Completed:
+        """Run ``command``, handing each output line (stdout and stderr merged) to ``on_line``."""
+        self.connect()
+        argv = [*self._argv("-T", "-o", "ControlMaster=no"), "--", command]
+        try:
+            done = process.run(argv, check=False, timeout=timeout, on_line=on_line)
+        except ProcessError as exc:
+            raise SshError(exc.message, hint=exc.hint, where=self.name) from None
+        if done.returncode == SSH_FAILED:
+            self._connected = False
+            raise self._error(done, during="stream")
+        return done
+
+    def close(self) -> None:
+        """Ask the master to exit (it would after ``persist`` idle seconds anyway)."""
+        process.run([*self._argv("-O", "exit")], check=False, timeout=10)
+        self._connected = False
+
+    def _ssh(self, argv: list[str], timeout: float | None) -> process.Completed:
+        try:
+            return process.run(argv, check=False, timeout=timeout)
+        except ProcessError as exc:
+            raise SshError(exc.message, hint=exc.hint, where=self.name) from None
+
+    def _error(self, done: process.Completed, *, during: str) -> SshError:
+        text = (done.stderr + "\n" + done.stdout).strip()
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        last = lines[-1] if lines else f"ssh exited with status {done.returncode}"
+        lowered = text.lower()
+        where = f"host {self.name} ({self.target.describe()})"
+        if during == "connect" and any(k in lowered for k in _UNREACHABLE):
+            return SshError(
+                f"cannot reach the host over ssh: {last}",
+                where=where,
+                hint="check that it is up and that `ssh "
+                f"{self.target.describe()}` works from here (your ~/.ssh/config applies)",
+            )
+        if "permission denied" in lowered:
+            return SshError(
+                f"ssh refused the login: {last}",
+                where=where,
+                hint="load the key into your agent or name it in ~/.ssh/config (IdentityFile); "
+                "inferfleet never asks for passwords",
+            )
+        if "host key verification failed" in lowered:
+            return SshError(
+                f"the host key is not known or has changed: {last}",
+                where=where,
+                hint=f"connect once by hand (ssh {self.target.describe()}) and check the key",
+            )
+        if during != "connect" or any(k in lowered for k in _DROPPED):
+            return SshError(
+                f"the ssh connection dropped: {last}",
+                where=where,
+                hint="whatever ran on the host may have finished there; run the same command "
+                "again once the host is reachable: it converges",
+            )
+        return SshError(f"ssh failed: {last}", where=where, hint="try `ssh` by hand")
+
+
+class LocalConnector:
+    """The machine inferfleet runs on: the same command lines, through ``sh``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def run(
+        self, command: str, *, timeout: float | None = None, check: bool = True
+    ) -> process.Completed:
+        done = process.run(["sh", "-c", command], check=False, timeout=timeout)
+        if check and done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise SshError(
+                f"`{command[:120]}` exited with status {done.returncode}: {tail}",
+                where=f"host {self.name}",
+            )
+        return done
+
+    def stream(
+        self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
+    ) -> process.Completed:
+        return process.run(["sh", "-c", command], check=False, timeout=timeout, on_line=on_line)
+
+    def close(self) -> None:
+        return None
+
+
+def connector_for(name: str, host: Host) -> Connector:
+    if host.is_local(name):
+        return LocalConnector(name)
+    return SshConnector(Target.of(name, host))

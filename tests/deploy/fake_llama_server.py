@@ -1,0 +1,59 @@
+"""A stand-in for llama-server in deploy fault tests: a real process on a real port.
+
+It takes llama-server's command line (and ignores what it does not need) plus
+fault switches a test puts in the service's extra_args:
+
+  --x-loading SECONDS    answer /health with 503 "Loading model" that long
+  --x-die-after SECONDS  print a fatal line and exit with status 3 after that long
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--host", default="127.0.0.1")
+parser.add_argument("--port", type=int, required=True)
+parser.add_argument("--alias", default="fake")
+parser.add_argument("--x-loading", type=float, default=0.0)
+parser.add_argument("--x-die-after", type=float, default=None)
+args, _ignored = parser.parse_known_args()
+started = time.monotonic()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        loading = time.monotonic() - started < args.x_loading
+        body = (
+            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+            if loading
+            else {"status": "ok", "alias": args.alias}
+        )
+        data = json.dumps(body).encode()
+        self.send_response(503 if loading else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+if args.x_die_after is not None:
+
+    def die() -> None:
+        time.sleep(args.x_die_after)
+        print("fatal: failed to load model: tensor type 103 unknown", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    threading.Thread(target=die, daemon=True).start()
+server = ThreadingHTTPServer((args.host, args.port), Handler)
+print(f"fake llama-server listening on {args.host}:{args.port}", flush=True)
+server.serve_forever()

@@ -1,0 +1,22 @@
+"""The ``inferfleet`` entry point with the deploy verbs, for test hosts and subprocesses.
+
+The test hosts run this (with the same interpreter) as their ``inferfleet``:
+it makes sure plan/deploy/apply/rollback are among the app's verbs (a no-op
+once app.py lists them), then runs the real ``main``.
+"""
+
+from __future__ import annotations
+
+from inferfleet.cli import app as app_module
+
+DEPLOY_VERBS = ("plan", "deploy", "apply", "rollback")
+
+
+def ensure_registered() -> None:
+    for verb in DEPLOY_VERBS:
+        app_module.VERBS.setdefault(verb, ("deploy_cmd", "register"))
+
+
+if __name__ == "__main__":
+    ensure_registered()
+    app_module.main()

@@ -1,0 +1,173 @@
+"""Actions as data: what an apply does, decided from what should run and what runs now.
+
+Pure (no host): the homelab example's systemd, Quadlet and process services
+against facts written by hand. The order is the lessons' order: gates first,
+stop and clear the name before the port must be free (L-35, L-36), reload
+only for a changed unit, health from the service's own process (L-33), the
+marker last (L-41).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from helpers import ROOT
+
+from inferfleet.deploy.actions import retire_actions, service_actions
+from inferfleet.deploy.desired import Desired, desired_state
+from inferfleet.deploy.gates import gates_for
+from inferfleet.deploy.inputs import ServiceInputs
+from inferfleet.deploy.markers import Marker
+from inferfleet.deploy.state import ServiceState
+from inferfleet.errors import UsageError
+from inferfleet.render.facts import HostFacts
+from inferfleet.spec.loader import LoadedFleet, load_fleet
+
+FACTS = HostFacts(user="ops", home="/home/ops", cache_dir="/home/ops/.cache/inferfleet")
+REV = "0123456789abcdef" * 2 + "01234567"
+
+
+@pytest.fixture(scope="module")
+def homelab() -> LoadedFleet:
+    return load_fleet(ROOT / "examples" / "homelab" / "fleet.yaml")
+
+
+def plan_for(loaded: LoadedFleet, name: str, state: ServiceState) -> tuple[Desired, list[str]]:
+    desired = desired_state(loaded.fleet, loaded.root, name, FACTS)
+    gates = gates_for(desired, loaded.fleet, loaded.root, FACTS)
+    return desired, [a.kind for a in service_actions(desired, state, gates, REV)]
+
+
+def installed(desired: Desired) -> dict[str, str]:
+    return {f.path: f.sha256 for f in desired.files}
+
+
+def test_a_new_system_unit(homelab: LoadedFleet) -> None:
+    desired, kinds = plan_for(homelab, "coder", ServiceState("coder"))
+    assert desired.unit_file is not None
+    assert desired.unit_file.path == "/etc/systemd/system/inferfleet-coder.service"
+    assert kinds == [
+        "gate",  # model files by stat + record
+        "gate",  # runtime binary
+        "gate",  # devices
+        "wait-port",
+        "install",
+        "install",
+        "daemon-reload",
+        "enable",
+        "restart",
+        "health",
+        "marker",
+    ]
+
+
+def test_an_unchanged_healthy_unit_is_verified_not_restarted(homelab: LoadedFleet) -> None:
+    desired = desired_state(homelab.fleet, homelab.root, "coder", FACTS)
+    running = ServiceState(
+        "coder",
+        pid=4242,
+        units={"system:inferfleet-coder.service": "active/running"},
+        files=installed(desired),
+        healthy=True,
+    )
+    _desired, kinds = plan_for(homelab, "coder", running)
+    assert kinds == ["gate", "gate", "gate", "verify", "marker"]
+    # Unhealthy (or answered by a stranger, L-33): restarted after all.
+    _desired, kinds = plan_for(homelab, "coder", replace(running, healthy=False))
+    assert kinds[3:] == ["stop-unit", "wait-port", "enable", "restart", "health", "marker"]
+
+
+def test_only_a_changed_env_file_restarts_without_a_reload(homelab: LoadedFleet) -> None:
+    desired = desired_state(homelab.fleet, homelab.root, "coder", FACTS)
+    files = installed(desired)
+    env = next(f.path for f in desired.files if f.kind == "env")
+    files[env] = "0" * 64
+    state = ServiceState(
+        "coder", 1, None, {"system:inferfleet-coder.service": "active/running"}, files, True
+    )
+    _desired, kinds = plan_for(homelab, "coder", state)
+    assert "daemon-reload" not in kinds
+    assert kinds[3:] == ["stop-unit", "wait-port", "install", "enable", "restart", "health",
+                         "marker"]  # fmt: skip
+
+
+def test_a_quadlet_container_clears_its_name_and_is_not_enabled(homelab: LoadedFleet) -> None:
+    desired, kinds = plan_for(homelab, "chat", ServiceState("chat"))
+    assert desired.unit_file is not None
+    assert desired.unit_file.path == "/etc/containers/systemd/inferfleet-chat.container"
+    assert desired.service_unit == "inferfleet-chat.service"
+    gates = [g.check for g in gates_for(desired, homelab.fleet, homelab.root, FACTS)]
+    assert gates == ["model:qwen3-30b-a3b", "image", "devices", "quadlet"]
+    assert kinds[4:] == ["remove-container", "wait-port", "install", "install",
+                         "daemon-reload", "restart", "health", "marker"]  # fmt: skip
+
+
+def test_a_user_unit_is_gated_on_linger(homelab: LoadedFleet) -> None:
+    desired = desired_state(homelab.fleet, homelab.root, "vision", FACTS)
+    assert desired.scope == "user"
+    assert desired.unit_file is not None
+    assert desired.unit_file.path == "/home/ops/.config/systemd/user/inferfleet-vision.service"
+    gates = [g.check for g in gates_for(desired, homelab.fleet, homelab.root, FACTS)]
+    assert gates[-1] == "linger"
+    actions = service_actions(desired, ServiceState("vision"), [], REV)
+    assert [a.detail for a in actions if a.kind == "restart"] == [
+        "systemctl --user restart inferfleet-vision.service"
+    ]
+
+
+def test_the_process_backend_stops_its_recorded_pid(homelab: LoadedFleet) -> None:
+    fleet = homelab.fleet
+    coder = fleet.services["coder"].model_copy(update={"backend": "process"})
+    loaded = LoadedFleet(
+        fleet.model_copy(update={"services": {**fleet.services, "coder": coder}}),
+        homelab.path,
+        homelab.source,
+    )
+    desired = desired_state(loaded.fleet, loaded.root, "coder", FACTS)
+    assert desired.files == [] and desired.argv[0].endswith("/bin/llama-server")
+    running = ServiceState(
+        "coder",
+        pid=77,
+        process_spec="old",
+        units={"system:inferfleet-coder.service": "active/running"},
+    )
+    _desired, kinds = plan_for(loaded, "coder", running)
+    # It ran as a unit before: that unit is stopped and disabled so it cannot come back.
+    assert kinds[3:] == ["stop", "stop-unit", "disable", "wait-port", "start", "marker"]
+    same = replace(running, process_spec=desired.spec, units={}, healthy=True)
+    assert plan_for(loaded, "coder", same)[1][3:] == ["verify", "marker"]
+    with pytest.raises(UsageError, match="cannot run with the process backend"):
+        chat = fleet.services["chat"].model_copy(update={"backend": "process"})
+        bad = fleet.model_copy(update={"services": {**fleet.services, "chat": chat}})
+        desired_state(bad, homelab.root, "chat", FACTS)
+
+
+def test_retiring_a_quadlet_service_undoes_everything(homelab: LoadedFleet) -> None:
+    marker = Marker(
+        service="search",
+        host="atlas",
+        revision=REV,
+        inputs=ServiceInputs({}, {}),
+        backend="quadlet",
+        bind="0.0.0.0",
+        port=8888,
+        health_path="/health",
+        applied_at=0.0,
+        by="ops@laptop",
+        unit="inferfleet-search",
+        installed=[
+            "/etc/containers/systemd/inferfleet-search.container",
+            "/etc/inferfleet/env/search.env",
+        ],
+    )
+    state = ServiceState("search", 9, None, {"system:inferfleet-search.service": "active/running"})
+    actions = retire_actions(marker, state)
+    assert [a.kind for a in actions] == [
+        "stop-unit",
+        "remove-container",
+        "uninstall",
+        "uninstall",
+        "daemon-reload",
+        "forget",
+    ]
