@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def status_doc(cli, fleet: Path) -> dict:
     result = cli("status", "--file", str(fleet), "--json")
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "inferfleet.status/v1"
+    assert doc["schema"] == "inferfleet.status/v2"
     return doc["services"][0] | {"_code": result.code}
 
 

@@ -49,6 +49,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "deploy": ("deploy_cmd", "register"),
     "apply": ("deploy_cmd", "register"),
     "rollback": ("deploy_cmd", "register"),
+    "board": ("board_cmd", "register"),
+    "relay": ("relay_cmd", "group"),
 }
 
 

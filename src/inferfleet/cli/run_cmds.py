@@ -26,17 +26,6 @@ from inferfleet.cli.output import Output, esc
 from inferfleet.deploy import local
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.health.gate import tail
-from inferfleet.spec.units import format_duration
-
-STATE_STYLE = {
-    "healthy": "green",
-    "loading": "yellow",
-    "unhealthy": "red",
-    "foreign": "red",
-    "stale": "red",
-    "stopped": "dim",
-    "remote": "dim",
-}
 
 
 def register(app: typer.Typer) -> None:
@@ -199,51 +188,38 @@ def down(
 
 
 def status(
+    hosts: list[str] = typer.Argument(None, help="Only these hosts (default: every host)."),
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
     watch: float = typer.Option(0.0, "--watch", help="Refresh every N seconds (human mode)."),
+    no_ssh: bool = typer.Option(
+        False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
+    ),
+    results: Path | None = typer.Option(
+        None, "--results", help="Bench results folder (default: the state dir's bench/)."
+    ),
 ) -> None:
-    """Health, pid, uptime and runtime of every service; exit 1 if a local one is not healthy."""
+    """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem."""
+    from inferfleet.fleetstatus import SCHEMA, Collector, Options
+    from inferfleet.fleetstatus.view import show
+
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
+    # With --watch, a host's ssh facts are reused for 30 s; HTTP is read every round.
+    options = Options(ssh=not no_ssh, results_dir=results, facts_ttl=30.0 if watch > 0 else 0.0)
+    collector = Collector(loaded, options)
     while True:
-        rows = [local.status(loaded, name) for name in loaded.fleet.services]
+        current = collector.collect(hosts or None)
         if json_out:
-            out.document(
-                "inferfleet.status/v1",
-                {"file": str(loaded.path), "services": [asdict(r) for r in rows]},
-            )
-        else:
-            table_rows = []
-            for r in rows:
-                style = STATE_STYLE.get(r.state, "white")
-                table_rows.append(
-                    [
-                        esc(r.service),
-                        esc(r.host),
-                        f"[{style}]{r.state}[/{style}]",
-                        "-" if r.pid is None else str(r.pid),
-                        "-" if r.uptime_s is None else format_duration(r.uptime_s),
-                        esc(r.model),
-                        f"{r.ctx_per_slot or '-'}x{r.parallel}",
-                        esc(r.url),
-                    ]
-                )
-            out.table(
-                None,
-                ["service", "host", "health", "pid", "uptime", "model", "ctx", "url"],
-                table_rows,
-            )
-            for r in rows:
-                if r.runtime_version:
-                    out.line(f"  {esc(r.service)}: runtime {esc(r.runtime_version)}")
-                if r.detail and r.state != "stopped":
-                    out.line(f"  {esc(r.service)}: {esc(r.detail)}")
-        if watch <= 0 or json_out:
+            out.document(SCHEMA, current.to_json())
+            break
+        if watch > 0:
+            out.console.clear()
+        show(out, current)
+        if watch <= 0:
             break
         time.sleep(watch)
-    bad = [r for r in rows if r.state not in {"healthy", "remote", "stopped"}]
-    if bad:
+    if current.problems():
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -1,0 +1,52 @@
+"""``inferfleet board``: the fleet's status as a live web page on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from inferfleet.board import create_app, serve
+from inferfleet.cli.fleet_cmds import FleetOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.fleetstatus import Collector, Options
+
+DEFAULT_PORT = 8765
+FACTS_TTL = 30.0  # seconds a host's ssh facts are reused between polls
+
+
+def register(app: typer.Typer) -> None:
+    app.command("board")(board)
+
+
+def board(
+    hosts: list[str] = typer.Argument(None, help="Only these hosts (default: every host)."),
+    file: Path | None = FleetOpt,
+    port: int = typer.Option(
+        DEFAULT_PORT, "--port", "-p", min=0, max=65535, help="Port to serve on (0: any free one)."
+    ),
+    bind: str = typer.Option(
+        "127.0.0.1",
+        "--bind",
+        help="Address to listen on. The board has no login: keep it on loopback or a trusted LAN.",
+    ),
+    interval: float = typer.Option(
+        2.0, "--interval", min=0.2, help="Seconds between the page's status polls."
+    ),
+    results: Path | None = typer.Option(
+        None, "--results", help="Bench results folder (default: the state dir's bench/)."
+    ),
+    no_ssh: bool = typer.Option(
+        False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
+    ),
+) -> None:
+    """Serve a status page of the fleet: health, slots, revisions and last bench figures."""
+    out = Output()
+    loaded = resolve_fleet(file, out)
+    collector = Collector(loaded, Options(ssh=not no_ssh, results_dir=results, facts_ttl=FACTS_TTL))
+    app = create_app(collector, hosts=hosts or None, interval=interval)
+
+    def ready(url: str) -> None:
+        out.err.print(f"board of {esc(loaded.path)}: {esc(url)}/  (Ctrl-C stops it)")
+
+    serve(app, bind, port, on_ready=ready)

@@ -1,0 +1,141 @@
+"""``inferfleet relay``: deliver Alertmanager's alerts to a command (a chat CLI, mail).
+
+``relay serve -- CMD ARGS...`` receives Alertmanager webhooks and runs the
+command once per alert with the alert in ``INFERFLEET_ALERT_*`` variables;
+``relay config`` prints the Alertmanager configuration pointing at it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import typer
+
+from inferfleet.board.server import serve
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import UsageError
+from inferfleet.relay import alertmanager
+from inferfleet.relay.app import ALERTS_PATH, create_app
+from inferfleet.relay.runner import CommandRunner, Delivery
+
+DEFAULT_PORT = 9099
+
+app = typer.Typer(
+    help="Deliver Alertmanager alerts to a command of your choice.", no_args_is_help=True
+)
+
+
+def read_token(path: Path) -> str:
+    """The bearer token from a file only its owner can read (L-06: never on a command line)."""
+    try:
+        info = path.stat()
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read the token file {path}: {exc.strerror or exc}",
+            hint="write the token into a file with mode 600",
+        ) from None
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise UsageError(
+            f"the token file {path} can be read by other users "
+            f"(mode {stat.S_IMODE(info.st_mode):o})",
+            hint=f"chmod 600 {path}",
+        )
+    if not token:
+        raise UsageError(f"the token file {path} is empty", hint="write the token into it")
+    return token
+
+
+def check_command(command: list[str]) -> None:
+    if not command:
+        raise UsageError(
+            "no command to run for each alert",
+            hint="give it after --, e.g. inferfleet relay serve -- notify-send inferfleet",
+        )
+    program = command[0]
+    found = shutil.which(program) if os.sep not in program else program
+    if found is None or not os.access(found, os.X_OK) or os.path.isdir(found):
+        raise UsageError(
+            f"the alert command {program!r} is not an executable program",
+            hint="give the program's path or put it on PATH; shell syntax is not run "
+            "(use sh -c '...' explicitly if you need a shell)",
+        )
+
+
+@app.command("serve")
+def serve_relay(
+    command: list[str] = typer.Argument(
+        None, help="Program and arguments run once per alert (after --)."
+    ),
+    port: int = typer.Option(DEFAULT_PORT, "--port", "-p", min=0, max=65535),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="Address to listen on."),
+    timeout: float = typer.Option(
+        30.0, "--timeout", min=1.0, help="Seconds the command may run per alert."
+    ),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="Require this bearer token (file of mode 600)."
+    ),
+) -> None:
+    """Receive Alertmanager webhooks on POST /alerts and run COMMAND for each alert."""
+    out = Output()
+    command = list(command or [])
+    check_command(command)
+    token = None if token_file is None else read_token(token_file)
+
+    def log(delivery: Delivery) -> None:
+        outcome = (
+            "[green]ok[/green]"
+            if delivery.ok
+            else f"[red]failed[/red] ({esc(delivery.returncode)}) {esc(delivery.error[-200:])}"
+        )
+        out.err.print(f"relay: {esc(delivery.alert)} -> {outcome} in {delivery.seconds:.2f}s")
+
+    runner = CommandRunner(command, timeout=timeout, on_delivery=log)
+
+    def ready(url: str) -> None:
+        out.err.print(f"relay: POST {esc(url)}{ALERTS_PATH} runs {esc(' '.join(command))}")
+
+    try:
+        serve(create_app(runner, token=token), bind, port, on_ready=ready)
+    finally:
+        runner.close()
+
+
+@app.command("config")
+def config(
+    url: str = typer.Option(
+        f"http://127.0.0.1:{DEFAULT_PORT}{ALERTS_PATH}", "--url", help="The relay's webhook URL."
+    ),
+    token_file: str | None = typer.Option(
+        None, "--token-file", help="Path of the token file on the Alertmanager host."
+    ),
+    group_wait: str = typer.Option("30s", "--group-wait"),
+    group_interval: str = typer.Option("5m", "--group-interval"),
+    repeat_interval: str = typer.Option("4h", "--repeat-interval"),
+    out_file: Path | None = typer.Option(None, "--out", help="Write here instead of stdout."),
+) -> None:
+    """Print (or write) alertmanager.yml with the relay as its webhook receiver."""
+    text = alertmanager.render(
+        url,
+        credentials_file=token_file,
+        group_wait=group_wait,
+        group_interval=group_interval,
+        repeat_interval=repeat_interval,
+    )
+    if out_file is None:
+        typer.echo(text, nl=False)
+        return
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_file.parent, prefix=f".{out_file.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_file)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,225 @@
+"""Collect the fleet's status: every host and service read at once, none allowed to stop it.
+
+Per host: this machine reads its own records and markers; a remote host is
+asked over ssh for its facts (``inferfleet apply --facts``: pids or
+MainPIDs, whether the answering process is the service's own (L-33),
+markers). Per service: its endpoint is read over HTTP from here, as
+Prometheus and clients reach it. Reads run in parallel with short timeouts;
+whatever fails becomes a state (``down``, ``unreachable``) or a note.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferfleet import paths
+from inferfleet.deploy import local
+from inferfleet.errors import FleetError, UsageError
+from inferfleet.fleetstatus import revisions
+from inferfleet.fleetstatus.bench import BenchIndex, BenchReader
+from inferfleet.fleetstatus.combine import Local, host_row, host_unreachable, service_row
+from inferfleet.fleetstatus.endpoint import Reading, read
+from inferfleet.fleetstatus.model import FleetStatus
+from inferfleet.fleetstatus.revisions import HostView, RepoState
+from inferfleet.health import gate
+from inferfleet.io import http
+from inferfleet.render.endpoints import reachable_address
+from inferfleet.spec.loader import LoadedFleet
+
+MAX_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class Options:
+    ssh: bool = True  # ask remote hosts for their facts over ssh
+    timeout: float = 2.0  # per HTTP request
+    results_dir: Path | None = None  # bench results; default: the state dir's bench/
+    facts_ttl: float = 0.0  # reuse a host's ssh facts this long (the board polls often)
+
+
+def base_url(loaded: LoadedFleet, name: str) -> str:
+    """Where this machine reaches a service: its bind address here, the fleet's address there."""
+    fleet = loaded.fleet
+    service = fleet.services[name]
+    if fleet.hosts[service.host].is_local(service.host):
+        return gate.url_for(service.bind, service.port, "")
+    return f"http://{reachable_address(fleet, service)}:{service.port}"
+
+
+class Collector:
+    """Collects the status; keeps caches between calls (the board calls it every few seconds)."""
+
+    def __init__(self, loaded: LoadedFleet, options: Options | None = None) -> None:
+        self.loaded = loaded
+        self.options = options or Options()
+        self._bench = BenchReader()
+        self._lock = threading.Lock()
+        self._repo: tuple[float, RepoState] | None = None
+        self._facts: dict[str, tuple[float, HostView]] = {}
+
+    @property
+    def results_dir(self) -> Path:
+        return self.options.results_dir or paths.state_dir() / "bench"
+
+    def hosts(self, wanted: Sequence[str] | None) -> list[str]:
+        fleet = self.loaded.fleet
+        if not wanted:
+            return list(fleet.hosts)
+        unknown = [h for h in wanted if h not in fleet.hosts]
+        if unknown:
+            raise UsageError(
+                f"no host named {', '.join(map(repr, unknown))} in {self.loaded.path}",
+                hint=f"hosts: {', '.join(sorted(fleet.hosts)) or '(none)'}",
+            )
+        return list(dict.fromkeys(wanted))
+
+    def collect(self, hosts: Sequence[str] | None = None) -> FleetStatus:
+        fleet = self.loaded.fleet
+        names = self.hosts(hosts)
+        services = [n for n, s in fleet.services.items() if s.host in names]
+        repo = self._repo_state()
+        workers = max(1, min(MAX_WORKERS, len(names) + 2 * len(services)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="status") as pool:
+            views = {h: pool.submit(self._host_view, repo, h) for h in names}
+            readings = {n: pool.submit(self._reading, n) for n in services}
+            locals_ = {n: pool.submit(self._local, n) for n in services if self._is_local(n)}
+            bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
+            host_views = {h: f.result() for h, f in views.items()}
+            service_readings = {n: f.result() for n, f in readings.items()}
+            local_facts = {n: f.result() for n, f in locals_.items()}
+            index = bench.result()
+
+        rows = []
+        host_rows = []
+        for host in names:
+            view = host_views[host]
+            ours = [n for n in services if fleet.services[n].host == host]
+            unreachable = host_unreachable(
+                fleet.hosts[host].is_local(host), view, [service_readings[n] for n in ours]
+            )
+            revs = revisions.revisions(repo, host, ours, view)
+            mine = [
+                service_row(
+                    self.loaded,
+                    name,
+                    base_url(self.loaded, name),
+                    service_readings[name],
+                    view,
+                    local_facts.get(name),
+                    revs[name],
+                    index.figures(name, self._addresses(name)),
+                    unreachable=unreachable,
+                )
+                for name in ours
+            ]
+            rows += mine
+            host_rows.append(
+                host_row(
+                    self.loaded,
+                    host,
+                    view,
+                    mine,
+                    ssh_used=self._ssh_for(repo, host),
+                    unreachable=unreachable,
+                    why_no_ssh=self._why_no_ssh(repo),
+                )
+            )
+        notes = list(index.notes)
+        if repo.side is None:
+            notes.append(f"revisions are not tracked: {repo.note}")
+        return FleetStatus(
+            file=str(self.loaded.path),
+            head=repo.head,
+            collected_at=round(time.time(), 3),
+            hosts=host_rows,
+            services=rows,
+            notes=notes,
+        )
+
+    # ------------------------------------------------------------ parts
+
+    def _is_local(self, name: str) -> bool:
+        service = self.loaded.fleet.services[name]
+        return self.loaded.fleet.hosts[service.host].is_local(service.host)
+
+    def _ssh_for(self, repo: RepoState, host: str) -> bool:
+        is_local = self.loaded.fleet.hosts[host].is_local(host)
+        return self.options.ssh and repo.side is not None and not is_local
+
+    def _why_no_ssh(self, repo: RepoState) -> str:
+        if not self.options.ssh:
+            return "read over HTTP only (ssh not used)"
+        return f"read over HTTP only: {repo.note}"
+
+    def _addresses(self, name: str) -> list[str]:
+        service = self.loaded.fleet.services[name]
+        found = [base_url(self.loaded, name)]
+        found.append(f"{reachable_address(self.loaded.fleet, service)}:{service.port}")
+        return found
+
+    def _repo_state(self) -> RepoState:
+        now = time.monotonic()
+        with self._lock:
+            if self._repo is not None and now - self._repo[0] < self.options.facts_ttl:
+                return self._repo[1]
+        state = revisions.repo_state(self.loaded)
+        with self._lock:
+            self._repo = (now, state)
+        return state
+
+    def _host_view(self, repo: RepoState, host: str) -> HostView:
+        spec = self.loaded.fleet.hosts[host]
+        if spec.is_local(host):
+            return revisions.local_facts(spec)
+        if not self._ssh_for(repo, host):
+            # Without ssh a remote host's markers cannot be read: its revisions are unknown.
+            return HostView(error="not read over ssh (--no-ssh)" if repo.side is not None else None)
+        assert repo.side is not None
+        now = time.monotonic()
+        with self._lock:
+            cached = self._facts.get(host)
+            if cached is not None and now - cached[0] < self.options.facts_ttl:
+                return cached[1]
+        ours = [n for n, s in self.loaded.fleet.services.items() if s.host == host]
+        view = revisions.remote_facts(repo.side, host, ours)
+        with self._lock:
+            self._facts[host] = (now, view)
+        return view
+
+    def _reading(self, name: str) -> Reading:
+        fleet = self.loaded.fleet
+        service = fleet.services[name]
+        runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
+        with http.client(timeout=self.options.timeout) as client:
+            return read(
+                client,
+                base_url(self.loaded, name),
+                runtime=runtime,
+                health_path=service.health.path,
+                metrics_on=service.metrics_on,
+            )
+
+    def _local(self, name: str) -> Local:
+        service = self.loaded.fleet.services[name]
+        try:
+            if service.backend == "process":
+                return Local.of_status(local.status(self.loaded, name))
+            return Local.of_unit(self.loaded, name)
+        except FleetError as exc:
+            # A corrupt record or an unreadable unit is this row's problem, not the table's.
+            return Local("unknown", detail=f"cannot read its state here: {exc.render()}")
+
+
+def collect(
+    loaded: LoadedFleet,
+    hosts: Sequence[str] | None = None,
+    *,
+    options: Options | None = None,
+) -> FleetStatus:
+    """One status of the fleet (or of ``hosts``); unknown host names are a UsageError."""
+    return Collector(loaded, options).collect(hosts)

@@ -1,0 +1,250 @@
+"""Decide each row from what was read: local records, ssh facts, HTTP answers, markers.
+
+Pure functions over the readings, so every combination (a stale record, a
+foreign process on the port, a host that answers HTTP but not ssh) is tested
+with data. The one rule that matters most: a service is healthy only when its
+own process answers (L-33); an answer from something else on the port is
+``foreign``, and where ssh could not say which process answered, the row says
+the pid is unverified.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from inferfleet import paths
+from inferfleet.deploy.facts import host_facts, service_state
+from inferfleet.deploy.local import ServiceStatus
+from inferfleet.deploy.markers import MarkerStore
+from inferfleet.errors import FleetError
+from inferfleet.fleetstatus.bench import BenchFigures
+from inferfleet.fleetstatus.endpoint import Reading
+from inferfleet.fleetstatus.model import HostRow, Revision, ServiceRow
+from inferfleet.fleetstatus.revisions import HostView
+from inferfleet.runtimes.registry import traits
+from inferfleet.spec.loader import LoadedFleet
+
+
+@dataclass(frozen=True)
+class Local:
+    """What this machine knows of one of its own services, beyond its HTTP answers."""
+
+    state: str | None  # decided here already; None: decide from the pid and the answers
+    pid: int | None = None
+    pid_source: str | None = None
+    uptime_s: float | None = None
+    runtime_version: str | None = None
+    detail: str = ""
+    own_answer: bool = False  # its own process answered the health check (L-33)
+
+    @classmethod
+    def of_status(cls, status: ServiceStatus) -> Local:
+        """The process backend's view (record, pid, port ownership)."""
+        return cls(
+            status.state,
+            status.pid,
+            "record" if status.pid is not None else None,
+            status.uptime_s,
+            status.runtime_version or None,
+            status.detail,
+            status.state == "healthy",
+        )
+
+    @classmethod
+    def of_unit(cls, loaded: LoadedFleet, name: str) -> Local:
+        """A systemd or Quadlet service of this machine: its unit's MainPID."""
+        service = loaded.fleet.services[name]
+        state_dir = paths.state_dir(loaded.fleet.hosts[service.host])
+        try:
+            marker = MarkerStore(state_dir).read(name)
+        except FleetError:
+            marker = None
+        state = service_state(name, host_facts(), state_dir, marker)
+        if state.pid is None:
+            detail = "its unit is not running" if marker is not None else "not deployed here"
+            return cls("down" if marker is not None else "stopped", detail=detail)
+        return cls(
+            None,
+            state.pid,
+            "MainPID" if state.units else "record",
+            _uptime(state.pid),
+            own_answer=state.healthy,
+        )
+
+
+def _uptime(pid: int) -> float | None:
+    try:
+        return round(time.time() - psutil.Process(pid).create_time(), 1)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def host_unreachable(is_local: bool, view: HostView, readings: list[Reading]) -> bool:
+    """A remote host neither ssh nor any of its endpoints answered."""
+    if is_local or (view.over_ssh and view.error is None):
+        return False
+    if not readings:
+        return view.over_ssh  # nothing to read over HTTP; ssh was tried and failed
+    return all(r.health == "down" for r in readings)
+
+
+def decide(
+    name: str,
+    reading: Reading,
+    view: HostView,
+    mine: Local | None,
+    *,
+    unreachable: bool,
+) -> tuple[str, str]:
+    """A service's state and the one-line reason for it."""
+    if mine is not None:
+        if mine.state is not None:
+            return mine.state, mine.detail
+        if mine.own_answer:
+            return "healthy", ""
+        return _answered_by_other(reading, mine.pid)
+    if unreachable:
+        return "unreachable", "no answer over HTTP" + (f"; {view.error}" if view.error else "")
+    state = view.states.get(name) if view.error is None else None
+    if state is None:
+        if reading.health == "down":
+            return "down", reading.detail
+        return reading.health, reading.detail
+    if state.healthy:
+        return "healthy", ""
+    if state.pid is None:
+        if reading.health == "healthy":
+            return "foreign", "answered, but no process of this service runs on the host (L-33)"
+        return "down", "not running on the host"
+    return _answered_by_other(reading, state.pid)
+
+
+def _answered_by_other(reading: Reading, pid: int | None) -> tuple[str, str]:
+    """Its process runs but did not itself answer a healthy check."""
+    if reading.health == "healthy":
+        return "foreign", f"the port is answered by another process than pid {pid} (L-33)"
+    if reading.health == "down":
+        return "unhealthy", f"pid {pid} runs but its health check does not answer"
+    return reading.health, reading.detail
+
+
+def service_row(
+    loaded: LoadedFleet,
+    name: str,
+    url: str,
+    reading: Reading,
+    view: HostView,
+    mine: Local | None,
+    revision: Revision,
+    bench: BenchFigures | None,
+    *,
+    unreachable: bool,
+) -> ServiceRow:
+    fleet = loaded.fleet
+    service = fleet.services[name]
+    runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
+    state, detail = decide(name, reading, view, mine, unreachable=unreachable)
+    notes = list(reading.notes)
+
+    pid, pid_source = (mine.pid, mine.pid_source) if mine is not None else (None, None)
+    remote = view.states.get(name) if mine is None and view.error is None else None
+    if remote is not None and remote.pid is not None:
+        pid, pid_source = remote.pid, "MainPID" if remote.units else "record"
+    if mine is None and remote is None and reading.health == "healthy":
+        notes.append("pid not verified: no facts from the host over ssh")
+
+    series = reading.series or {}
+    names = traits(runtime).metrics if runtime is not None else None
+    processing = series.get(names.running) if names is not None else None
+    deferred = series.get(names.waiting) if names is not None else None
+    live = reading.slots
+    ctx = live.ctx_per_slot if live is not None else reading.info.ctx_per_slot
+    slots = live.total if live is not None else reading.info.slots
+    busy = live.busy if live is not None else None
+    if busy is None and processing is not None and runtime != "llama.cpp":
+        busy = int(processing)  # vLLM and SGLang have no /slots; running requests fill slots
+    if ctx is not None and service.ctx_per_slot is not None and ctx != service.ctx_per_slot:
+        notes.append(
+            f"serves {ctx} tokens per slot, the fleet file says {service.ctx_per_slot} (L-25)"
+        )
+    if live is not None and service.kind == "llm" and live.total != service.parallel:
+        notes.append(f"runs {live.total} slots, the fleet file says {service.parallel}")
+
+    return ServiceRow(
+        service=name,
+        host=service.host,
+        kind=service.kind,
+        runtime=runtime,
+        backend=service.backend,
+        state=state,
+        url=url,
+        links=links(url, service.kind, runtime, service.health.path, service.metrics_on),
+        detail=detail,
+        pid=pid,
+        pid_source=pid_source,
+        uptime_s=mine.uptime_s if mine is not None else None,
+        runtime_version=(mine.runtime_version if mine is not None else None)
+        or reading.info.version,
+        model=reading.info.model or service.alias or service.model or service.image,
+        ctx_per_slot=ctx if ctx is not None else service.ctx_per_slot,
+        parallel=service.parallel if service.kind == "llm" else None,
+        slots=slots if slots is not None else (service.parallel if service.kind == "llm" else None),
+        busy_slots=busy,
+        requests_processing=processing,
+        requests_deferred=deferred,
+        metrics=reading.metrics if reading.health != "down" else "-",
+        revision=revision,
+        bench=bench,
+        notes=notes,
+    )
+
+
+def links(url: str, kind: str, runtime: str | None, health: str, metrics: bool) -> dict[str, str]:
+    """The endpoint's pages an operator opens: API base, health, slots, metrics."""
+    found = {"health": url + health}
+    if kind == "llm":
+        found["api"] = url + "/v1"
+        found["models"] = url + "/v1/models"
+    if runtime == "llama.cpp":
+        found["slots"] = url + "/slots"
+    if metrics:
+        found["metrics"] = url + "/metrics"
+    return found
+
+
+def host_row(
+    loaded: LoadedFleet,
+    host: str,
+    view: HostView,
+    rows: list[ServiceRow],
+    *,
+    ssh_used: bool,
+    unreachable: bool,
+    why_no_ssh: str,
+) -> HostRow:
+    spec = loaded.fleet.hosts[host]
+    is_local = spec.is_local(host)
+    if is_local:
+        reach, detail = "local", view.error or ""
+    elif unreachable:
+        reach = "unreachable"
+        detail = "no endpoint of it answers over HTTP" + (f"; {view.error}" if view.error else "")
+    elif ssh_used and view.error is None:
+        reach, detail = "ssh", ""
+    else:
+        reach = "http"
+        detail = view.error if ssh_used and view.error else why_no_ssh
+    return HostRow(
+        host=host,
+        address=spec.address or host,
+        local=is_local,
+        reach=reach,
+        detail=detail,
+        checkout_head=view.checkout_head,
+        lock=view.lock,
+        services=len(rows),
+        healthy=sum(1 for r in rows if r.state == "healthy"),
+    )

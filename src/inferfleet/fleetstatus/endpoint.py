@@ -1,0 +1,119 @@
+"""Reading one endpoint over HTTP: health, slots, metrics, version and model.
+
+Each runtime answers a few cheap GETs (llama.cpp: ``/slots``, ``/props``,
+``/v1/models``, ``/metrics``; vLLM: ``/version``; SGLang:
+``/get_server_info``). A request that fails, or an answer that does not
+parse, becomes a note on the reading: the status table shows what could be
+read and says what could not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from inferfleet.fleetstatus import parse
+from inferfleet.fleetstatus.parse import AnswerError, ServerInfo, SlotUsage
+
+INFO_PATHS = {"vllm": "/version", "sglang": "/get_server_info"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    health: str  # healthy | loading | unhealthy | down
+    detail: str = ""
+    slots: SlotUsage | None = None
+    series: dict[str, float] | None = None
+    metrics: str = "-"
+    info: ServerInfo = field(default_factory=ServerInfo)
+    notes: list[str] = field(default_factory=list)
+
+
+def read(
+    client: httpx.Client,
+    base: str,
+    *,
+    runtime: str | None,
+    health_path: str,
+    metrics_on: bool,
+) -> Reading:
+    """Everything ``base`` (``http://host:port``) says about itself; never raises for it."""
+    try:
+        answer = client.get(base + health_path)
+    except httpx.TransportError as exc:
+        return Reading("down", f"{health_path}: {_reason(exc)}")
+    health = parse.health_state(answer.status_code)
+    detail = "" if health == "healthy" else f"{health_path}: HTTP {answer.status_code}"
+    notes: list[str] = []
+    if health == "loading":
+        # Everything else answers 503 too while the model loads (L-34).
+        return Reading(health, detail)
+
+    slot_usage = None
+    infos: list[ServerInfo] = []
+    if runtime == "llama.cpp":
+        slot_usage = _get(client, base, "/slots", parse.slots, notes)
+        infos.append(_get(client, base, "/props", parse.llamacpp_props, notes) or ServerInfo())
+    elif runtime in INFO_PATHS:
+        path = INFO_PATHS[runtime]
+        found = _get(client, base, path, lambda d: parse.release_version(d, path), notes)
+        infos.append(found or ServerInfo())
+    if runtime is not None:
+        infos.append(_get(client, base, "/v1/models", parse.openai_models, notes) or ServerInfo())
+
+    series = None
+    state = "off (fleet)"
+    if metrics_on:
+        series, state = _metrics(client, base, notes)
+    return Reading(health, detail, slot_usage, series, state, parse.merge(*infos), notes)
+
+
+def _get(client: httpx.Client, base: str, path: str, parser: Any, notes: list[str]) -> Any:
+    try:
+        answer = client.get(base + path)
+    except httpx.TransportError as exc:
+        notes.append(f"{path}: {_reason(exc)}")
+        return None
+    if answer.status_code != 200:
+        hint = (
+            " (the server runs with --no-slots)"
+            if path == "/slots" and answer.status_code == 501
+            else ""
+        )
+        notes.append(f"{path}: HTTP {answer.status_code}{hint}")
+        return None
+    try:
+        return parser(parse.load_json(answer.content, path))
+    except AnswerError as exc:
+        notes.append(exc.message)
+        return None
+
+
+def _metrics(
+    client: httpx.Client, base: str, notes: list[str]
+) -> tuple[dict[str, float] | None, str]:
+    try:
+        answer = client.get(base + "/metrics")
+    except httpx.TransportError as exc:
+        return None, f"error: {_reason(exc)}"
+    if answer.status_code == 501:
+        # L-56: the server was started without its metrics flag; Prometheus loses it silently.
+        notes.append("/metrics: HTTP 501: started without its metrics flag (L-56)")
+        return None, "HTTP 501 (L-56)"
+    if answer.status_code != 200:
+        return None, f"HTTP {answer.status_code}"
+    try:
+        return parse.metrics(answer.text), "ok"
+    except AnswerError as exc:
+        notes.append(exc.message)
+        return None, "unparsable"
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ReadTimeout):
+        return "timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused or no route"
+    return type(exc).__name__

@@ -1,0 +1,126 @@
+"""What the fleet status says, as data: one row per service, one per host.
+
+The same objects feed ``inferfleet status`` (table or ``--json``) and the
+board's JSON endpoint, so the page and the terminal cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from inferfleet.fleetstatus.bench import BenchFigures
+
+SCHEMA = "inferfleet.status/v2"
+
+# healthy: its own process answers its health path (L-33); loading: 503 while the
+# model loads (L-34); down: nothing answers on a reachable host; stopped: a
+# service of this machine that is not running and was never asked to; foreign:
+# something else answers on its port (L-33); stale: its record points at a dead
+# or reused pid; unreachable: neither ssh nor HTTP reaches its host; unknown:
+# this machine could not read its own record of it.
+STATES = (
+    "healthy",
+    "loading",
+    "unhealthy",
+    "down",
+    "stopped",
+    "foreign",
+    "stale",
+    "unreachable",
+    "unknown",
+)
+PROBLEMS = frozenset(STATES) - {"healthy", "stopped"}
+
+# Deployed revision against HEAD. current: the marker is HEAD; unchanged: an
+# older revision, but nothing this service depends on changed since (L-40);
+# outdated: its inputs changed, a deploy would restart it; new: never deployed;
+# untracked: the fleet is not in a git repository (or not committed);
+# unknown: the host's markers could not be read.
+REVISION_STATES = ("current", "unchanged", "outdated", "new", "untracked", "unknown")
+
+
+@dataclass(frozen=True)
+class Revision:
+    state: str
+    deployed: str | None = None
+    head: str | None = None
+    applied_at: float | None = None
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ServiceRow:
+    service: str
+    host: str
+    kind: str  # llm | container
+    runtime: str | None  # llama.cpp | vllm | sglang
+    backend: str  # process | systemd | quadlet
+    state: str
+    url: str  # base URL as this machine reaches it
+    links: dict[str, str]
+    detail: str = ""  # why it is in this state, when that needs saying
+    pid: int | None = None
+    pid_source: str | None = None  # record (process backend) | MainPID (systemd)
+    uptime_s: float | None = None
+    runtime_version: str | None = None
+    model: str | None = None
+    ctx_per_slot: int | None = None  # as served; the fleet file's when not readable
+    parallel: int | None = None  # slots the fleet file declares
+    slots: int | None = None  # slots the server runs (declared when not readable)
+    busy_slots: int | None = None
+    requests_processing: float | None = None
+    requests_deferred: float | None = None
+    metrics: str = "-"  # ok | off | an error (L-56: 501 means the metrics flag is missing)
+    revision: Revision = field(default_factory=lambda: Revision("unknown"))
+    bench: BenchFigures | None = None
+    notes: list[str] = field(default_factory=list)  # everything else worth knowing
+
+    @property
+    def problem(self) -> bool:
+        return self.state in PROBLEMS
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["bench"] = None if self.bench is None else self.bench.to_json()
+        return data
+
+
+@dataclass(frozen=True)
+class HostRow:
+    host: str
+    address: str
+    local: bool
+    reach: str  # local | ssh | http | unreachable
+    detail: str = ""
+    checkout_head: str | None = None  # the revision the host's checkout is at (over ssh)
+    lock: str | None = None  # a deploy holding the host's lock
+    services: int = 0
+    healthy: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FleetStatus:
+    file: str
+    head: str | None  # HEAD of the fleet repository, when it is one
+    collected_at: float
+    hosts: list[HostRow]
+    services: list[ServiceRow]
+    notes: list[str] = field(default_factory=list)
+
+    def problems(self) -> list[ServiceRow]:
+        return [row for row in self.services if row.problem]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``inferfleet.status/v2`` document (without its ``schema`` key)."""
+        return {
+            "file": self.file,
+            "head": self.head,
+            "collected_at": self.collected_at,
+            "hosts": [h.to_json() for h in self.hosts],
+            "services": [s.to_json() for s in self.services],
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,124 @@
+"""The status as terminal tables: one row per service, one per host, then the notes.
+
+Everything that came from a file or a server is escaped before rich sees it.
+"""
+
+from __future__ import annotations
+
+from inferfleet.cli.output import Output, esc
+from inferfleet.fleetstatus.bench import BenchFigures
+from inferfleet.fleetstatus.model import FleetStatus, Revision, ServiceRow
+from inferfleet.spec.units import format_duration
+
+STATE_STYLE = {
+    "healthy": "green",
+    "loading": "yellow",
+    "unhealthy": "red",
+    "down": "red",
+    "foreign": "red",
+    "stale": "red",
+    "unreachable": "red",
+    "stopped": "dim",
+}
+REVISION_STYLE = {
+    "current": "green",
+    "unchanged": "green",
+    "outdated": "yellow",
+    "new": "yellow",
+    "unknown": "red",
+    "untracked": "dim",
+}
+REACH_STYLE = {"local": "green", "ssh": "green", "http": "yellow", "unreachable": "red"}
+SERVICE_COLUMNS = [
+    "service",
+    "host",
+    "health",
+    "pid",
+    "uptime",
+    "runtime",
+    "model",
+    "ctx",
+    "busy",
+    "deferred",
+    "revision",
+    "last bench",
+    "url",
+]
+HOST_COLUMNS = ["host", "address", "reached", "healthy", "checkout", "detail"]
+
+
+def _styled(text: str, style: str | None) -> str:
+    return f"[{style}]{esc(text)}[/{style}]" if style else esc(text)
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def revision_text(revision: Revision) -> str:
+    sha = (revision.deployed or "")[:10]
+    head = (revision.head or "")[:10]
+    if revision.state in {"current", "unchanged"}:
+        return f"{revision.state} {sha}"
+    if revision.state == "outdated":
+        return f"outdated {sha} (HEAD {head})"
+    return revision.state
+
+
+def bench_text(figures: BenchFigures | None) -> str:
+    """Per-stream decode at concurrency 1 and the aggregate at the highest level (L-53)."""
+    if figures is None or not figures.levels:
+        return "-"
+    first, last = figures.levels[0], figures.levels[-1]
+    text = f"{_number(first.decode_tps)} tok/s @{first.concurrency}"
+    if last is not first:
+        text += f", {_number(last.aggregate_tps)} agg @{last.concurrency}"
+    return f"{text} ({figures.finished_at[:10]})"
+
+
+def service_cells(row: ServiceRow) -> list[str]:
+    slots = "-" if row.slots is None else str(row.slots)
+    busy = "-" if row.busy_slots is None else f"{row.busy_slots}/{slots}"
+    return [
+        esc(row.service),
+        esc(row.host),
+        _styled(row.state, STATE_STYLE.get(row.state)),
+        "-" if row.pid is None else str(row.pid),
+        "-" if row.uptime_s is None else format_duration(row.uptime_s),
+        esc(row.runtime_version or "-"),
+        esc(row.model or "-"),
+        f"{row.ctx_per_slot or '-'}x{slots}" if row.kind == "llm" else "-",
+        busy,
+        _number(row.requests_deferred),
+        _styled(revision_text(row.revision), REVISION_STYLE.get(row.revision.state)),
+        esc(bench_text(row.bench)),
+        esc(row.url),
+    ]
+
+
+def show(out: Output, status: FleetStatus) -> None:
+    """Print the status in human form (nothing in --json or quiet mode)."""
+    out.table(None, SERVICE_COLUMNS, [service_cells(r) for r in status.services])
+    for row in status.services:
+        if row.detail and row.state != "stopped":
+            out.line(f"  {esc(row.service)}: {esc(row.detail)}")
+        for note in row.notes:
+            out.line(f"  {esc(row.service)}: {esc(note)}")
+        if row.revision.state == "outdated" and row.revision.reasons:
+            out.line(f"  {esc(row.service)}: changed since: {esc(', '.join(row.revision.reasons))}")
+    host_rows = [
+        [
+            esc(h.host),
+            esc(h.address),
+            _styled(h.reach, REACH_STYLE.get(h.reach)),
+            f"{h.healthy}/{h.services}",
+            esc((h.checkout_head or "-")[:10]),
+            esc(h.detail + (f"; deploy lock held by {h.lock}" if h.lock else "")),
+        ]
+        for h in status.hosts
+    ]
+    out.table(None, HOST_COLUMNS, host_rows)
+    for note in status.notes:
+        out.line(f"[dim]{esc(note)}[/dim]")

@@ -1,0 +1,54 @@
+"""The collector without a model server: what it says when things are missing or broken."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from served import SERVICE, fleet_data, free_port, write_fleet  # noqa: E402
+
+from inferfleet import paths  # noqa: E402
+from inferfleet.backends.process import ProcessBackend  # noqa: E402
+from inferfleet.fleetstatus import Options, collect  # noqa: E402
+from inferfleet.spec.loader import load_fleet  # noqa: E402
+
+
+def test_a_corrupt_record_makes_its_row_unknown_not_the_table_fail(tmp_path: Path) -> None:
+    data = fleet_data(free_port())
+    data["services"]["other"] = {**data["services"][SERVICE], "port": free_port()}
+    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", data))
+    record = ProcessBackend(paths.state_dir()).records.path(SERVICE)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("{half a record")
+    status = collect(loaded)
+    rows = {r.service: r for r in status.services}
+    assert rows[SERVICE].state == "unknown"
+    assert "is unreadable" in rows[SERVICE].detail
+    assert rows["other"].state == "stopped"
+    assert status.problems() == [rows[SERVICE]]
+    assert record.read_text() == "{half a record"  # read, never rewritten
+
+
+def test_without_ssh_a_remote_host_is_read_over_http_only(tmp_path: Path) -> None:
+    data = fleet_data(free_port())
+    data["hosts"]["atlas"] = {"address": "atlas.example"}
+    data["services"]["grafana"] = {
+        "host": "atlas",
+        "kind": "container",
+        "image": "docker.io/grafana/grafana@sha256:" + "0" * 64,
+        "port": free_port(),
+    }
+    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", data))
+    status = collect(loaded, options=Options(ssh=False, timeout=1.0))
+    hosts = {h.host: h for h in status.hosts}
+    assert hosts["atlas"].reach == "unreachable"
+    grafana = next(r for r in status.services if r.service == "grafana")
+    assert (grafana.state, grafana.kind, grafana.slots, grafana.parallel) == (
+        "unreachable",
+        "container",
+        None,
+        None,
+    )
+    assert grafana.links == {"health": grafana.url + "/health"}
+    assert grafana.revision.state == "untracked"

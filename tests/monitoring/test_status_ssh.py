@@ -1,0 +1,132 @@
+"""Status of a remote host read over real ssh: pids, own-process health (L-33) and markers.
+
+The "remote" hosts are this machine behind a real OpenSSH server on a loopback
+port (see loopback_sshd.py), reached by the deploy connector through an ssh
+config, running ``inferfleet apply --facts`` in the host's checkout: the same
+read ``plan`` does. Host ``far`` runs the real llama-server (its state dir
+holds the server's record and a marker); host ``near`` claims a service on
+the same port but runs nothing, so the answer there comes from a process
+that is not its own.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loopback_sshd import Sshd, loopback_sshd  # noqa: E402
+from served import SERVICE, Served, fleet_data, free_port, served, write_fleet  # noqa: E402
+
+from inferfleet.deploy import planner  # noqa: E402
+from inferfleet.deploy.gitrepo import Repo  # noqa: E402
+from inferfleet.deploy.markers import Marker, MarkerStore  # noqa: E402
+from inferfleet.deploy.ssh import SshConnector, Target  # noqa: E402
+from inferfleet.fleetstatus import Options, collect  # noqa: E402
+from inferfleet.spec.loader import load_fleet  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Fleet Operator",
+    "GIT_AUTHOR_EMAIL": "ops@example.invalid",
+    "GIT_COMMITTER_NAME": "Fleet Operator",
+    "GIT_COMMITTER_EMAIL": "ops@example.invalid",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+}
+# The hosts run this interpreter's inferfleet, with the deploy verbs registered.
+REMOTE = (
+    "from inferfleet.cli import app; "
+    "app.VERBS.setdefault('apply', ('deploy_cmd', 'register')); app.main()"
+)
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, env=GIT_ENV, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def gemma(tmp_path: Path) -> Iterator[Served]:
+    fleet = write_fleet(tmp_path / "up" / "fleet.yaml", fleet_data(free_port()))
+    with served(fleet, tmp_path / "far-state") as running:
+        yield running
+
+
+@pytest.fixture
+def sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sshd]:
+    aliases = {"far.example": "127.0.0.1", "near.example": "127.0.0.2"}
+    with loopback_sshd(tmp_path / "sshd", free_port(), aliases) as d:
+        # Short: a socket path may not exceed 108 bytes, and pytest's tmp paths are long.
+        control = Path(tempfile.mkdtemp(prefix="ifst", dir="/tmp"))
+        monkeypatch.setenv("INFERFLEET_SSH_CONFIG", str(d.client_config))
+        monkeypatch.setenv("INFERFLEET_SSH_CONTROL_DIR", str(control))
+        monkeypatch.setenv(
+            "INFERFLEET_REMOTE_COMMAND", f"{shlex.quote(sys.executable)} -c {shlex.quote(REMOTE)}"
+        )
+        try:
+            yield d
+        finally:
+            for alias in ("far", "near"):  # close the masters before their server goes
+                SshConnector(Target(alias, f"{alias}.example")).close()
+            shutil.rmtree(control, ignore_errors=True)
+
+
+def test_remote_facts_over_ssh_give_pid_own_process_health_and_revision(
+    gemma: Served, sshd: Sshd, tmp_path: Path
+) -> None:
+    repo_dir = tmp_path / "fleet"
+    data = fleet_data(gemma.port)
+    devices = data["hosts"].pop("local")["devices"]
+    near_state = tmp_path / "near-state"
+    for name, state in (("far", gemma.state_dir), ("near", near_state)):
+        data["hosts"][name] = {
+            "address": f"{name}.example",
+            "checkout": str(repo_dir),
+            "state_dir": str(state),
+            "devices": devices,
+        }
+    data["services"][SERVICE]["host"] = "far"
+    data["services"]["ghost"] = {**data["services"][SERVICE], "host": "near", "alias": "ghost"}
+    path = write_fleet(repo_dir / "fleet.yaml", data)
+    git(repo_dir, "init", "-q", "-b", "main")
+    git(repo_dir, "add", "-A")
+    git(repo_dir, "commit", "-q", "-m", "fleet")
+    head = Repo(repo_dir).head()
+    inputs = planner.fleet_at(Repo(repo_dir), head, "fleet.yaml").inputs[SERVICE]
+    MarkerStore(gemma.state_dir).write(
+        Marker(SERVICE, "far", head, inputs, "process", "127.0.0.1", gemma.port, "/health",
+               time.time(), "test@here")
+    )  # fmt: skip
+
+    status = collect(load_fleet(path), options=Options(timeout=10.0))
+    hosts = {h.host: h for h in status.hosts}
+    assert hosts["far"].reach == "ssh", hosts["far"].detail
+    assert hosts["far"].checkout_head == head and hosts["far"].lock is None
+    rows = {r.service: r for r in status.services}
+
+    far = rows[SERVICE]
+    assert far.state == "healthy", far.notes
+    assert (far.pid, far.pid_source) == (gemma.pid, "record")
+    assert far.revision.state == "current" and far.revision.deployed == head
+    assert not any("not verified" in note for note in far.notes)
+    assert (far.slots, far.busy_slots, far.model) == (2, 0, "gemma3-270m")
+
+    ghost = rows["ghost"]
+    assert hosts["near"].reach == "ssh"
+    assert ghost.state == "foreign"
+    assert "no process of this service runs on the host (L-33)" in ghost.detail
+    assert ghost.revision.state == "new"
