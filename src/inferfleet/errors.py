@@ -109,8 +109,8 @@ class PortInUseError(BackendError):
     """Another process holds the port a service needs (L-35)."""
 
 
-class HealthError(FleetError):
-    """A service did not become healthy (L-33, L-34)."""
+class LogTailError(FleetError):
+    """A failure best explained by the last lines of a service's log."""
 
     def __init__(
         self, message: str, *, hint: str = "", where: str = "", log_tail: str = ""
@@ -123,6 +123,10 @@ class HealthError(FleetError):
         if self.log_tail:
             text += "\nlast lines of the service's log:\n" + self.log_tail
         return text
+
+
+class HealthError(LogTailError):
+    """A service did not become healthy (L-33, L-34)."""
 
 
 class ContractError(FleetError):

@@ -6,7 +6,7 @@ the builtin a caller would catch, like every other inferfleet error.
 
 from __future__ import annotations
 
-from inferfleet.errors import FleetError, UsageError
+from inferfleet.errors import FleetError, LogTailError, UsageError
 
 
 class GitError(FleetError, OSError):
@@ -29,17 +29,5 @@ class GateError(FleetError):
     """A deploy gate refused to go on (devices, linger, shards, a held port)."""
 
 
-class RemoteError(FleetError):
+class RemoteError(LogTailError):
     """The apply on a host failed; carries the host's own account of it."""
-
-    def __init__(
-        self, message: str, *, hint: str = "", where: str = "", log_tail: str = ""
-    ) -> None:
-        super().__init__(message, hint=hint, where=where)
-        self.log_tail = log_tail
-
-    def render(self) -> str:
-        text = super().render()
-        if self.log_tail:
-            text += "\nlast lines of the service's log:\n" + self.log_tail
-        return text
