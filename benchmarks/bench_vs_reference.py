@@ -1,0 +1,317 @@
+"""inferfleet's bench against an established client, on the same server, in the same run.
+
+The reference is NVIDIA's AIPerf (PyPI ``aiperf==0.13.0``, Apache-2.0, pure
+Python, no GPU needed). It runs in its own virtual environment under the
+cache dir (its pins, e.g. ``rich~=14.1``, clash with inferfleet's) and is
+installed there on first use. Offline it needs two things: a local
+tokenizer directory (it loads one even with ``--use-server-token-count``;
+a one-entry word-level tokenizer is written for it and never used for
+counts) and ``HF_HUB_OFFLINE`` left unset (in offline mode it ignores local
+paths).
+
+One llama-server (the embedded example with 8 slots) serves both clients.
+Both send the same battery prompts, salted, 128+ tokens with ``ignore_eos``,
+streamed with usage, at concurrency 1 and 8; each is warmed up by this
+script (one unmeasured request) so the server log window holds only
+measured requests. For each client and level it reports:
+
+- the client's own numbers: TTFT, per-stream decode rate, aggregate rate;
+- the server's truth for the same requests, parsed from llama-server's log
+  ("prompt eval time" / "eval time" lines), and how far each client is off;
+- client overhead: CPU seconds of the client's whole process tree per
+  request (it competes with the server for the same cores) and wall time.
+
+    .venv/bin/python benchmarks/bench_vs_reference.py [--out DIR] [--prompts 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inferfleet import paths
+from inferfleet.bench.arms import ArmSpec, StartSpec, started
+from inferfleet.bench.battery import load_battery, new_salt
+from inferfleet.bench.runner import Endpoint, request_extra, warm_up
+from inferfleet.cli.fleet_cmds import embedded_example
+from inferfleet.spec.loader import load_fleet
+
+AIPERF = "aiperf==0.13.0"
+LEVELS = (1, 8)
+SLOTS = 8
+# Runs the CLI whether or not app.py registers `bench` yet.
+INFERFLEET_BENCH = (
+    "import sys; from inferfleet.cli import bench_cmd; from inferfleet.cli.app import app, main; "
+    "names = {c.name for c in app.registered_commands}; "
+    "'bench' in names or bench_cmd.register(app); sys.argv[0] = 'inferfleet'; main()"
+)
+LOG_LINE = re.compile(
+    r"(?P<kind>prompt eval|eval) time =\s+(?P<ms>[\d.]+) ms /\s+(?P<n>\d+) tokens"
+    r".*?(?P<tps>[\d.]+) tokens per second"
+)
+
+
+def ensure_aiperf() -> tuple[Path, Path]:
+    """The reference client's binary and a local tokenizer dir, installed once."""
+    home = paths.cache_dir() / "bench-ref" / AIPERF.replace("==", "-")
+    binary = home / "bin" / "aiperf"
+    if not binary.exists():
+        print(f"installing {AIPERF} into {home} (once)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(home)], check=True)
+        subprocess.run(
+            [str(home / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", AIPERF],
+            check=True,
+        )
+    tokenizer = home / "local-tokenizer"
+    if not (tokenizer / "tokenizer.json").exists():
+        tokenizer.mkdir(parents=True, exist_ok=True)
+        script = (
+            "import json, sys; from tokenizers import Tokenizer, models, pre_tokenizers; "
+            "t = Tokenizer(models.WordLevel({'[UNK]': 0}, unk_token='[UNK]')); "
+            "t.pre_tokenizer = pre_tokenizers.Whitespace(); "
+            "t.save(sys.argv[1] + '/tokenizer.json'); "
+            "json.dump({'tokenizer_class': 'PreTrainedTokenizerFast', 'unk_token': '[UNK]', "
+            "'model_max_length': 10**6}, open(sys.argv[1] + '/tokenizer_config.json', 'w'))"
+        )
+        subprocess.run([str(home / "bin" / "python"), "-c", script, str(tokenizer)], check=True)
+    return binary, tokenizer
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
+    """Run a client to completion; its wall time and its process tree's CPU seconds."""
+    cpu0, wall0 = children_cpu(), time.monotonic()
+    with log.open("w") as handle:
+        done = subprocess.run(argv, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False)
+    wall, cpu = time.monotonic() - wall0, children_cpu() - cpu0
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({done.returncode}); see {log}")
+    return wall, cpu
+
+
+def server_truth(log: Path, start: int) -> dict[str, Any]:
+    """Per-request prompt and decode figures llama-server logged after byte ``start``."""
+    with log.open("rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode("utf-8", "replace")
+    prompt_ms, decode_tps, decode_ms = [], [], []
+    for match in LOG_LINE.finditer(text):
+        if match["kind"] == "prompt eval":
+            prompt_ms.append(float(match["ms"]))
+        else:
+            decode_tps.append(float(match["tps"]))
+            decode_ms.append(float(match["ms"]))
+    return {
+        "requests": len(decode_tps),
+        "decode_tps_median": statistics.median(decode_tps) if decode_tps else None,
+        "prompt_ms_median": statistics.median(prompt_ms) if prompt_ms else None,
+        "busy_ms_median": (
+            statistics.median(p + d for p, d in zip(prompt_ms, decode_ms, strict=False))
+            if decode_ms
+            else None
+        ),
+    }
+
+
+def run_inferfleet(
+    url: str, level: int, prompts: int, max_tokens: int, out: Path
+) -> tuple[dict[str, Any], float, float]:
+    folder = out / f"inferfleet-c{level}"
+    argv = [sys.executable, "-c", INFERFLEET_BENCH, "bench", url, "--api", "completions"]
+    argv += ["--prompts", str(prompts), "--concurrency", str(level), "--runs", "1"]
+    argv += ["--max-tokens", str(max_tokens), "--no-warmup", "--out", str(folder), "--json"]
+    wall, cpu = timed(argv, dict(os.environ), out / f"inferfleet-c{level}.log")
+    summary = json.loads((folder / "summary.json").read_text())
+    (lv,) = summary["levels"]
+    numbers = {
+        "requests": lv["ok"],
+        "ttft_ms_median": lv["ttft_ms"]["median"],
+        "decode_tps_median": lv["decode_tps"]["median"],
+        "aggregate_tps": lv["aggregate_tps"]["median"],
+        "e2e_ms_median": lv["e2e_ms"]["median"],
+        "cached_tokens_max": lv["cache"]["max_cached_tokens"],
+    }
+    return numbers, wall, cpu
+
+
+def run_aiperf(
+    binary: Path,
+    tokenizer: Path,
+    url: str,
+    model: str,
+    texts: list[str],
+    level: int,
+    max_tokens: int,
+    extra: dict[str, Any],
+    out: Path,
+) -> tuple[dict[str, Any], float, float]:
+    folder = out / f"aiperf-c{level}"
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = folder / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    argv = [str(binary), "profile", "--model", model, "--tokenizer", str(tokenizer), "--url", url]
+    argv += ["--endpoint-type", "completions", "--streaming", "--use-server-token-count"]
+    argv += ["--input-file", str(dataset), "--custom-dataset-type", "single_turn"]
+    argv += ["--dataset-sampling-strategy", "sequential", "--request-count", str(len(texts))]
+    argv += ["--concurrency", str(level), "--osl", str(max_tokens), "--use-legacy-max-tokens"]
+    argv += ["--extra-inputs", json.dumps({"ignore_eos": True, **extra})]
+    argv += ["--artifact-dir", str(folder / "artifacts"), "--ui-type", "none"]
+    argv += ["--no-server-metrics"]
+    env = {k: v for k, v in os.environ.items() if k not in {"HF_HUB_OFFLINE"}}
+    wall, cpu = timed(argv, env, out / f"aiperf-c{level}.log")
+    data = json.loads((folder / "artifacts" / "profile_export_aiperf.json").read_text())
+    numbers = {
+        "requests": int(data["request_count"]["avg"]),
+        "ttft_ms_median": data["time_to_first_token"]["p50"],
+        "decode_tps_median": data["output_token_throughput_per_user"]["p50"],
+        "aggregate_tps": data["output_token_throughput"]["avg"],
+        "e2e_ms_median": data["request_latency"]["p50"],
+        "cached_tokens_max": data.get("usage_prompt_cache_read_tokens", {}).get("max"),
+    }
+    return numbers, wall, cpu
+
+
+def pct(value: float | None, truth: float | None) -> str:
+    if value is None or not truth:
+        return "-"
+    return f"{(value - truth) / truth * 100:+.1f}%"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench-results") / "vs-reference")
+    parser.add_argument("--prompts", type=int, default=4, help="requests at concurrency 1")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    args = parser.parse_args()
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    args.out.mkdir(parents=True)
+    binary, tokenizer = ensure_aiperf()
+    battery = load_battery()
+
+    fleet = args.out / "fleet.yaml"
+    data = yaml.safe_load(embedded_example().read_text())
+    data["services"]["gemma"]["port"] = 1  # the arm picks a free port itself
+    fleet.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = ArmSpec(name="server", start=StartSpec(service="gemma", set={"parallel": SLOTS}))
+    results: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
+    with started(load_fleet(fleet), spec, print, memory_slack=512 << 20) as run:
+        assert run.server is not None and run.target.model is not None
+        url, model, log = run.target.base_url, run.target.model, Path(run.server.log)
+        endpoint = Endpoint("server", url, model, "completions", "llama.cpp")
+        # The same server work for both clients: whole prompts (no cache reuse). inferfleet
+        # also asks for llama.cpp's prompt-start event, which only splits its own timing;
+        # aiperf would take that empty event for a first token, so it is not sent there.
+        extra = {k: v for k, v in request_extra("llama.cpp").items() if k == "cache_prompt"}
+        for level in LEVELS:
+            count = max(args.prompts, level) if level == 1 else level
+            prompts = [battery.prompts[i % len(battery.prompts)] for i in range(count)]
+            for client in ("inferfleet", "aiperf"):
+                warm_up(endpoint, prompts[0], timeout_s=600)
+                start = log.stat().st_size
+                print(f"c={level}: {client}, {count} requests", flush=True)
+                if client == "inferfleet":
+                    numbers, wall, cpu = run_inferfleet(
+                        url, level, count, args.max_tokens, args.out
+                    )
+                else:
+                    texts = [p.salted(new_salt()) for p in prompts]
+                    numbers, wall, cpu = run_aiperf(
+                        binary,
+                        tokenizer,
+                        url,
+                        model,
+                        texts,
+                        level,
+                        args.max_tokens,
+                        extra,
+                        args.out,
+                    )
+                truth = server_truth(log, start)
+                results.append(
+                    {
+                        "client": client,
+                        "concurrency": level,
+                        **numbers,
+                        "server": truth,
+                        "wall_s": round(wall, 2),
+                        "cpu_s": round(cpu, 2),
+                        "cpu_ms_per_request": round(cpu / max(1, numbers["requests"]) * 1e3, 1),
+                        "cpu_pct_of_one_core": round(cpu / wall * 100, 1) if wall else None,
+                        "latency_overhead_ms": (
+                            round(numbers["e2e_ms_median"] - truth["busy_ms_median"], 1)
+                            if truth["busy_ms_median"] is not None
+                            else None
+                        ),
+                    }
+                )
+    report = {
+        "reference": AIPERF,
+        "server": {"slots": SLOTS, "max_tokens": args.max_tokens, "argv": run.server.argv},
+        "host": {
+            "cpus": os.cpu_count(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+        },
+        "memory_back": run.server.memory_back,
+        "results": results,
+    }
+    (args.out / "comparison.json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = [
+        f"Reference: {AIPERF}. One llama-server ({SLOTS} slots), {args.max_tokens} tokens per "
+        "request, the same salted battery prompts; the server's own per-request log lines are "
+        "the truth column. Client CPU is the whole process tree's (user + system), start-up "
+        "included; it competes with the server for the same cores.",
+        "",
+        "| client | conc. | requests | TTFT ms (p50) | decode tok/s per stream (p50) | "
+        "server's decode (p50) | client vs server | aggregate tok/s | client CPU s | "
+        "CPU ms/request | CPU % of a core | e2e - server busy ms (p50) | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        server = r["server"]["decode_tps_median"]
+        off = pct(r["decode_tps_median"], server)
+        lines.append(
+            f"| {r['client']} | {r['concurrency']} | {r['requests']} | {r['ttft_ms_median']:.0f} | "
+            f"{r['decode_tps_median']:.2f} | {server:.2f} | {off} | "
+            f"{r['aggregate_tps']:.2f} | {r['cpu_s']:.1f} | {r['cpu_ms_per_request']:.0f} | "
+            f"{r['cpu_pct_of_one_core']} | {r['latency_overhead_ms']} | {r['wall_s']:.1f} |"
+        )
+    by = {(r["client"], r["concurrency"]): r for r in results}
+    for level in LEVELS:
+        a, b = by[("inferfleet", level)], by[("aiperf", level)]
+        ratio = b["cpu_ms_per_request"] / a["cpu_ms_per_request"] if a["cpu_ms_per_request"] else 0
+        lines.append(f"\nc={level}: client CPU per request, aiperf / inferfleet = {ratio:.1f}x")
+    lines.append(
+        "\n`e2e - server busy` is the client's median request latency minus the server's median "
+        "prompt + decode time: at concurrency 1 it is the client's and the wire's share; at "
+        "higher concurrency it also holds the time a request waits inside the server before "
+        "its prompt is scheduled."
+    )
+    load = ", ".join(f"{x:.2f}" for x in load_before)
+    lines.append(f"\nHost: {os.cpu_count()} CPUs, load average before the run: {load}.")
+    text = "\n".join(lines) + "\n"
+    (args.out / "comparison.md").write_text(text)
+    print(text)
+    print(f"load average before {load_before}, after {os.getloadavg()}; results in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Concurrency levels against one endpoint: a closed loop of N streams.
+
+A level puts every request in a queue at once and lets ``concurrency``
+workers (threads, each with its own HTTP connection) take them one at a time,
+so exactly that many streams are in flight until the queue runs dry. The
+client's own time between taking a request and sending it (salting, body
+encoding) is reported as ``queue_ms`` and never counted in its latencies,
+which start when the request leaves. Per-stream rates and the level's aggregate rate are
+kept apart: two streams can sum below one (L-53).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from inferfleet.bench.battery import Prompt, new_salt
+from inferfleet.bench.measure import Context, RequestRecord, record
+from inferfleet.bench.stream import PATHS, Api, request_body, stream
+from inferfleet.errors import UsageError
+from inferfleet.io import http
+
+OnRecord = Callable[[RequestRecord], None]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    arm: str
+    base_url: str
+    model: str
+    api: Api
+    runtime: str | None = None  # "llama.cpp" when /props says so
+    extra: dict[str, Any] = field(default_factory=dict)  # added to every request body
+
+
+def detect_runtime(base_url: str, *, timeout_s: float = 10.0) -> str | None:
+    """llama.cpp serves /props with its generation settings; others do not."""
+    with http.client(timeout=timeout_s, base_url=base_url) as client:
+        try:
+            response = client.get("/props")
+            data = response.json() if response.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return None
+    return "llama.cpp" if isinstance(data, dict) and "default_generation_settings" in data else None
+
+
+def request_extra(runtime: str | None) -> dict[str, Any]:
+    """Runtime-specific fields that keep the measurement whole and exact.
+
+    Salting stops every prefix cache past the first text token (L-47), but
+    llama.cpp still reuses a slot's BOS token (and a chat template's fixed
+    prefix) from the previous prompt; ``cache_prompt: false`` makes it
+    process the whole prompt, and its cache count then reads 0.
+    ``return_progress`` makes it send an event the moment a prompt starts
+    processing, so the client can split time to first token into waiting
+    (HTTP, tokenizing, queueing for a slot) and prefill.
+    """
+    if runtime == "llama.cpp":
+        return {"cache_prompt": False, "return_progress": True}
+    return {}
+
+
+@dataclass(frozen=True)
+class Load:
+    max_tokens: int = 256
+    ignore_eos: bool = True
+    timeout_s: float = 300.0
+
+
+@dataclass
+class LevelResult:
+    arm: str
+    concurrency: int
+    run: int
+    wall_s: float
+    records: list[RequestRecord] = field(default_factory=list)
+
+    @property
+    def aggregate_tps(self) -> float | None:
+        """Generated tokens per second of the whole level, all streams together (L-53)."""
+        tokens = sum(r.completion_tokens or 0 for r in self.records if r.ok)
+        return round(tokens / self.wall_s, 3) if self.wall_s > 0 and tokens else None
+
+
+def plan_requests(prompts: list[Prompt], concurrency: int) -> list[Prompt]:
+    """Every prompt once, topped up (cycling) to a whole number of waves.
+
+    A last wave with fewer streams than the level's concurrency would report
+    a lower concurrency than it claims.
+    """
+    if concurrency < 1:
+        raise UsageError("concurrency must be at least 1", hint="e.g. --concurrency 1,2,4")
+    if not prompts:
+        raise UsageError("no prompts selected", hint="use --prompts N with N >= 1")
+    total = math.ceil(len(prompts) / concurrency) * concurrency
+    return [prompts[i % len(prompts)] for i in range(total)]
+
+
+def run_level(
+    endpoint: Endpoint,
+    prompts: list[Prompt],
+    concurrency: int,
+    *,
+    run: int,
+    load: Load,
+    on_record: OnRecord | None = None,
+) -> LevelResult:
+    work: queue.Queue[tuple[Prompt, str]] = queue.Queue()
+    for prompt in plan_requests(prompts, concurrency):
+        work.put((prompt, new_salt()))
+    records: list[RequestRecord] = []
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+    level_start = time.perf_counter_ns()
+
+    def worker() -> None:
+        path = PATHS[endpoint.api]
+        with http.client(timeout=load.timeout_s, base_url=endpoint.base_url) as client:
+            while True:
+                try:
+                    prompt, salt = work.get_nowait()
+                except queue.Empty:
+                    return
+                picked = time.perf_counter_ns()
+                body = request_body(
+                    endpoint.api,
+                    model=endpoint.model,
+                    text=prompt.salted(salt),
+                    max_tokens=load.max_tokens,
+                    ignore_eos=load.ignore_eos,
+                    extra=endpoint.extra,
+                )
+                result = stream(client, path, body)
+                ctx = Context(
+                    arm=endpoint.arm,
+                    concurrency=concurrency,
+                    run=run,
+                    prompt_id=prompt.id,
+                    salt=salt,
+                    api=endpoint.api,
+                    enqueued_ns=picked,
+                    level_start_ns=level_start,
+                )
+                rec = record(result, ctx)
+                with lock:
+                    records.append(rec)
+                if on_record is not None:
+                    on_record(rec)
+
+    def guarded() -> None:
+        try:
+            worker()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            with lock:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=guarded, daemon=True) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    records.sort(key=lambda r: r.started_s)
+    first_sent = min((r.started_s for r in records), default=0.0)
+    last_done = max((r.finished_s for r in records), default=0.0)
+    return LevelResult(endpoint.arm, concurrency, run, round(last_done - first_sent, 4), records)
+
+
+def warm_up(endpoint: Endpoint, prompt: Prompt, *, timeout_s: float) -> None:
+    """One short request that is not measured: pages the weights in, fills caches."""
+    with http.client(timeout=timeout_s, base_url=endpoint.base_url) as client:
+        body = request_body(
+            endpoint.api,
+            model=endpoint.model,
+            text=prompt.salted(new_salt()),
+            max_tokens=8,
+            extra=endpoint.extra,
+        )
+        stream(client, PATHS[endpoint.api], body)

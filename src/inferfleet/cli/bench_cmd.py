@@ -1,0 +1,210 @@
+"""`inferfleet bench SERVICE|URL`: honest numbers, written to a results folder.
+
+Exit status 0 when every request succeeded, 1 when some failed or the run
+stopped early (the results are still written), 2 for bad arguments (nothing
+is measured and nothing is written). ``--json`` prints the summary
+(``inferfleet.bench/v1``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from inferfleet.bench import outputs
+from inferfleet.bench.arms import load_arms
+from inferfleet.bench.battery import load_battery
+from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm, run_bench
+from inferfleet.bench.measure import MIN_DECODE_TOKENS, RequestRecord
+from inferfleet.bench.runner import Load
+from inferfleet.bench.summary import SCHEMA, summarise
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.probe.target import Target, from_service, from_url, resolve
+from inferfleet.spec.loader import LoadedFleet
+from inferfleet.spec.units import format_size, parse_size
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(
+            f"--concurrency {text!r} is not a list of whole numbers",
+            hint="e.g. --concurrency 1,2,4",
+        ) from None
+    if not levels or any(c < 1 for c in levels):
+        raise UsageError("concurrency levels must be at least 1", hint="e.g. --concurrency 1,2,4")
+    return tuple(sorted(set(levels)))
+
+
+def bench(
+    target: str | None = typer.Argument(
+        None, help="A service of the fleet file, or a base URL (optional with --arms)."
+    ),
+    arms_file: Path | None = typer.Option(
+        None, "--arms", help="YAML file of arms: running services, URLs or servers to start."
+    ),
+    concurrency: str = typer.Option("1,2,4", "--concurrency", "-c", help="Levels, e.g. 1,2,4."),
+    runs: int = typer.Option(3, "--runs", "-n", help="Runs per level (2+ for verdicts)."),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="Results folder (new or empty); default ./bench-results/<time>."
+    ),
+    api: str = typer.Option("chat", "--api", help="chat or completions (base models)."),
+    max_tokens: int = typer.Option(
+        256, "--max-tokens", help=f"Tokens generated per request (at least {MIN_DECODE_TOKENS})."
+    ),
+    prompts: int | None = typer.Option(None, "--prompts", help="Use the first N prompts only."),
+    prompt_ids: str | None = typer.Option(None, "--prompt-ids", help="Comma-separated ids."),
+    ignore_eos: bool = typer.Option(
+        True, "--ignore-eos/--no-ignore-eos", help="Ask the server to generate every token."
+    ),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds one request may take."),
+    memory_slack: str = typer.Option(
+        format_size(DEFAULT_MEMORY_SLACK),
+        "--memory-slack",
+        help="Available memory that may stay missing after a started arm stops.",
+    ),
+    warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="One unmeasured request."),
+    file: Path | None = FleetOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Benchmark endpoints on real, salted prompts with the server's own token counts."""
+    out = Output(json_mode=json_out)
+    if api not in ("chat", "completions"):
+        raise UsageError(f"--api {api!r} is not chat or completions", hint="e.g. --api chat")
+    if max_tokens < MIN_DECODE_TOKENS:
+        raise UsageError(
+            f"--max-tokens {max_tokens} is below {MIN_DECODE_TOKENS}: the inter-token figure "
+            "would be first-token noise (L-49)",
+            hint=f"use --max-tokens {MIN_DECODE_TOKENS} or more",
+        )
+    try:
+        slack = parse_size(memory_slack)
+    except ValueError as exc:
+        raise UsageError(str(exc), hint="e.g. --memory-slack 512MiB") from None
+    if target is None and arms_file is None:
+        raise UsageError(
+            "name a SERVICE or URL, or give --arms FILE", hint="inferfleet bench gemma"
+        )
+    battery = load_battery()
+    ids = [p.strip() for p in prompt_ids.split(",") if p.strip()] if prompt_ids else None
+    chosen = battery.select(ids, prompts)
+    options = Options(
+        concurrency=parse_levels(concurrency),
+        runs=runs,
+        api="chat" if api == "chat" else "completions",
+        prompts=tuple(chosen),
+        battery=battery,
+        load=Load(max_tokens=max_tokens, ignore_eos=ignore_eos, timeout_s=timeout),
+        memory_slack=slack,
+        warmup=warmup,
+    )
+    options.validate()
+    out_path = out_dir or Path("bench-results") / time.strftime("%Y%m%dT%H%M%S")
+    outputs.check_out_dir(out_path)
+
+    cache: dict[str, LoadedFleet] = {}
+
+    def fleet(path: Path | None) -> LoadedFleet:
+        if "fleet" not in cache:
+            cache["fleet"] = resolve_fleet(path, out)
+        return cache["fleet"]
+
+    arms: list[PlannedArm] = []
+    if target is not None:
+        resolved = resolve(target, file, fleet)
+        arms.append(PlannedArm(resolved.label, target=resolved))
+    if arms_file is not None:
+        for spec in load_arms(arms_file):
+            if spec.start is not None:
+                arms.append(PlannedArm(spec.name, start=spec))
+            elif spec.url is not None:
+                arms.append(PlannedArm(spec.name, target=_named(from_url(spec.url), spec.name)))
+            else:
+                assert spec.service is not None
+                found = from_service(fleet(file), spec.service)
+                arms.append(PlannedArm(spec.name, target=_named(found, spec.name, spec.model)))
+    loaded = cache.get("fleet")
+    if loaded is None and any(a.start is not None for a in arms):
+        loaded = fleet(file)
+
+    def progress(rec: RequestRecord) -> None:
+        if not rec.ok:
+            out.note(f"  [red]request failed[/red] {esc(rec.prompt_id)}: {esc(rec.error)}")
+
+    result = run_bench(
+        arms, options, loaded=loaded, note=lambda text: out.note(esc(text)), on_record=progress
+    )
+    summary = summarise(result)
+    written = outputs.write(out_path, summary, result.records)
+    failed = [r for r in result.records if not r.ok]
+    if json_out:
+        out.document(SCHEMA, {k: v for k, v in summary.items() if k != "schema"})
+    else:
+        _show(out, summary, written)
+    if failed or result.aborted:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _named(target: Target, name: str, model: str | None = None) -> Target:
+    return replace(target, label=name, model=model or target.model)
+
+
+def _show(out: Output, summary: dict[str, Any], written: list[Path]) -> None:
+    levels = summary["levels"]
+    assert isinstance(levels, list)
+    rows = []
+    for lv in levels:
+        rows.append(
+            [
+                esc(lv["arm"]),
+                str(lv["concurrency"]),
+                f"{lv['ok']}/{lv['requests']}",
+                _fmt(lv["decode_tps"]),
+                _fmt(lv["aggregate_tps"]),
+                _fmt(lv["ttft_ms"], 0),
+                _fmt(lv["prefill_tps"]),
+                str(lv["cache"]["max_cached_tokens"] if lv["cache"]["reported"] else "-"),
+            ]
+        )
+    out.table(
+        "bench (median, p10-p90)",
+        [
+            "arm",
+            "conc.",
+            "ok",
+            "decode tok/s per stream",
+            "aggregate tok/s",
+            "TTFT ms",
+            "prefill tok/s",
+            "max cached",
+        ],
+        rows,
+    )
+    comparisons = summary["comparisons"]
+    assert isinstance(comparisons, list)
+    for c in comparisons:
+        diff = "-" if c["diff_pct"] is None else f"{c['diff_pct']:+.1f}%"
+        out.line(
+            f"c={c['concurrency']} {esc(c['metric'])}: {esc(c['b'])} vs {esc(c['a'])} {diff} "
+            f"-> {esc(c['verdict'])}"
+        )
+    if summary.get("aborted"):
+        out.line(f"[red]stopped early[/red]: {esc(summary['aborted'])}")
+    out.line("results: " + esc(written[0].parent))
+
+
+def _fmt(spread: dict[str, Any], digits: int = 1) -> str:
+    if spread.get("median") is None:
+        return "-"
+    return f"{spread['median']:.{digits}f} ({spread['p10']:.{digits}f}-{spread['p90']:.{digits}f})"

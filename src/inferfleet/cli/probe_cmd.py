@@ -1,0 +1,87 @@
+"""`inferfleet probe SERVICE|URL`: the endpoint contract, check by check.
+
+Exit status 0 when no check failed, 1 when one did (skips are not
+failures), 2 for bad arguments. ``--json`` prints ``inferfleet.probe/v1``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.output import Output, esc
+from inferfleet.errors import EXIT_FAILED
+from inferfleet.probe.contract import SCHEMA, ProbeReport, run_probe
+from inferfleet.probe.evidence import CheckResult
+from inferfleet.probe.target import resolve
+
+STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("probe")(probe)
+
+
+def probe(
+    target: str = typer.Argument(..., help="A service of the fleet file, or a base URL."),
+    file: Path | None = FleetOpt,
+    json_out: bool = JsonOpt,
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show the evidence of every check, not only failures."
+    ),
+) -> None:
+    """Check an endpoint's contract: APIs, slots and window, tools, reasoning, vision, metrics."""
+    out = Output(json_mode=json_out)
+    resolved = resolve(target, file, lambda path: resolve_fleet(path, out))
+    model = f" ({esc(resolved.model)})" if resolved.model else ""
+    out.note(f"probing {esc(resolved.label)} at {esc(resolved.base_url)}{model}")
+
+    def progress(result: CheckResult) -> None:
+        out.note(f"  [{STYLE[result.status]}]{result.status}[/] {esc(result.title)}")
+
+    report = run_probe(resolved, on_result=progress)
+    if json_out:
+        out.document(SCHEMA, report.to_json())
+    else:
+        show(out, report, verbose=verbose)
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def show(out: Output, report: ProbeReport, *, verbose: bool) -> None:
+    rows = [
+        [
+            esc(c.title),
+            f"[{STYLE[c.status]}]{c.status}[/]",
+            c.lesson or "",
+            esc(c.summary),
+        ]
+        for c in report.checks
+    ]
+    counts = report.counts()
+    title = (
+        f"probe {esc(report.target.label)}: {counts['pass']} pass, {counts['fail']} fail, "
+        f"{counts['skip']} skip"
+    )
+    out.table(title, ["check", "result", "lesson", "what the server did"], rows)
+    for check in report.checks:
+        if check.status != "fail" and not verbose:
+            continue
+        out.line(f"[{STYLE[check.status]}]{check.status}[/] {esc(check.title)}")
+        for ev in check.evidence:
+            status = "no answer" if ev.status is None else str(ev.status)
+            out.line(f"  {esc(ev.request)} {esc(ev.body)}")
+            out.line(f"  -> {status} {esc(ev.answer)}")
+        if check.hint:
+            out.line(f"  hint: {esc(check.hint)}")
+    f = report.findings
+    facts = [
+        ["runtime", esc(f.runtime or "-")],
+        ["context per slot", str(f.n_ctx_slot or "-")],
+        ["slots", str(f.total_slots or "-")],
+        ["reasoning field", esc(f.reasoning_field or "none")],
+        ["reasoning_effort map", esc(f.effort_map or "-")],
+    ]
+    out.table("findings (for client configs)", ["", ""], facts)

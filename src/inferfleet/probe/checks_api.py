@@ -1,0 +1,303 @@
+"""The API surface: health, the model id, both completion APIs, timings, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from inferfleet.bench import server_timing
+from inferfleet.bench.stream import stream
+from inferfleet.probe.evidence import CheckResult, Evidence, excerpt
+from inferfleet.probe.session import PROBE_TOKENS, Session
+
+CHAT_PROMPT = "Name the three primary colours of light."
+COMPLETION_PROMPT = "The three primary colours of light are"
+
+# Series each runtime serves with its metrics flag on (L-56).
+METRIC_SERIES = {
+    "llama.cpp": (
+        "llamacpp:prompt_tokens_total",
+        "llamacpp:tokens_predicted_total",
+        "llamacpp:requests_processing",
+        "llamacpp:requests_deferred",
+    ),
+    "vllm": (
+        "vllm:num_requests_running",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+    ),
+    "sglang": (
+        "sglang:num_running_reqs",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+    ),
+}
+
+
+def health(s: Session) -> CheckResult:
+    answer = s.exchange.get("/health")
+    title = "health"
+    if answer.status == 200:
+        return CheckResult("health", title, "L-34", "pass", "200: ready", (answer.evidence(),))
+    if answer.status == 503:
+        return CheckResult(
+            "health",
+            title,
+            "L-34",
+            "fail",
+            "503: the server is still loading its model",
+            (answer.evidence(),),
+            hint="loading can take minutes; wait for 200 (never kill a loading server) "
+            "and probe again",
+        )
+    what = "no answer" if answer.status is None else f"HTTP {answer.status}"
+    return CheckResult(
+        "health",
+        title,
+        "L-34",
+        "fail",
+        f"{what} on /health",
+        (answer.evidence(),),
+        hint="is the server running on this address? (inferfleet status)",
+    )
+
+
+def models(s: Session) -> CheckResult:
+    answer = s.exchange.get("/v1/models")
+    entries = answer.obj.get("data")
+    entries = entries if isinstance(entries, list) else []
+    ids = [str(e.get("id")) for e in entries if isinstance(e, dict)]
+    named = s.model is not None
+    if s.model is None and ids:
+        s.model = ids[0]  # a bare URL: requests name the first model the server lists
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("id") == s.model:
+            meta = entry.get("meta")
+            if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
+                s.findings.n_ctx_slot = int(meta["n_ctx"])
+            # vLLM reports the window as max_model_len.
+            if isinstance(entry.get("max_model_len"), int) and s.findings.n_ctx_slot is None:
+                s.findings.n_ctx_slot = int(entry["max_model_len"])
+    evidence = (answer.evidence({"ids": ids}),)
+    if s.model is not None and s.model in ids:
+        s.findings.model = s.model
+        how = "" if named else " (a bare URL: the first it lists)"
+        return CheckResult(
+            "alias", "model id listed", None, "pass", f"/v1/models lists {s.model!r}{how}", evidence
+        )
+    return CheckResult(
+        "alias",
+        "model id listed",
+        None,
+        "fail",
+        f"/v1/models does not list {s.model!r} (it lists {ids})",
+        evidence,
+        hint="clients send this id: set the server's alias (--alias) to it",
+    )
+
+
+def read_props(s: Session) -> None:
+    """llama.cpp's /props: slots, per-slot context, modalities. Silent when absent."""
+    answer = s.exchange.get("/props")
+    props = answer.obj
+    if answer.status != 200 or "default_generation_settings" not in props:
+        return
+    s.props = props
+    s.findings.runtime = "llama.cpp"
+    if isinstance(props.get("total_slots"), int):
+        s.findings.total_slots = int(props["total_slots"])
+    settings = props.get("default_generation_settings")
+    if s.findings.n_ctx_slot is None and isinstance(settings, dict):
+        n_ctx = settings.get("n_ctx")
+        if isinstance(n_ctx, int):
+            s.findings.n_ctx_slot = n_ctx
+    modalities = props.get("modalities")
+    if isinstance(modalities, dict):
+        s.findings.modalities = ["text"] + [k for k, v in modalities.items() if v is True]
+
+
+def _usage_verdict(usage: Any, finish: Any) -> tuple[bool, str]:
+    if not isinstance(usage, dict):
+        return False, "no usage in the answer"
+    done = usage.get("completion_tokens")
+    prompt = usage.get("prompt_tokens")
+    if not isinstance(done, int) or not isinstance(prompt, int) or prompt <= 0:
+        return False, f"usage lacks token counts: {excerpt(usage, 200)}"
+    if done == PROBE_TOKENS or (finish == "stop" and 0 < done < PROBE_TOKENS):
+        return True, f"usage: {prompt} prompt + {done} completion tokens (finish: {finish})"
+    return False, f"asked for {PROBE_TOKENS} tokens, usage says {done} (finish: {finish})"
+
+
+def _remember_timings(s: Session, where: str, data: dict[str, Any], headers: list[str]) -> None:
+    timings = data.get("timings")
+    raw_usage = data.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    if isinstance(timings, dict):
+        s.timings_seen.append((where, timings, usage.get("completion_tokens")))
+    s.server_timing_seen.extend(headers)
+
+
+def plain(s: Session, api: str) -> CheckResult:
+    """A non-streamed request on ``api`` ("chat" or "completions")."""
+    if api == "chat":
+        path, body = "/v1/chat/completions", s.chat_body(CHAT_PROMPT, ignore_eos=True)
+    else:
+        path, body = "/v1/completions", s.completion_body(COMPLETION_PROMPT, ignore_eos=True)
+    answer = s.exchange.post(path, body)
+    data = answer.obj
+    choices = data.get("choices") if isinstance(data.get("choices"), list) else []
+    first = choices[0] if choices and isinstance(choices[0], dict) else {}
+    finish = first.get("finish_reason")
+    _remember_timings(s, path, data, answer.headers.get_list("server-timing"))
+    shown = {"usage": data.get("usage"), "finish_reason": finish}
+    check_id, title = f"{api}", f"{api} (non-streamed)"
+    if answer.status != 200:
+        return CheckResult(
+            check_id,
+            title,
+            None,
+            "fail",
+            f"HTTP {answer.status}" if answer.status else "no answer",
+            (answer.evidence(),),
+            hint="read the server log for the reason",
+        )
+    ok, why = _usage_verdict(data.get("usage"), finish)
+    return CheckResult(
+        check_id, title, "L-51", "pass" if ok else "fail", why, (answer.evidence(shown),)
+    )
+
+
+def streamed(s: Session, api: str) -> CheckResult:
+    """A streamed request with ``stream_options.include_usage``: counts must arrive (L-51)."""
+    if api == "chat":
+        path, body = "/v1/chat/completions", s.chat_body(CHAT_PROMPT, ignore_eos=True)
+    else:
+        path, body = "/v1/completions", s.completion_body(COMPLETION_PROMPT, ignore_eos=True)
+    body |= {"stream": True, "stream_options": {"include_usage": True}}
+    result = stream(s.exchange.client, path, body)
+    usage: Any = None
+    finish: Any = None
+    for chunk in result.chunks:
+        if isinstance(chunk.data.get("usage"), dict):
+            usage = chunk.data["usage"]
+        for choice in chunk.data.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        _remember_timings(s, f"{path} (stream)", chunk.data, [])
+    s.server_timing_seen.extend(result.server_timing)
+    shown = {
+        "events": len(result.chunks),
+        "done_marker": result.saw_done,
+        "usage": usage,
+        "finish_reason": finish,
+    }
+    evidence = Evidence(
+        f"POST {path}",
+        excerpt(body),
+        result.status,
+        excerpt(result.error_body or result.error or shown),
+    )
+    check_id, title = f"{api}-stream", f"{api} (streamed, usage)"
+    if result.status != 200 or result.error:
+        return CheckResult(check_id, title, "L-51", "fail", result.error or "failed", (evidence,))
+    ok, why = _usage_verdict(usage, finish)
+    if ok and not result.saw_done:
+        ok, why = False, "the stream never sent data: [DONE]"
+    return CheckResult(check_id, title, "L-51", "pass" if ok else "fail", why, (evidence,))
+
+
+def timings(s: Session) -> CheckResult:
+    """The server's own timings: llama.cpp ``timings`` or a Server-Timing header (L-50)."""
+    title = "server timings"
+    parsed = server_timing.durations(s.server_timing_seen)
+    s.findings.server_timing = parsed
+    s.findings.timings_in_body = bool(s.timings_seen)
+    if not s.timings_seen and not s.server_timing_seen:
+        return CheckResult(
+            "timings",
+            title,
+            "L-50",
+            "skip",
+            "the server sends neither a timings object nor a Server-Timing header",
+            hint="bench falls back to the client clock with the server's usage counts",
+        )
+    problems = []
+    for where, data, completion in s.timings_seen:
+        needed = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+        missing = [k for k in needed if not isinstance(data.get(k), int | float)]
+        if missing:
+            problems.append(f"{where}: timings lack {', '.join(missing)}")
+        elif isinstance(completion, int) and data["predicted_n"] != completion:
+            problems.append(
+                f"{where}: timings.predicted_n {data['predicted_n']} != usage {completion}"
+            )
+    if s.server_timing_seen and not parsed:
+        problems.append(f"Server-Timing present but carries no durations: {s.server_timing_seen}")
+    where, sample, _ = s.timings_seen[-1] if s.timings_seen else ("", {}, None)
+    evidence = Evidence(
+        "(from the answers above)",
+        "",
+        200,
+        excerpt({"timings": sample, "where": where, "server_timing_ms": parsed}),
+    )
+    if problems:
+        return CheckResult("timings", title, "L-50", "fail", "; ".join(problems), (evidence,))
+    kinds = []
+    if s.timings_seen:
+        kinds.append(f"timings in {len(s.timings_seen)} answers, counts agree with usage")
+    if parsed:
+        kinds.append(f"Server-Timing: {', '.join(sorted(parsed))}")
+    return CheckResult("timings", title, "L-50", "pass", "; ".join(kinds), (evidence,))
+
+
+def metrics(s: Session) -> CheckResult:
+    answer = s.exchange.get("/metrics")
+    title = "/metrics"
+    if answer.status == 501:
+        return CheckResult(
+            "metrics",
+            title,
+            "L-56",
+            "fail",
+            "501: metrics are off, the endpoint silently drops out of monitoring",
+            (answer.evidence(),),
+            hint="start the server with --metrics (inferfleet's argv always has it)",
+        )
+    if answer.status != 200:
+        what = "no answer" if answer.status is None else f"HTTP {answer.status}"
+        return CheckResult(
+            "metrics", title, "L-56", "fail", f"{what} on /metrics", (answer.evidence(),)
+        )
+    text = answer.text
+    names = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1].isalpha()}
+    runtime = s.findings.runtime or next(
+        (rt for rt, series in METRIC_SERIES.items() if series[0].split(":")[0] + ":" in text),
+        None,
+    )
+    s.findings.runtime = s.findings.runtime or runtime
+    if runtime is None:
+        s.findings.metrics_ok = False
+        return CheckResult(
+            "metrics",
+            title,
+            "L-56",
+            "fail",
+            "200, but no llamacpp:, vllm: or sglang: series",
+            (answer.evidence(json.dumps(sorted(names)[:20])),),
+        )
+    expected = METRIC_SERIES[runtime]
+    missing = [m for m in expected if m not in names]
+    shown = answer.evidence({"expected": list(expected), "missing": missing})
+    s.findings.metrics_ok = not missing
+    if missing:
+        return CheckResult(
+            "metrics", title, "L-56", "fail", f"missing series: {', '.join(missing)}", (shown,)
+        )
+    return CheckResult(
+        "metrics",
+        title,
+        "L-56",
+        "pass",
+        f"{runtime} series present ({len(names)} in all)",
+        (shown,),
+    )

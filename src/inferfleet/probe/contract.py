@@ -1,0 +1,99 @@
+"""The endpoint contract probe: every check, in an order that feeds the next.
+
+Health first (nothing else means anything on a loading server), then what
+the server says about itself (``/v1/models``, ``/props``), then the APIs,
+the slot contract (L-25), the features clients build on (L-18, L-44 to
+L-46) and ``/metrics`` (L-56). The run returns every result and the
+findings a client config is compared against (:mod:`.client_config`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from inferfleet.io import http
+from inferfleet.probe import checks_api, checks_features, checks_slots
+from inferfleet.probe.evidence import CheckResult, Exchange, Findings
+from inferfleet.probe.session import Session
+from inferfleet.probe.target import Target
+
+SCHEMA = "inferfleet.probe/v1"
+OnResult = Callable[[CheckResult], None]
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    target: Target
+    checks: list[CheckResult]
+    findings: Findings
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for c in self.checks if c.status == s) for s in ("pass", "fail", "skip")}
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.target
+        return {
+            "target": {
+                "label": t.label,
+                "url": t.base_url,
+                "service": t.service,
+                "model": self.findings.model or t.model,
+                "declared": (
+                    {
+                        "ctx_per_slot": t.ctx_per_slot,
+                        "parallel": t.parallel,
+                        **t.client.model_dump(mode="json"),
+                    }
+                    if t.client is not None
+                    else None
+                ),
+            },
+            "ok": self.ok,
+            "counts": self.counts(),
+            "checks": [c.to_json() for c in self.checks],
+            "findings": self.findings.to_json(),
+        }
+
+
+def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeReport:
+    """Probe ``target``; a bare URL's model id is taken from ``/v1/models`` after health."""
+    checks: list[CheckResult] = []
+
+    def add(result: CheckResult) -> None:
+        checks.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    with http.client(timeout=300.0, base_url=target.base_url) as client:
+        session = Session(target=target, exchange=Exchange(client), model=target.model)
+        add(checks_api.health(session))
+        if checks[-1].status == "fail":
+            # A loading or absent server answers nothing else meaningfully (L-34).
+            return ProbeReport(target, checks, session.findings)
+        add(checks_api.models(session))
+        if session.model is None:
+            return ProbeReport(target, checks, session.findings)
+        checks_api.read_props(session)
+        for api in ("completions", "chat"):
+            add(checks_api.plain(session, api))
+            add(checks_api.streamed(session, api))
+        add(checks_api.timings(session))
+        add(checks_slots.context(session))
+        add(checks_slots.overflow(session))
+        add(checks_slots.concurrency(session))
+        add(checks_features.tools(session))
+        add(checks_features.reasoning(session))
+        add(checks_features.efforts(session))
+        add(checks_features.vision(session))
+        add(checks_api.metrics(session))
+    return ProbeReport(target, checks, session.findings)
