@@ -137,17 +137,22 @@ def run_inferfleet(
     argv += ["--prompts", str(prompts), "--concurrency", str(level), "--runs", "1"]
     argv += ["--max-tokens", str(max_tokens), "--no-warmup", "--out", str(folder), "--json"]
     wall, cpu = timed(argv, dict(os.environ), out / f"inferfleet-c{level}.log")
+    return read_inferfleet(folder), wall, cpu
+
+
+def read_inferfleet(folder: Path) -> dict[str, Any]:
     summary = json.loads((folder / "summary.json").read_text())
     (lv,) = summary["levels"]
-    numbers = {
+    return {
         "requests": lv["ok"],
+        "errors": lv["requests"] - lv["ok"],
+        "resent": lv["retries"],  # stale keep-alive connections, resent before any byte
         "ttft_ms_median": lv["ttft_ms"]["median"],
         "decode_tps_median": lv["decode_tps"]["median"],
         "aggregate_tps": lv["aggregate_tps"]["median"],
         "e2e_ms_median": lv["e2e_ms"]["median"],
         "cached_tokens_max": lv["cache"]["max_cached_tokens"],
     }
-    return numbers, wall, cpu
 
 
 def run_aiperf(
@@ -175,16 +180,21 @@ def run_aiperf(
     argv += ["--no-server-metrics"]
     env = {k: v for k, v in os.environ.items() if k not in {"HF_HUB_OFFLINE"}}
     wall, cpu = timed(argv, env, out / f"aiperf-c{level}.log")
+    return read_aiperf(folder), wall, cpu
+
+
+def read_aiperf(folder: Path) -> dict[str, Any]:
     data = json.loads((folder / "artifacts" / "profile_export_aiperf.json").read_text())
-    numbers = {
+    return {
         "requests": int(data["request_count"]["avg"]),
+        "errors": sum(int(e.get("count", 0)) for e in data.get("error_summary") or []),
+        "resent": 0,  # aiperf does not resend; a dropped keep-alive connection is an error
         "ttft_ms_median": data["time_to_first_token"]["p50"],
         "decode_tps_median": data["output_token_throughput_per_user"]["p50"],
         "aggregate_tps": data["output_token_throughput"]["avg"],
         "e2e_ms_median": data["request_latency"]["p50"],
         "cached_tokens_max": data.get("usage_prompt_cache_read_tokens", {}).get("max"),
     }
-    return numbers, wall, cpu
 
 
 def pct(value: float | None, truth: float | None) -> str:
@@ -280,16 +290,17 @@ def main() -> None:
         "the truth column. Client CPU is the whole process tree's (user + system), start-up "
         "included; it competes with the server for the same cores.",
         "",
-        "| client | conc. | requests | TTFT ms (p50) | decode tok/s per stream (p50) | "
+        "| client | conc. | ok | errors | resent | TTFT ms (p50) | decode tok/s per stream (p50) | "
         "server's decode (p50) | client vs server | aggregate tok/s | client CPU s | "
         "CPU ms/request | CPU % of a core | e2e - server busy ms (p50) | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         server = r["server"]["decode_tps_median"]
         off = pct(r["decode_tps_median"], server)
         lines.append(
-            f"| {r['client']} | {r['concurrency']} | {r['requests']} | {r['ttft_ms_median']:.0f} | "
+            f"| {r['client']} | {r['concurrency']} | {r['requests']} | {r['errors']} | "
+            f"{r['resent']} | {r['ttft_ms_median']:.0f} | "
             f"{r['decode_tps_median']:.2f} | {server:.2f} | {off} | "
             f"{r['aggregate_tps']:.2f} | {r['cpu_s']:.1f} | {r['cpu_ms_per_request']:.0f} | "
             f"{r['cpu_pct_of_one_core']} | {r['latency_overhead_ms']} | {r['wall_s']:.1f} |"
