@@ -276,8 +276,7 @@ def reap_dead_labs() -> None:
         veths = [
             other.split(":")[1].strip().split("@")[0]
             for other in links.splitlines()
-            if len(other.split(":")) > 1
-            and other.split(":")[1].strip().startswith(f"ifv{tag}")
+            if len(other.split(":")) > 1 and other.split(":")[1].strip().startswith(f"ifv{tag}")
         ]
         teardown(name, [ns for ns in namespaces if ns.startswith(f"if{tag}-")], veths)
 
