@@ -3,32 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-
-# The real-server helper is shared with the probe tests.
+# The real-server helper and its fixtures are shared with the probe tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
-from real_server import Running, running_server  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """One real llama-server per test module (ctx 4096 per slot x 2 slots)."""
-    with running_server(tmp_path_factory.mktemp("llama")) as running:
-        yield running
-
-
-@pytest.fixture
-def cli_verbs(cli: Callable[..., object]) -> Callable[..., object]:
-    """The real entry point, with `probe` and `bench` registered if app.py does not yet."""
-    from inferfleet.cli import bench_cmd, probe_cmd
-    from inferfleet.cli.app import app
-
-    names = {c.name for c in app.registered_commands}
-    if "probe" not in names:
-        probe_cmd.register(app)
-    if "bench" not in names:
-        bench_cmd.register(app)
-    return cli
+from real_server_fixtures import cli_verbs, server  # noqa: E402, F401
