@@ -46,7 +46,7 @@ from inferfleet.bench.arms import ArmSpec, StartSpec, started
 from inferfleet.bench.battery import load_battery, new_salt
 from inferfleet.bench.runner import Endpoint, request_extra, warm_up
 from inferfleet.cli.fleet_cmds import embedded_example
-from inferfleet.spec.loader import load_fleet
+from inferfleet.fleetfile.loader import load_fleet
 
 AIPERF = "aiperf==0.13.0"
 LEVELS = (1, 8)

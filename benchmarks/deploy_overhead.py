@@ -47,8 +47,8 @@ from deploy_repo import FleetRepo, git  # noqa: E402
 from inferfleet.deploy import planner  # noqa: E402
 from inferfleet.deploy.gitrepo import Repo  # noqa: E402
 from inferfleet.deploy.markers import Marker  # noqa: E402
+from inferfleet.fleetfile.fleet import ModelFile  # noqa: E402
 from inferfleet.models import artifacts  # noqa: E402
-from inferfleet.spec.models import ModelFile  # noqa: E402
 
 ENTRY = [sys.executable, str(TESTS / "inferfleet_entry.py")]
 

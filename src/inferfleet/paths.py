@@ -13,7 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
-from inferfleet.spec.models import Host
+from inferfleet.fleetfile.fleet import Host
 
 
 def cache_dir() -> Path:

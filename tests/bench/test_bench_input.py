@@ -12,7 +12,7 @@ from real_server import write_fleet
 from inferfleet.bench import outputs
 from inferfleet.bench.arms import arm_fleet, load_arms
 from inferfleet.errors import UsageError
-from inferfleet.spec.loader import load_fleet
+from inferfleet.fleetfile.loader import load_fleet
 
 
 @pytest.mark.parametrize(

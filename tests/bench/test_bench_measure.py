@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from inferfleet.bench.measure import Context, record
-from inferfleet.bench.stream import Chunk, StreamResult
+from inferfleet.client.stream import Chunk, StreamResult
 
 MS = 1_000_000  # ns
 

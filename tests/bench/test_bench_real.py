@@ -24,10 +24,10 @@ from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.bench.arms import ArmSpec, StartSpec, started
 from inferfleet.bench.battery import load_battery, new_salt
 from inferfleet.bench.measure import Context, record
-from inferfleet.bench.stream import PATHS, request_body, stream
+from inferfleet.client.stream import PATHS, request_body, stream
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.io import http
-from inferfleet.spec.loader import load_fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

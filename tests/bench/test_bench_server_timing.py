@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferfleet.bench.server_timing import Metric, durations, parse
+from inferfleet.client.server_timing import Metric, durations, parse
 
 
 def test_L50_the_unit_is_in_the_parameter_half() -> None:

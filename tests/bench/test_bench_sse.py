@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inferfleet.bench.sse import Event, SseFramer
+from inferfleet.client.sse import Event, SseFramer
 
 
 def test_an_event_split_across_reads_carries_the_last_reads_time() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from inferfleet.bench.stream import request_body, stream
+from inferfleet.client.stream import request_body, stream
 from inferfleet.io import http
 
 SEEN: list[dict[str, Any]] = []

@@ -11,11 +11,13 @@ from starlette.testclient import TestClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
 from served import fleet_data, free_port, write_fleet  # noqa: E402
 
-from inferfleet.board import create_app  # noqa: E402
-from inferfleet.board.app import CSP  # noqa: E402
 from inferfleet.errors import UsageError  # noqa: E402
-from inferfleet.fleetstatus import Collector, FleetStatus, Options  # noqa: E402
-from inferfleet.spec.loader import load_fleet  # noqa: E402
+from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
+from inferfleet.status import Collector, FleetStatus, Options  # noqa: E402
+from inferfleet.status.web import (
+    CSP,  # noqa: E402
+    create_app,  # noqa: E402
+)
 
 
 class CountingCollector(Collector):

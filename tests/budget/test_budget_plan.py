@@ -21,7 +21,7 @@ from inferfleet.budget import (
 )
 from inferfleet.budget.placement import layer_slots, split_points
 from inferfleet.budget.service import server_flags, service_request
-from inferfleet.spec.models import Host, Service
+from inferfleet.fleetfile.fleet import Host, Service
 
 Shape = Callable[[GGUFBuilder], ModelShape]
 GIB, MIB = 1 << 30, 1 << 20

@@ -38,8 +38,8 @@ from inferfleet.gguf import inspect
 
 def _llama_server() -> Path | None:
     from inferfleet.cli.fleet_cmds import embedded_example
-    from inferfleet.runtimes.llamacpp_build import server_binary
-    from inferfleet.spec.loader import load_fleet
+    from inferfleet.fleetfile.loader import load_fleet
+    from inferfleet.install.llamacpp_build import server_binary
 
     binary = server_binary(load_fleet(embedded_example()).fleet.runtimes["llama-cpp"])
     return None if binary is None else Path(binary)

@@ -10,7 +10,7 @@ import yaml
 
 from inferfleet.checks.engine import Report, run_checks
 from inferfleet.checks.locate import locator
-from inferfleet.spec.loader import load_fleet
+from inferfleet.fleetfile.loader import load_fleet
 
 DIGEST = "@sha256:" + "a" * 64
 

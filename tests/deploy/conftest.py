@@ -29,8 +29,8 @@ from deploy_hosts import Lab
 from deploy_repo import FleetRepo
 from inferfleet_entry import ensure_registered
 
+from inferfleet.fleetfile.fleet import ModelFile
 from inferfleet.models import artifacts
-from inferfleet.spec.models import ModelFile
 
 HERE = Path(__file__).resolve().parent
 ENTRY = HERE / "inferfleet_entry.py"

@@ -21,8 +21,8 @@ from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.render.facts import HostFacts
-from inferfleet.spec.loader import LoadedFleet, load_fleet
 
 FACTS = HostFacts(user="ops", home="/home/ops", cache_dir="/home/ops/.cache/inferfleet")
 REV = "0123456789abcdef" * 2 + "01234567"

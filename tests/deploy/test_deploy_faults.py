@@ -25,7 +25,7 @@ from helpers import FIXTURES
 from inferfleet.deploy import rollout
 from inferfleet.deploy.apply import lock_for
 from inferfleet.deploy.gitrepo import Repo
-from inferfleet.spec.loader import load_fleet
+from inferfleet.fleetfile.loader import load_fleet
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent

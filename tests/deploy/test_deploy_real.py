@@ -17,9 +17,9 @@ import pytest
 from deploy_hosts import Lab
 
 from inferfleet.cli.fleet_cmds import embedded_example
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.install import llamacpp_build
 from inferfleet.models import artifacts
-from inferfleet.runtimes import llamacpp_build
-from inferfleet.spec.loader import load_fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -23,12 +23,12 @@ from deploy_repo import FleetRepo, git
 from helpers import free_port
 from test_deploy_real import real_parts  # noqa: F401  (the session fixture)
 
+from inferfleet.fleetfile.fleet import ModelFile
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.models import artifacts
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.launch import resolve
 from inferfleet.render.systemd import service_unit
-from inferfleet.spec.loader import load_fleet
-from inferfleet.spec.models import ModelFile
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 HERE = Path(__file__).resolve().parent

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from inferfleet.cli.fleet_cmds import embedded_example
-from inferfleet.runtimes import llamacpp_build
-from inferfleet.spec.loader import load_fleet
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.install import llamacpp_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

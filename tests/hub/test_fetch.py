@@ -27,8 +27,8 @@ from hub_repos import (
 )
 from hubserver import Blob, HubServer, Repo
 
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.models import artifacts
-from inferfleet.spec.loader import load_fleet
 
 Cli = Callable[..., Any]
 
@@ -295,8 +295,8 @@ def test_fetched_split_loads_in_the_real_llama_server_from_part_1_L04(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from inferfleet.cli.fleet_cmds import embedded_example
+    from inferfleet.install import llamacpp_build
     from inferfleet.io.process import spawn_detached, terminate
-    from inferfleet.runtimes import llamacpp_build
 
     source = load_fleet(embedded_example()).fleet.runtimes["llama-cpp"].source
     assert source is not None

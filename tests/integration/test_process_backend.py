@@ -16,10 +16,10 @@ import psutil
 import pytest
 from helpers import no_process_on, server_script  # noqa: E402
 
+from inferfleet.backends.health import wait_healthy
 from inferfleet.backends.process import ProcessBackend, alive
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.errors import HealthError, PortInUseError
-from inferfleet.health.gate import wait_healthy
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ import psutil
 import pytest
 import yaml
 
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import process
 from inferfleet.render.bundle import fleet_artifacts
-from inferfleet.spec.loader import LoadedFleet
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"

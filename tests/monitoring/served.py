@@ -23,8 +23,8 @@ import yaml
 
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.deploy import local
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.io import process
-from inferfleet.spec.loader import LoadedFleet, load_fleet
 
 SERVICE = "gemma"
 ALIAS = "gemma3-270m"

@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_summaries import summary, write  # noqa: E402
 
-from inferfleet.fleetstatus.bench import BenchReader, scan  # noqa: E402
+from inferfleet.status.bench import BenchReader, scan  # noqa: E402
 
 ADDRESSES = ["http://127.0.0.1:8080", "127.0.0.1:8080"]
 

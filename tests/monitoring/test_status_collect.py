@@ -10,8 +10,8 @@ from served import SERVICE, fleet_data, free_port, write_fleet  # noqa: E402
 
 from inferfleet import paths  # noqa: E402
 from inferfleet.backends.process import ProcessBackend  # noqa: E402
-from inferfleet.fleetstatus import Options, collect  # noqa: E402
-from inferfleet.spec.loader import load_fleet  # noqa: E402
+from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
+from inferfleet.status import Options, collect  # noqa: E402
 
 
 def test_a_corrupt_record_makes_its_row_unknown_not_the_table_fail(tmp_path: Path) -> None:

@@ -11,12 +11,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from served import fleet_data, write_fleet  # noqa: E402
 
 from inferfleet.deploy.facts import ServiceState  # noqa: E402
-from inferfleet.fleetstatus.combine import Local, decide, host_unreachable, service_row  # noqa: E402
-from inferfleet.fleetstatus.endpoint import Reading  # noqa: E402
-from inferfleet.fleetstatus.model import Revision  # noqa: E402
-from inferfleet.fleetstatus.parse import ServerInfo, SlotUsage  # noqa: E402
-from inferfleet.fleetstatus.revisions import HostView  # noqa: E402
-from inferfleet.spec.loader import LoadedFleet, load_fleet  # noqa: E402
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet  # noqa: E402
+from inferfleet.status.combine import Local, decide, host_unreachable, service_row  # noqa: E402
+from inferfleet.status.endpoint import Reading  # noqa: E402
+from inferfleet.status.model import Revision  # noqa: E402
+from inferfleet.status.parse import ServerInfo, SlotUsage  # noqa: E402
+from inferfleet.status.revisions import HostView  # noqa: E402
 
 HEALTHY = Reading("healthy")
 DOWN = Reading("down", "/health: connection refused or no route")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.fleetstatus import parse
-from inferfleet.fleetstatus.parse import AnswerError
+from inferfleet.status import parse
+from inferfleet.status.parse import AnswerError
 
 DATA = Path(__file__).parent / "data"
 

@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_summaries import summary, write  # noqa: E402
 from served import SERVICE, Served, fleet_data, free_port, served, wait_for, write_fleet  # noqa: E402
 
-from inferfleet.cli.output import Output  # noqa: E402
 from inferfleet.deploy import planner  # noqa: E402
 from inferfleet.deploy.gitrepo import Repo  # noqa: E402
 from inferfleet.deploy.markers import Marker, MarkerStore  # noqa: E402
 from inferfleet.errors import UsageError  # noqa: E402
-from inferfleet.fleetstatus import SCHEMA, FleetStatus, Options, ServiceRow, collect  # noqa: E402
-from inferfleet.fleetstatus.view import show  # noqa: E402
-from inferfleet.spec.loader import load_fleet  # noqa: E402
+from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
+from inferfleet.output import Output  # noqa: E402
+from inferfleet.status import SCHEMA, FleetStatus, Options, ServiceRow, collect  # noqa: E402
+from inferfleet.status.view import show  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

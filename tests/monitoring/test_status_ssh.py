@@ -30,8 +30,8 @@ from inferfleet.deploy import planner  # noqa: E402
 from inferfleet.deploy.gitrepo import Repo  # noqa: E402
 from inferfleet.deploy.markers import Marker, MarkerStore  # noqa: E402
 from inferfleet.deploy.ssh import SshConnector, Target  # noqa: E402
-from inferfleet.fleetstatus import Options, collect  # noqa: E402
-from inferfleet.spec.loader import load_fleet  # noqa: E402
+from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
+from inferfleet.status import Options, collect  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

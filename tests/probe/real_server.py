@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
+from inferfleet.backends import health as gate
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.deploy import local
-from inferfleet.health import gate
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.io import process
-from inferfleet.spec.loader import load_fleet
 
 SERVICE = "gemma"
 ALIAS = "gemma3-270m"

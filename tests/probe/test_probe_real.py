@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from real_server import Running, running_server, write_fleet
 
+from inferfleet.client.target import from_service
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.io import http
 from inferfleet.probe import checks_api, checks_features, checks_slots
 from inferfleet.probe.client_config import compare
 from inferfleet.probe.evidence import Exchange
 from inferfleet.probe.session import Session
-from inferfleet.probe.target import from_service
-from inferfleet.spec.loader import load_fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from real_server import write_fleet
 
+from inferfleet.client.target import from_service, from_url, resolve
 from inferfleet.errors import UsageError
-from inferfleet.probe.target import from_service, from_url, resolve
-from inferfleet.spec.loader import load_fleet
+from inferfleet.fleetfile.loader import load_fleet
 
 
 def test_a_service_brings_its_promises(tmp_path: Path) -> None:

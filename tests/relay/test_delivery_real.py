@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
 from prom import alerts, quick_copy, rendered, require, running  # noqa: E402
 from served import fleet_data, free_port, wait_for, write_fleet  # noqa: E402
 
+from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
 from inferfleet.io import process  # noqa: E402
 from inferfleet.relay import alertmanager  # noqa: E402
-from inferfleet.spec.loader import load_fleet  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 

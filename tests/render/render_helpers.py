@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.render.bundle import Artifact, render_fleet
-from inferfleet.spec.loader import LoadedFleet, load_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = {

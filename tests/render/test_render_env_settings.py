@@ -8,6 +8,7 @@ import pytest
 from render_helpers import ROOT
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.envfile import EnvFileError, env_file
 from inferfleet.render.settings import (
     SettingsError,
@@ -15,7 +16,6 @@ from inferfleet.render.settings import (
     render_settings,
     write_settings,
 )
-from inferfleet.spec.models import Service
 
 
 def service(**fields: object) -> Service:

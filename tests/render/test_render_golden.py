@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from render_helpers import FLEETS, ROOT, render
 
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render.bundle import _entry as manifest_entry
 from inferfleet.render.bundle import manifest, render_fleet
-from inferfleet.spec.loader import load_fleet
 
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 UPDATE = os.environ.get("INFERFLEET_UPDATE_GOLDEN") == "1"

@@ -17,12 +17,13 @@ import yaml
 
 from inferfleet.checks.engine import run_checks
 from inferfleet.cli.fleet_cmds import embedded_example
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.install import llamacpp_build
 from inferfleet.io import http
 from inferfleet.models import artifacts
 from inferfleet.render.facts import facts_for
 from inferfleet.render.launch import resolve
-from inferfleet.runtimes import llamacpp, llamacpp_build
-from inferfleet.spec.loader import load_fleet
+from inferfleet.runtimes import llamacpp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -10,13 +10,13 @@ import pytest
 from render_helpers import load
 
 from inferfleet.errors import SpecError
+from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.loader import parse_fleet
 from inferfleet.render.facts import facts_for
 from inferfleet.render.launch import resolve
 from inferfleet.runtimes import llamacpp
 from inferfleet.runtimes.base import AdapterError
 from inferfleet.runtimes.registry import traits
-from inferfleet.spec.loader import parse_fleet
-from inferfleet.spec.models import Fleet
 
 BASE = """
 hosts:

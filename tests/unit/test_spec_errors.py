@@ -46,30 +46,156 @@ services:
 
 # (id, old text, new text, line, message fragment, hint fragment)
 CASES = [
-    ("unknown-key-typo", "    port: 8080", "    prot: 8080", 26, "unknown key 'prot'", "did you mean 'port'?"),
-    ("unknown-top-level", "version: 1\n", "version: 1\nservice: {}\n", 2, "unknown key 'service'", "did you mean 'services'?"),
-    ("yaml-syntax", "    parallel: 2\n", "    parallel: [2\n", 29, "YAML syntax error", "indentation"),
+    (
+        "unknown-key-typo",
+        "    port: 8080",
+        "    prot: 8080",
+        26,
+        "unknown key 'prot'",
+        "did you mean 'port'?",
+    ),
+    (
+        "unknown-top-level",
+        "version: 1\n",
+        "version: 1\nservice: {}\n",
+        2,
+        "unknown key 'service'",
+        "did you mean 'services'?",
+    ),
+    (
+        "yaml-syntax",
+        "    parallel: 2\n",
+        "    parallel: [2\n",
+        29,
+        "YAML syntax error",
+        "indentation",
+    ),
     ("tab-indent", "    port: 8080", "\tport: 8080", 26, "YAML syntax error", "spaces, not tabs"),
-    ("duplicate-key", "    parallel: 2\n", "    parallel: 2\n    parallel: 4\n", 29, "duplicate key 'parallel' (first at line 28)", "remove or rename"),
+    (
+        "duplicate-key",
+        "    parallel: 2\n",
+        "    parallel: 2\n    parallel: 4\n",
+        29,
+        "duplicate key 'parallel' (first at line 28)",
+        "remove or rename",
+    ),
     ("bad-size", "memory: 24GiB", "memory: 24 gigs", 8, "'24 gigs' is not a size", ""),
     ("bad-duration", "timeout: 20m", "timeout: twenty minutes", 31, "is not a duration", ""),
-    ("unknown-host", "    host: gpu1", "    host: gpu2", 23, "runs on host 'gpu2', which is not in hosts", "known hosts: gpu1"),
-    ("unknown-model", "    model: qwen", "    model: llama", 25, "serves model 'llama', which is not in models", "known models: qwen"),
-    ("unknown-runtime", "    runtime: lcpp", "    runtime: vllm", 24, "uses runtime 'vllm', which is not in runtimes", "known runtimes: lcpp"),
-    ("unknown-device", "devices: [rtx]", "devices: [rtx, mi300]", 29, "device 'mi300' is not a device of host 'gpu1'", "known devices of gpu1: rtx"),
-    ("bad-runtime-kind", "kind: llama.cpp", "kind: llamacpp", 11, "runtimes.lcpp.kind", "use one of: 'llama.cpp', 'vllm' or 'sglang'"),
-    ("bad-vendor", "vendor: nvidia", "vendor: nvida", 7, "hosts.gpu1.devices[0].vendor", "'nvidia'"),
+    (
+        "unknown-host",
+        "    host: gpu1",
+        "    host: gpu2",
+        23,
+        "runs on host 'gpu2', which is not in hosts",
+        "known hosts: gpu1",
+    ),
+    (
+        "unknown-model",
+        "    model: qwen",
+        "    model: llama",
+        25,
+        "serves model 'llama', which is not in models",
+        "known models: qwen",
+    ),
+    (
+        "unknown-runtime",
+        "    runtime: lcpp",
+        "    runtime: vllm",
+        24,
+        "uses runtime 'vllm', which is not in runtimes",
+        "known runtimes: lcpp",
+    ),
+    (
+        "unknown-device",
+        "devices: [rtx]",
+        "devices: [rtx, mi300]",
+        29,
+        "device 'mi300' is not a device of host 'gpu1'",
+        "known devices of gpu1: rtx",
+    ),
+    (
+        "bad-runtime-kind",
+        "kind: llama.cpp",
+        "kind: llamacpp",
+        11,
+        "runtimes.lcpp.kind",
+        "use one of: 'llama.cpp', 'vllm' or 'sglang'",
+    ),
+    (
+        "bad-vendor",
+        "vendor: nvidia",
+        "vendor: nvida",
+        7,
+        "hosts.gpu1.devices[0].vendor",
+        "'nvidia'",
+    ),
     ("port-out-of-range", "port: 8080", "port: 80800", 26, "less than or equal to 65535", ""),
     ("port-not-a-number", "port: 8080", "port: eighty", 26, "services.chat.port", "whole number"),
-    ("missing-required", "    port: 8080\n", "", 22, "missing required key 'port' in services.chat", "add `port:`"),
-    ("llm-without-ctx", "    ctx_per_slot: 32768\n", "", 22, "an llm service needs ctx_per_slot", ""),
-    ("source-kind", "      hub: Qwen/Qwen3-8B-GGUF\n      revision: 0123456789abcdef0123456789abcdef01234567\n", "      url: https://example.invalid/x\n", 15, "a model source needs exactly one of: hub, path, package", "source: {package:"),
-    ("bad-sha256", "        size: 5GiB\n", "        size: 5GiB\n        sha256: XYZ\n", 21, "sha256 must be 64 lower-case hex characters", ""),
-    ("bad-name", "  chat:\n", "  Chat Bot:\n", 22, "invalid name 'Chat Bot' in services", "lower-case"),
+    (
+        "missing-required",
+        "    port: 8080\n",
+        "",
+        22,
+        "missing required key 'port' in services.chat",
+        "add `port:`",
+    ),
+    (
+        "llm-without-ctx",
+        "    ctx_per_slot: 32768\n",
+        "",
+        22,
+        "an llm service needs ctx_per_slot",
+        "",
+    ),
+    (
+        "source-kind",
+        "      hub: Qwen/Qwen3-8B-GGUF\n      revision: 0123456789abcdef0123456789abcdef01234567\n",
+        "      url: https://example.invalid/x\n",
+        15,
+        "a model source needs exactly one of: hub, path, package",
+        "source: {package:",
+    ),
+    (
+        "bad-sha256",
+        "        size: 5GiB\n",
+        "        size: 5GiB\n        sha256: XYZ\n",
+        21,
+        "sha256 must be 64 lower-case hex characters",
+        "",
+    ),
+    (
+        "bad-name",
+        "  chat:\n",
+        "  Chat Bot:\n",
+        22,
+        "invalid name 'Chat Bot' in services",
+        "lower-case",
+    ),
     ("version-2", "version: 1", "version: 2", 1, "version", "write `version: 1`"),
-    ("runtime-no-origin", "    binary: /opt/llama/bin/llama-server\n", "", 10, "a runtime needs one of binary, image or source", ""),
-    ("escaping-model-path", "path: qwen3-8b-q4_k_m.gguf", "path: ../../etc/passwd", 19, "must be relative and stay inside", ""),
-    ("bad-bind", "    port: 8080\n", "    port: 8080\n    bind: localhost\n", 27, "bind must be an IP address", ""),
+    (
+        "runtime-no-origin",
+        "    binary: /opt/llama/bin/llama-server\n",
+        "",
+        10,
+        "a runtime needs one of binary, image or source",
+        "",
+    ),
+    (
+        "escaping-model-path",
+        "path: qwen3-8b-q4_k_m.gguf",
+        "path: ../../etc/passwd",
+        19,
+        "must be relative and stay inside",
+        "",
+    ),
+    (
+        "bad-bind",
+        "    port: 8080\n",
+        "    port: 8080\n    bind: localhost\n",
+        27,
+        "bind must be an IP address",
+        "",
+    ),
     ("not-a-mapping", BASE, "- just\n- a list\n", 1, "must be a mapping", "inferfleet init"),
     ("empty-file", BASE, "", 1, "the fleet file is empty", ""),
 ]
@@ -105,7 +231,9 @@ def test_base_fleet_is_valid(cli, tmp_path: Path) -> None:
 
 
 def test_several_errors_are_reported_together_in_line_order(cli, tmp_path: Path) -> None:
-    text = BASE.replace("vendor: nvidia", "vendor: nvida").replace("    port: 8080", "    prot: 8080")
+    text = BASE.replace("vendor: nvidia", "vendor: nvida").replace(
+        "    port: 8080", "    prot: 8080"
+    )
     path = tmp_path / "fleet.yaml"
     path.write_text(text)
     result = cli("validate", str(path))
@@ -115,7 +243,9 @@ def test_several_errors_are_reported_together_in_line_order(cli, tmp_path: Path)
 
 
 def test_port_clash_on_same_host_and_wildcard(cli, tmp_path: Path) -> None:
-    text = BASE + """\
+    text = (
+        BASE
+        + """\
   embed:
     host: gpu1
     runtime: lcpp
@@ -124,6 +254,7 @@ def test_port_clash_on_same_host_and_wildcard(cli, tmp_path: Path) -> None:
     bind: 0.0.0.0
     ctx_per_slot: 2048
 """
+    )
     path = tmp_path / "fleet.yaml"
     path.write_text(text)
     result = cli("validate", str(path))

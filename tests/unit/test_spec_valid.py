@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from inferfleet.cli.fleet_cmds import embedded_example
-from inferfleet.spec.loader import load_fleet, parse_fleet
-from inferfleet.spec.units import format_size, parse_duration, parse_size
+from inferfleet.fleetfile.loader import load_fleet, parse_fleet
+from inferfleet.fleetfile.quantities import format_size, parse_duration, parse_size
 
 ROOT = Path(__file__).resolve().parents[2]
 

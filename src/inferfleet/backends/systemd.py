@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 
+from inferfleet.backends import health as gate
 from inferfleet.errors import BackendError, HealthError
-from inferfleet.health import gate
 from inferfleet.io import process
 
 LINGER_DIR = Path("/var/lib/systemd/linger")

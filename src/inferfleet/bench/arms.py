@@ -35,14 +35,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from inferfleet import paths
+from inferfleet.backends import health as gate
 from inferfleet.backends.ports import listeners
+from inferfleet.client.target import Target
 from inferfleet.deploy import local
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.health import gate
+from inferfleet.fleetfile.fleet import Service
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import process
-from inferfleet.probe.target import Target
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import Service
 
 MEMORY_WAIT_S = 30.0
 Note = Callable[[str], None]

@@ -10,11 +10,11 @@ server's cached-token count is recorded per request to prove it.
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from inferfleet.client.stream import new_salt as new_salt
 from inferfleet.errors import UsageError
 
 
@@ -57,11 +57,6 @@ class Battery:
                 raise UsageError("--prompts must be at least 1", hint="e.g. --prompts 4")
             chosen = chosen[:limit]
         return chosen
-
-
-def new_salt() -> str:
-    """64 random bits: never repeated within a benchmark, never guessable by a cache."""
-    return secrets.token_hex(8)
 
 
 def load_battery() -> Battery:

@@ -25,10 +25,10 @@ from inferfleet.bench.runner import (
     run_level,
     warm_up,
 )
-from inferfleet.bench.stream import Api
+from inferfleet.client.stream import Api
+from inferfleet.client.target import Target, with_model
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.probe.target import Target, with_model
-from inferfleet.spec.loader import LoadedFleet
+from inferfleet.fleetfile.loader import LoadedFleet
 
 Note = Callable[[str], None]
 DEFAULT_MEMORY_SLACK = 256 << 20

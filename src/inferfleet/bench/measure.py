@@ -21,14 +21,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from inferfleet.bench import server_timing
-from inferfleet.bench.stream import StreamResult
+from inferfleet.client import server_timing
+from inferfleet.client.stream import StreamResult, text_of
 
 MIN_DECODE_TOKENS = 128  # L-49: below this the inter-token figure is first-token noise
 # Server-Timing metric names servers use for the two phases, in order of preference.
 HEADER_PREFILL = ("prefill", "prompt", "prompt_eval")
 HEADER_DECODE = ("decode", "generation", "gen")
-REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 @dataclass
@@ -93,23 +92,6 @@ def _ms(start: int | None, end: int | None) -> float | None:
     if start is None or end is None:
         return None
     return round((end - start) / 1e6, 3)
-
-
-def text_of(chunk: dict[str, Any]) -> tuple[str, str, str | None]:
-    """(content, reasoning, reasoning field name) carried by one chunk."""
-    choices = chunk.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return "", "", None
-    choice = choices[0]
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        content = delta.get("content") or ""
-        for name in REASONING_FIELDS:
-            value = delta.get(name)
-            if isinstance(value, str) and value:
-                return str(content), value, name
-        return str(content), "", None
-    return str(choice.get("text") or ""), "", None
 
 
 def record(result: StreamResult, ctx: Context) -> RequestRecord:

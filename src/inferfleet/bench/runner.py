@@ -23,7 +23,7 @@ import httpx
 
 from inferfleet.bench.battery import Prompt, new_salt
 from inferfleet.bench.measure import Context, RequestRecord, record
-from inferfleet.bench.stream import PATHS, Api, request_body, stream
+from inferfleet.client.stream import PATHS, Api, request_body, stream
 from inferfleet.errors import UsageError
 from inferfleet.io import http
 

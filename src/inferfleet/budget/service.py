@@ -17,10 +17,10 @@ from inferfleet.budget.errors import BudgetError
 from inferfleet.budget.placement import HOST, SplitMode, Target
 from inferfleet.budget.plan import DEFAULT_HEADROOM, BudgetRequest, Drafter
 from inferfleet.budget.shape import RS_ROLLBACK_ARCHS, ModelShape
+from inferfleet.fleetfile.fleet import Host, Service
 from inferfleet.gguf.kv import DEFAULT_UBATCH
 from inferfleet.runtimes.base import gpu_devices
 from inferfleet.runtimes.llamacpp import CONTEXT_BACKED, device_name, ordered_overrides
-from inferfleet.spec.models import Host, Service
 
 # Spec types whose target keeps extra recurrent rows to roll back a draft
 # (common_params_speculative::need_n_rs_seq).

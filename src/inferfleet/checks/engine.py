@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 from inferfleet.errors import SpecError
+from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
 from inferfleet.models import artifacts
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import Fleet, Runtime, Service
 
 Severity = Literal["error", "warning"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
+from inferfleet.fleetfile.quantities import format_size
 from inferfleet.runtimes import sglang, vllm
-from inferfleet.spec.units import format_size
 
 _GIB = 1024**3
 # A BIOS carve-out ("dedicated VRAM") is a few GiB up to 16; the GTT aperture of

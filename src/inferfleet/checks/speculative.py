@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
+from inferfleet.fleetfile.quantities import format_size
 from inferfleet.gguf import Inspection
 from inferfleet.runtimes.base import gpu_devices
 from inferfleet.runtimes.llamacpp import CONTEXT_BACKED, NEEDS_DRAFT_MODEL
-from inferfleet.spec.units import format_size
 
 # Flags that configure speculative decoding: llama-server (common/arg.cpp, b11434), vLLM, SGLang.
 _SPEC_PREFIXES = ("--spec-", "--draft", "--model-draft", "--device-draft", "--gpu-layers-draft",

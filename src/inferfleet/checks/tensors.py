@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterator
 
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
+from inferfleet.fleetfile.fleet import Service
 from inferfleet.runtimes.base import gpu_devices
 from inferfleet.runtimes.llamacpp import ordered_overrides
-from inferfleet.spec.models import Service
 
 
 def _compiled(service: Service) -> list[re.Pattern[str] | None]:

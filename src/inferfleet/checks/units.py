@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from posixpath import normpath
 
 from inferfleet.checks.engine import CheckContext, Hit, rule
+from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.launch import CACHE_MOUNT
-from inferfleet.spec.models import Service
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"https?://(\[[^\]]+\]|[^/:\s]+):(\d+)")

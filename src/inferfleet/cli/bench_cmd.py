@@ -23,11 +23,11 @@ from inferfleet.bench.measure import MIN_DECODE_TOKENS, RequestRecord
 from inferfleet.bench.runner import Load
 from inferfleet.bench.summary import SCHEMA, summarise
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
+from inferfleet.client.target import Target, from_service, from_url, resolve
 from inferfleet.errors import EXIT_FAILED, UsageError
-from inferfleet.probe.target import Target, from_service, from_url, resolve
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.units import format_size, parse_size
+from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.fleetfile.quantities import format_size, parse_size
+from inferfleet.output import Output, esc
 
 
 def register(app: typer.Typer) -> None:

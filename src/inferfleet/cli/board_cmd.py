@@ -6,10 +6,11 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.board import create_app, serve
 from inferfleet.cli.fleet_cmds import FleetOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
-from inferfleet.fleetstatus import Collector, Options
+from inferfleet.output import Output, esc
+from inferfleet.status import Collector, Options
+from inferfleet.status.web import create_app
+from inferfleet.status.web_server import serve
 
 DEFAULT_PORT = 8765
 FACTS_TTL = 30.0  # seconds a host's ssh facts are reused between polls

@@ -30,14 +30,14 @@ from inferfleet.budget.report import (
 from inferfleet.budget.service import assumptions, service_request
 from inferfleet.budget.shape import ModelShape
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import FleetError, UsageError
+from inferfleet.fleetfile.fleet import HubSource
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import inspect
 from inferfleet.hub.wire import resolve_url
 from inferfleet.models import artifacts
 from inferfleet.models.fetch_plan import endpoint
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import HubSource
+from inferfleet.output import Output, esc
 
 
 def register(app: typer.Typer) -> None:

@@ -23,8 +23,8 @@ from inferfleet.checks.report import (
     sarif,
 )
 from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.output import Output, esc
 
 STYLE = {"error": "bold red", "warning": "yellow"}
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import typer
 
-from inferfleet.cli.output import Output, esc
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
 from inferfleet.deploy.planner import KEEP
 from inferfleet.deploy.state import Emit
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
-from inferfleet.spec.loader import LoadedFleet, load_fleet
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
+from inferfleet.output import Output, esc
 
 # Not imported from fleet_cmds: `apply` runs on every host of every deploy, and
 # fleet_cmds pulls in the model and runtime machinery it never needs.

@@ -10,13 +10,14 @@ from typing import Any
 
 import typer
 
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
+from inferfleet.fleetfile.quantities import format_duration, format_size
+from inferfleet.install import llamacpp_build
 from inferfleet.models import artifacts
-from inferfleet.runtimes import llamacpp, llamacpp_build
-from inferfleet.spec.loader import LoadedFleet, load_fleet
-from inferfleet.spec.models import Fleet
-from inferfleet.spec.units import format_duration, format_size
+from inferfleet.output import Output, esc
+from inferfleet.runtimes import llamacpp, pinned
 
 DEFAULT_FLEET = Path("fleet.yaml")
 
@@ -159,7 +160,7 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
                 binary = (
                     llamacpp_build.install_dir(runtime.source)
                     / "bin"
-                    / llamacpp_build.SERVER_BINARY
+                    / pinned.SERVER_BINARY
                     if runtime.source is not None
                     else Path(runtime.binary or "llama-server")
                 )

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import UsageError
 from inferfleet.gguf import GGUFError, Inspection, SkippedArray, inspect
 from inferfleet.gguf.model import json_value
+from inferfleet.output import Output, esc
 
 SCHEMA = "inferfleet.gguf.inspect/v1"
 

@@ -27,15 +27,15 @@ from rich.progress import (
 )
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.download import Retry
 from inferfleet.hub.fetch import FetchReport, fetch
 from inferfleet.hub.manifest import build_manifest, write_manifest
 from inferfleet.models.fetch_plan import endpoint, fetch_job, plan_model
 from inferfleet.models.parallel_verify import raise_for_problems, verify_files
-from inferfleet.spec.units import format_size
+from inferfleet.output import Output, esc
 
 app = typer.Typer(
     help="Model files: Hub manifests, verified resumable fetch, verify.", no_args_is_help=True

@@ -11,11 +11,11 @@ from pathlib import Path
 import typer
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
+from inferfleet.client.target import resolve
 from inferfleet.errors import EXIT_FAILED
+from inferfleet.output import Output, esc
 from inferfleet.probe.contract import SCHEMA, ProbeReport, run_probe
 from inferfleet.probe.evidence import CheckResult
-from inferfleet.probe.target import resolve
 
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.board.server import serve
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import UsageError
+from inferfleet.output import Output, esc
 from inferfleet.relay import alertmanager
 from inferfleet.relay.app import ALERTS_PATH, create_app
 from inferfleet.relay.runner import CommandRunner, Delivery
+from inferfleet.status.web_server import serve
 
 DEFAULT_PORT = 9099
 

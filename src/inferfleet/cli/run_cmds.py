@@ -21,11 +21,11 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from inferfleet.backends.health import tail
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
 from inferfleet.deploy import local
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
-from inferfleet.health.gate import tail
+from inferfleet.output import Output, esc
 
 
 def register(app: typer.Typer) -> None:
@@ -200,8 +200,8 @@ def status(
     ),
 ) -> None:
     """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem."""
-    from inferfleet.fleetstatus import SCHEMA, Collector, Options
-    from inferfleet.fleetstatus.view import show
+    from inferfleet.status import SCHEMA, Collector, Options
+    from inferfleet.status.view import show
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)

@@ -9,10 +9,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import UsageError
-from inferfleet.runtimes import llamacpp_build
-from inferfleet.spec.models import RuntimeSource
+from inferfleet.fleetfile.fleet import RuntimeSource
+from inferfleet.install import llamacpp_build
+from inferfleet.output import Output, esc
 
 app = typer.Typer(help="Install and inspect runtimes (llama.cpp builds).", no_args_is_help=True)
 

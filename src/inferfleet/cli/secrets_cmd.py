@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from inferfleet.checks import secret_scan
-from inferfleet.cli.output import Output, esc
 from inferfleet.errors import EXIT_FAILED
+from inferfleet.output import Output, esc
 
 app = typer.Typer(help="Keep secrets out of the repository (L-55).", no_args_is_help=True)
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferfleet.backends.health import url_for
 from inferfleet.deploy.desired import UNIT_KINDS, Desired
 from inferfleet.deploy.gates import Gate
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
-from inferfleet.health.gate import url_for
 
 
 @dataclass(frozen=True)

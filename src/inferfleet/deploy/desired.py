@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
-from inferfleet.spec.models import Fleet, Service
 
 UNIT_KINDS = {"systemd", "quadlet"}
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
 from inferfleet.backends.ports import owned_by
 from inferfleet.backends.process import ProcessBackend, alive
@@ -29,11 +30,10 @@ from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.state import Emit
 from inferfleet.errors import HealthError
-from inferfleet.health import gate
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.io import http
 from inferfleet.render.facts import HostFacts
 from inferfleet.runtimes import llamacpp
-from inferfleet.spec.models import Fleet
 
 
 @dataclass

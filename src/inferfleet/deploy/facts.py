@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from inferfleet import paths
+from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
 from inferfleet.backends.ports import owned_by
 from inferfleet.backends.process import ProcessBackend, alive
@@ -22,7 +23,6 @@ from inferfleet.deploy.markers import Marker
 
 # Re-exported: the status board reads states from here.
 from inferfleet.deploy.state import ServiceState as ServiceState
-from inferfleet.health import gate
 from inferfleet.io import http
 from inferfleet.render.facts import HostFacts, unit_name
 

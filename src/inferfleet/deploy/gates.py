@@ -21,11 +21,11 @@ from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.desired import Desired
 from inferfleet.deploy.errors import GateError
 from inferfleet.errors import ArtifactError, PortInUseError, RuntimeInstallError
+from inferfleet.fleetfile.fleet import Fleet, ModelFile
 from inferfleet.hub.verified import Record
 from inferfleet.models import artifacts
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
-from inferfleet.spec.models import Fleet, ModelFile
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$")
 PORT_WAIT_S = 15.0

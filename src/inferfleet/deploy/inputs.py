@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from inferfleet.spec.models import Fleet
+from inferfleet.fleetfile.fleet import Fleet
 
 INPUTS_VERSION = 1
 MISSING = "-"  # the blob id recorded for a declared file that does not exist

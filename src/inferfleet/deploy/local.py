@@ -18,17 +18,18 @@ from pathlib import Path
 import psutil
 
 from inferfleet import paths
+from inferfleet.backends import health as gate
 from inferfleet.backends.ports import owned_by
 from inferfleet.backends.process import ProcessBackend, StopResult, alive
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
-from inferfleet.health import gate
+from inferfleet.fleetfile.fleet import Service
+from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.install import llamacpp_build
 from inferfleet.io import http
 from inferfleet.models import artifacts
 from inferfleet.probe.minimal import Check, run_minimal
-from inferfleet.runtimes import llamacpp, llamacpp_build
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import Service
+from inferfleet.runtimes import llamacpp
 
 
 @dataclass

@@ -18,7 +18,7 @@ from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import INPUTS_VERSION, FleetAtRevision, ServiceInputs, fleet_inputs
 from inferfleet.deploy.markers import Marker
 from inferfleet.errors import SpecError, UsageError
-from inferfleet.spec.loader import parse_fleet
+from inferfleet.fleetfile.loader import parse_fleet
 
 DEPLOY = "deploy"
 RETIRE = "retire"

@@ -29,8 +29,8 @@ from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.ssh import Connector, connector_for, quote_path
 from inferfleet.deploy.state import ServiceState
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import Fleet
+from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.loader import LoadedFleet
 
 if TYPE_CHECKING:
     from inferfleet.deploy.actions import Action

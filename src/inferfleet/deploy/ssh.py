@@ -23,8 +23,8 @@ from typing import Protocol
 
 from inferfleet.deploy.errors import SshError
 from inferfleet.errors import ProcessError
+from inferfleet.fleetfile.fleet import Host
 from inferfleet.io import process
-from inferfleet.spec.models import Host
 
 SSH_FAILED = 255  # ssh's own failures; any other status is the remote command's
 CONNECT_TIMEOUT = 5

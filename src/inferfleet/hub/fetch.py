@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import Token
 from inferfleet.hub.download import (
     Cancelled,
@@ -42,7 +43,6 @@ from inferfleet.hub.download import (
 from inferfleet.hub.errors import AuthError, FetchError, FetchFailures, IntegrityError, NoSpaceError
 from inferfleet.hub.verified import Record, file_digests
 from inferfleet.io import http
-from inferfleet.spec.units import format_size
 
 MAX_JOBS = 32
 _COPY_BLOCK = 8 << 20

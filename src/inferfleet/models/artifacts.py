@@ -20,7 +20,7 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.errors import ArtifactError, SpecError
-from inferfleet.spec.models import HubSource, Model, ModelFile, PackageSource, PathSource
+from inferfleet.fleetfile.fleet import HubSource, Model, ModelFile, PackageSource, PathSource
 
 VERIFY_RECORD = ".inferfleet-verified.json"
 _CHUNK = 4 * 1024 * 1024

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.fleet import HubSource, Model
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.auth import Token
 from inferfleet.hub.download import Target
 from inferfleet.hub.fetch import Assembly, FetchJob
 from inferfleet.hub.manifest import ManifestEntry, fragment_of, parse_manifest
 from inferfleet.models.artifacts import declared_files, model_dir
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import HubSource, Model
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from inferfleet.bench import server_timing
-from inferfleet.bench.stream import stream
+from inferfleet.client import server_timing
+from inferfleet.client.stream import stream
 from inferfleet.probe.evidence import CheckResult, Evidence, excerpt
 from inferfleet.probe.session import PROBE_TOKENS, Session
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from inferfleet.client.stream import REASONING_FIELDS
 from inferfleet.probe.evidence import Answer, CheckResult, Evidence, excerpt
 from inferfleet.probe.images import COLOURS, data_url, solid_png
 from inferfleet.probe.session import Session
 
 EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
-REASONING_FIELDS = ("reasoning_content", "reasoning")
 WEATHER_TOOL = {
     "type": "function",
     "function": {

@@ -12,9 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from inferfleet.bench.battery import new_salt
-from inferfleet.bench.measure import text_of
-from inferfleet.bench.stream import stream
+from inferfleet.client.stream import new_salt, stream, text_of
 from inferfleet.io import http
 from inferfleet.probe.evidence import CheckResult, Evidence, excerpt
 from inferfleet.probe.session import Session

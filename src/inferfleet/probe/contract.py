@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from inferfleet.client.target import Target
 from inferfleet.io import http
 from inferfleet.probe import checks_api, checks_features, checks_slots
 from inferfleet.probe.evidence import CheckResult, Exchange, Findings
 from inferfleet.probe.session import Session
-from inferfleet.probe.target import Target
 
 SCHEMA = "inferfleet.probe/v1"
 OnResult = Callable[[CheckResult], None]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfleet.client.target import Target
 from inferfleet.probe.evidence import Exchange, Findings
-from inferfleet.probe.target import Target
 
 # Small generations keep the probe quick on a CPU; the counts still prove the contract.
 PROBE_TOKENS = 16

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
 from inferfleet.render.facts import HostFacts, facts_for
 from inferfleet.render.launch import Resolved, resolve
-from inferfleet.spec.loader import LoadedFleet
 
 MANIFEST = "MANIFEST.json"
 MANIFEST_SCHEMA = "inferfleet.render/v1"

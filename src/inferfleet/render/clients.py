@@ -23,13 +23,13 @@ from typing import Any
 
 import yaml
 
+from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.render.endpoints import (
     compaction_threshold,
     endpoint,
     llm_services,
     reasoning_field,
 )
-from inferfleet.spec.models import Fleet, Service
 
 PROVIDERS_SCHEMA = "inferfleet.providers/v1"
 OPENCODE_SCHEMA = "https://opencode.ai/config.json"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.runtimes.registry import traits
-from inferfleet.spec.models import Fleet, Service
 
 
 @dataclass(frozen=True)

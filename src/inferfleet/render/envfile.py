@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
-from inferfleet.spec.models import Service
 
 _UNSAFE_VALUE = re.compile(r"[\"'\\\n\r$`]|^\s|\s$")
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 
 from inferfleet.errors import SpecError
+from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
 from inferfleet.models import artifacts
-from inferfleet.runtimes import llamacpp_build
-from inferfleet.spec.models import Fleet, Host, PathSource, Runtime, Service
+from inferfleet.runtimes.pinned import server_relpath
 
 DEFAULT_USER = "inferfleet"
 SYSTEM_CONFIG_DIR = "/etc/inferfleet"
@@ -121,8 +121,7 @@ def runtime_binary(runtime: Runtime, facts: HostFacts) -> str:
     if runtime.binary is not None:
         return facts.expand(runtime.binary)
     if runtime.source is not None:
-        key = llamacpp_build.install_dir(runtime.source).name
-        return f"{facts.cache_dir}/runtimes/llama.cpp/{key}/bin/{llamacpp_build.SERVER_BINARY}"
+        return f"{facts.cache_dir}/{server_relpath(runtime.source)}"
     raise SpecError("a container runtime has no binary on the host")
 
 

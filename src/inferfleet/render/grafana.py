@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import endpoint, llm_services
 from inferfleet.render.prometheus import JOB_MATCH
-from inferfleet.spec.models import Fleet
 
 UID = "inferfleet-fleet"
 SCHEMA_VERSION = 39

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.render import facts as paths
 from inferfleet.render.facts import HostFacts
 from inferfleet.runtimes.base import Launch, gpu_devices
 from inferfleet.runtimes.registry import RuntimeTraits, traits
-from inferfleet.spec.models import Fleet, Host, Runtime, Service
 
 CACHE_MOUNT = "/cache"
 TEMPLATE_MOUNT = "/etc/inferfleet/chat-template.jinja"

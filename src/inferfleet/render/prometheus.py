@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import endpoint, llm_services
 from inferfleet.runtimes.registry import traits
-from inferfleet.spec.models import Fleet
 
 JOB_PREFIX = "inferfleet-"
 JOB_MATCH = f'job=~"{JOB_PREFIX}.+"'

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from inferfleet.errors import UsageError
-from inferfleet.spec.models import Device, Host, Service
+from inferfleet.fleetfile.fleet import Device, Host, Service
 
 
 class AdapterError(UsageError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from inferfleet.fleetfile.fleet import Host, Service, Speculative
 from inferfleet.runtimes.base import (
     AdapterError,
     Launch,
@@ -28,7 +29,6 @@ from inferfleet.runtimes.base import (
     gpu_devices,
     require_ctx,
 )
-from inferfleet.spec.models import Host, Service, Speculative
 
 KIND = "llama.cpp"
 REASONING_FIELD = "reasoning_content"  # L-45

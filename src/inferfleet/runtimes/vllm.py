@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from inferfleet.fleetfile.fleet import KvCache
 from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, gpu_devices, require_ctx
-from inferfleet.spec.models import KvCache
 
 KIND = "vllm"
 REASONING_FIELD = "reasoning"  # L-45

@@ -172,8 +172,8 @@ _SIZE_LINE = re.compile(r"size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers
 
 def _built_llama_server() -> str | None:
     from inferfleet.cli.fleet_cmds import embedded_example
-    from inferfleet.runtimes.llamacpp_build import server_binary
-    from inferfleet.spec.loader import load_fleet
+    from inferfleet.fleetfile.loader import load_fleet
+    from inferfleet.install.llamacpp_build import server_binary
 
     binary = server_binary(load_fleet(embedded_example()).fleet.runtimes["llama-cpp"])
     return None if binary is None else str(binary)

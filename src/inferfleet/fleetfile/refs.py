@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 
-from inferfleet.spec.models import Fleet
+from inferfleet.fleetfile.fleet import Fleet
 
 Loc = tuple[str | int, ...]
 Ref = tuple[Loc, str, str]

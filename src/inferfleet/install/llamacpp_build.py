@@ -10,7 +10,6 @@ dir keyed by package, version and cmake flags. A second install is instant.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,8 +24,9 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.errors import ProcessError, RuntimeInstallError
+from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
 from inferfleet.io import process
-from inferfleet.spec.models import Runtime, RuntimeSource
+from inferfleet.runtimes.pinned import SERVER_BINARY, build_relpath
 
 BASE_CMAKE_ARGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -38,7 +38,6 @@ BASE_CMAKE_ARGS = (
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_OPENSSL=OFF",  # the server does not fetch models itself; inferfleet does
 )
-SERVER_BINARY = "llama-server"
 RECORD = "runtime.json"
 ProgressFn = Callable[[int, int, str], None]
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -58,11 +57,7 @@ class InstalledRuntime:
 
 def install_dir(source: RuntimeSource) -> Path:
     """Cache folder for one pinned source and flag set."""
-    key = f"{source.package}-{source.version}"
-    if source.cmake_args:
-        digest = hashlib.sha256("\0".join(source.cmake_args).encode()).hexdigest()[:12]
-        key += f"-{digest}"
-    return paths.cache_dir() / "runtimes" / "llama.cpp" / key
+    return paths.cache_dir() / build_relpath(source)
 
 
 def installed(source: RuntimeSource) -> InstalledRuntime | None:

@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet import paths
+from inferfleet.backends import health as gate
 from inferfleet.deploy import local
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.fleetstatus import revisions
-from inferfleet.fleetstatus.bench import BenchIndex, BenchReader
-from inferfleet.fleetstatus.combine import Local, host_row, host_unreachable, service_row
-from inferfleet.fleetstatus.endpoint import Reading, read
-from inferfleet.fleetstatus.model import FleetStatus
-from inferfleet.fleetstatus.revisions import HostView, RepoState
-from inferfleet.health import gate
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import http
 from inferfleet.render.endpoints import reachable_address
-from inferfleet.spec.loader import LoadedFleet
+from inferfleet.status import revisions
+from inferfleet.status.bench import BenchIndex, BenchReader
+from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
+from inferfleet.status.endpoint import Reading, read
+from inferfleet.status.model import FleetStatus
+from inferfleet.status.revisions import HostView, RepoState
 
 MAX_WORKERS = 16
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from inferfleet.fleetstatus.bench import BenchFigures
+from inferfleet.status.bench import BenchFigures
 
 SCHEMA = "inferfleet.status/v2"
 

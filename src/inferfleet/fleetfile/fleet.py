@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from inferfleet.spec.base import (
+from inferfleet.fleetfile.base import (
     NAME_PATTERN,
     CacheType,
     EnvName,
@@ -31,7 +31,8 @@ from inferfleet.spec.base import (
     SpecType,
     Strict,
 )
-from inferfleet.spec.service import (
+from inferfleet.fleetfile.quantities import ByteSize
+from inferfleet.fleetfile.service import (
     ClientFacts,
     ContainerOpts,
     Health,
@@ -43,7 +44,6 @@ from inferfleet.spec.service import (
     UnitOpts,
     Volume,
 )
-from inferfleet.spec.units import ByteSize
 
 __all__ = [
     "CacheType",

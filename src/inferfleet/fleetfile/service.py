@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from inferfleet.spec.base import CacheType, EnvName, Modality, Name, SpecType, Strict
-from inferfleet.spec.units import ByteSize, Duration
+from inferfleet.fleetfile.base import CacheType, EnvName, Modality, Name, SpecType, Strict
+from inferfleet.fleetfile.quantities import ByteSize, Duration
 
 # ---------------------------------------------------------------- services
 

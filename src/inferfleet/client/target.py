@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from inferfleet.backends.health import url_for
 from inferfleet.errors import ContractError, UsageError
-from inferfleet.health.gate import url_for
+from inferfleet.fleetfile.fleet import ClientFacts
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import http
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import ClientFacts
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from inferfleet.fleetstatus import parse
-from inferfleet.fleetstatus.parse import AnswerError, ServerInfo, SlotUsage
+from inferfleet.status import parse
+from inferfleet.status.parse import AnswerError, ServerInfo, SlotUsage
 
 INFO_PATHS = {"vllm": "/version", "sglang": "/get_server_info"}
 

@@ -19,8 +19,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from inferfleet.errors import SpecError, SpecErrors
-from inferfleet.spec.models import Fleet
-from inferfleet.spec.refs import cross_reference_errors
+from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.refs import cross_reference_errors
 
 Loc = tuple[str | int, ...]
 

@@ -20,9 +20,9 @@ from inferfleet.deploy.facts import ServiceState
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.rollout import Fleetside, read_report
 from inferfleet.errors import FleetError
-from inferfleet.fleetstatus.model import Revision
-from inferfleet.spec.loader import LoadedFleet
-from inferfleet.spec.models import Host
+from inferfleet.fleetfile.fleet import Host
+from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.status.model import Revision
 
 _PACKAGE = Path(inferfleet.__file__).resolve().parent
 

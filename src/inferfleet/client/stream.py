@@ -9,13 +9,14 @@ decoded only after the stream has ended.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 
-from inferfleet.bench.sse import SseFramer
+from inferfleet.client.sse import SseFramer
 
 Api = Literal["chat", "completions"]
 PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -129,3 +130,29 @@ def _stream_once(client: httpx.Client, path: str, body: dict[str, Any]) -> Strea
                 result.error = result.error or f"error event: {json.dumps(parsed)[:300]}"
             result.chunks.append(Chunk(arrived_ns, parsed))
     return result
+
+
+# Where chat answers carry reasoning text, by server (L-45).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def new_salt() -> str:
+    """64 random bits: never repeated within a benchmark, never guessable by a cache."""
+    return secrets.token_hex(8)
+
+
+def text_of(chunk: dict[str, Any]) -> tuple[str, str, str | None]:
+    """(content, reasoning, reasoning field name) carried by one chunk."""
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return "", "", None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content") or ""
+        for name in REASONING_FIELDS:
+            value = delta.get(name)
+            if isinstance(value, str) and value:
+                return str(content), value, name
+        return str(content), "", None
+    return str(choice.get("text") or ""), "", None

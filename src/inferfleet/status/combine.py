@@ -20,12 +20,12 @@ from inferfleet.deploy.facts import host_facts, service_state
 from inferfleet.deploy.local import ServiceStatus
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.errors import FleetError
-from inferfleet.fleetstatus.bench import BenchFigures
-from inferfleet.fleetstatus.endpoint import Reading
-from inferfleet.fleetstatus.model import HostRow, Revision, ServiceRow
-from inferfleet.fleetstatus.revisions import HostView
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.runtimes.registry import traits
-from inferfleet.spec.loader import LoadedFleet
+from inferfleet.status.bench import BenchFigures
+from inferfleet.status.endpoint import Reading
+from inferfleet.status.model import HostRow, Revision, ServiceRow
+from inferfleet.status.revisions import HostView
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from inferfleet import __version__
-from inferfleet.fleetstatus import SCHEMA, Collector
+from inferfleet.status import SCHEMA, Collector
 
 STATIC = {
     "board.js": "text/javascript; charset=utf-8",
@@ -41,7 +41,7 @@ HEADERS = {
 
 
 def _resource(name: str) -> str:
-    return resources.files("inferfleet.board").joinpath("static", name).read_text("utf-8")
+    return resources.files("inferfleet.status").joinpath("static", name).read_text("utf-8")
 
 
 class StatusCache:

@@ -9,8 +9,8 @@ caches between calls for callers that ask often.
 
 from __future__ import annotations
 
-from inferfleet.fleetstatus.collect import Collector, Options, base_url, collect
-from inferfleet.fleetstatus.model import SCHEMA, FleetStatus, HostRow, Revision, ServiceRow
+from inferfleet.status.collect import Collector, Options, base_url, collect
+from inferfleet.status.model import SCHEMA, FleetStatus, HostRow, Revision, ServiceRow
 
 __all__ = [
     "SCHEMA",

@@ -5,10 +5,10 @@ Everything that came from a file or a server is escaped before rich sees it.
 
 from __future__ import annotations
 
-from inferfleet.cli.output import Output, esc
-from inferfleet.fleetstatus.bench import BenchFigures
-from inferfleet.fleetstatus.model import FleetStatus, Revision, ServiceRow
-from inferfleet.spec.units import format_duration
+from inferfleet.fleetfile.quantities import format_duration
+from inferfleet.output import Output, esc
+from inferfleet.status.bench import BenchFigures
+from inferfleet.status.model import FleetStatus, Revision, ServiceRow
 
 STATE_STYLE = {
     "healthy": "green",

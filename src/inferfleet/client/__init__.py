@@ -1,0 +1,1 @@
+"""An OpenAI-compatible endpoint as a client sees it: targets, streaming, SSE, Server-Timing."""

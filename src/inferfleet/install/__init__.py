@@ -1,0 +1,1 @@
+"""Effects that install runtimes: the pinned llama.cpp build (download sdist, untar, cmake)."""
