@@ -15,7 +15,6 @@ import pytest
 from helpers import ROOT
 
 from inferfleet.deploy.actions import retire_actions, service_actions
-from inferfleet.deploy.desired import Desired, desired_state
 from inferfleet.deploy.gates import gates_for
 from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.deploy.markers import Marker
@@ -23,6 +22,7 @@ from inferfleet.deploy.state import ServiceState
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.pipeline import ServiceLaunch, service_launch
 
 FACTS = HostFacts(user="ops", home="/home/ops", cache_dir="/home/ops/.cache/inferfleet")
 REV = "0123456789abcdef" * 2 + "01234567"
@@ -33,13 +33,15 @@ def homelab() -> LoadedFleet:
     return load_fleet(ROOT / "examples" / "homelab" / "fleet.yaml")
 
 
-def plan_for(loaded: LoadedFleet, name: str, state: ServiceState) -> tuple[Desired, list[str]]:
-    desired = desired_state(loaded.fleet, loaded.root, name, FACTS)
+def plan_for(
+    loaded: LoadedFleet, name: str, state: ServiceState
+) -> tuple[ServiceLaunch, list[str]]:
+    desired = service_launch(loaded.fleet, loaded.root, name, FACTS)
     gates = gates_for(desired, loaded.fleet, loaded.root, FACTS)
     return desired, [a.kind for a in service_actions(desired, state, gates, REV)]
 
 
-def installed(desired: Desired) -> dict[str, str]:
+def installed(desired: ServiceLaunch) -> dict[str, str]:
     return {f.path: f.sha256 for f in desired.files}
 
 
@@ -63,7 +65,7 @@ def test_a_new_system_unit(homelab: LoadedFleet) -> None:
 
 
 def test_an_unchanged_healthy_unit_is_verified_not_restarted(homelab: LoadedFleet) -> None:
-    desired = desired_state(homelab.fleet, homelab.root, "coder", FACTS)
+    desired = service_launch(homelab.fleet, homelab.root, "coder", FACTS)
     running = ServiceState(
         "coder",
         pid=4242,
@@ -79,7 +81,7 @@ def test_an_unchanged_healthy_unit_is_verified_not_restarted(homelab: LoadedFlee
 
 
 def test_only_a_changed_env_file_restarts_without_a_reload(homelab: LoadedFleet) -> None:
-    desired = desired_state(homelab.fleet, homelab.root, "coder", FACTS)
+    desired = service_launch(homelab.fleet, homelab.root, "coder", FACTS)
     files = installed(desired)
     env = next(f.path for f in desired.files if f.kind == "env")
     files[env] = "0" * 64
@@ -104,7 +106,7 @@ def test_a_quadlet_container_clears_its_name_and_is_not_enabled(homelab: LoadedF
 
 
 def test_a_user_unit_is_gated_on_linger(homelab: LoadedFleet) -> None:
-    desired = desired_state(homelab.fleet, homelab.root, "vision", FACTS)
+    desired = service_launch(homelab.fleet, homelab.root, "vision", FACTS)
     assert desired.scope == "user"
     assert desired.unit_file is not None
     assert desired.unit_file.path == "/home/ops/.config/systemd/user/inferfleet-vision.service"
@@ -124,7 +126,7 @@ def test_the_process_backend_stops_its_recorded_pid(homelab: LoadedFleet) -> Non
         homelab.path,
         homelab.source,
     )
-    desired = desired_state(loaded.fleet, loaded.root, "coder", FACTS)
+    desired = service_launch(loaded.fleet, loaded.root, "coder", FACTS)
     assert desired.files == [] and desired.argv[0].endswith("/bin/llama-server")
     running = ServiceState(
         "coder",
@@ -140,7 +142,7 @@ def test_the_process_backend_stops_its_recorded_pid(homelab: LoadedFleet) -> Non
     with pytest.raises(UsageError, match="cannot run with the process backend"):
         chat = fleet.services["chat"].model_copy(update={"backend": "process"})
         bad = fleet.model_copy(update={"services": {**fleet.services, "chat": chat}})
-        desired_state(bad, homelab.root, "chat", FACTS)
+        service_launch(bad, homelab.root, "chat", FACTS)
 
 
 def test_retiring_a_quadlet_service_undoes_everything(homelab: LoadedFleet) -> None:

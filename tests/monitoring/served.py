@@ -86,7 +86,8 @@ def served(fleet_file: Path, state: Path) -> Iterator[Served]:
     with state_dir(state):
         loaded = load_fleet(fleet_file)
         service = loaded.fleet.services[SERVICE]
-        result = local.up(loaded, SERVICE, local.Hooks(), contract=False)
+        [result] = local.up(loaded, [SERVICE], local.Hooks(), contract=False)
+        assert result.pid is not None
         running = Served(loaded, service.port, result.pid, state)
         try:
             yield running

@@ -76,10 +76,12 @@ def test_this_machines_own_decision_wins() -> None:
         "stale",
         "recorded pid 77 is gone",
     )
-    unit = Local(None, 88, "MainPID", own_answer=False)
+    # The state itself is decided once (inferfleet.deploy.state.decide); the table carries it
+    # even when the HTTP reading alone would say otherwise.
+    unit = Local("foreign", 88, "MainPID", detail="port answered by pid 9, not pid 88 (L-33)")
     assert decide("gemma", HEALTHY, SSH_OK, unit, unreachable=False)[0] == "foreign"
-    owned = Local(None, 88, own_answer=True)
-    assert decide("gemma", HEALTHY, SSH_OK, owned, unreachable=False)[0] == "healthy"
+    looping = Local("crash-looping", None, detail="system:x.service restarted 5 time(s)")
+    assert decide("gemma", DOWN, SSH_OK, looping, unreachable=False)[0] == "crash-looping"
 
 
 @pytest.mark.parametrize(
@@ -115,7 +117,7 @@ def test_row_says_when_the_server_serves_another_window_than_the_fleet_promises(
         metrics="ok",
         info=ServerInfo(version="b1", model="gemma3-270m"),
     )
-    mine = Local("healthy", 12, "record", 5.0, "0.6.0 (build 11434)", own_answer=True)
+    mine = Local("healthy", 12, "record", 5.0, "0.6.0 (build 11434)")
     row = service_row(
         loaded,
         "gemma",

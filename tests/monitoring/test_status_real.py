@@ -185,7 +185,9 @@ def test_remote_hosts_are_read_over_http_and_an_unreachable_one_does_not_stop_th
     assert "cannot reach the host over ssh" in hosts["gone"].detail
 
     mine = row(status)
-    assert mine.state == "healthy" and mine.revision.state == "new"  # in git, never deployed
+    # `up` is an apply on this machine: it recorded a marker (revision "untracked": it ran
+    # from a copy outside git) whose inputs equal HEAD's, so the service is unchanged.
+    assert mine.state == "healthy" and mine.revision.state == "unchanged"
     assert status.head == git(tmp_path / "repo", "rev-parse", "HEAD")
     assert status.problems() == [gone]
 

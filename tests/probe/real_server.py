@@ -8,6 +8,7 @@ on a free port, and always stopped by its pid in a ``finally`` (L-43).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def running_server(folder: Path, *, drop_flags: tuple[str, ...] = ()) -> Iterato
     prepared = local.prepare(load_fleet(fleet), SERVICE, local.Hooks())
     argv = [a for a in prepared.argv if a not in drop_flags]
     log = folder / "llama-server.log"
-    proc = process.spawn_detached(argv, log_path=log, env=prepared.env)
+    proc = process.spawn_detached(argv, log_path=log, env=prepared.process_env(os.environ))
     try:
         gate.wait_healthy(
             proc,

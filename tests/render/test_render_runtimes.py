@@ -12,9 +12,9 @@ from render_helpers import load
 from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import parse_fleet
-from inferfleet.render.facts import facts_for
+from inferfleet.render.facts import HostFacts, facts_for
 from inferfleet.render.launch import resolve
-from inferfleet.runtimes import llamacpp
+from inferfleet.render.pipeline import service_launch
 from inferfleet.runtimes.base import AdapterError
 from inferfleet.runtimes.registry import traits
 
@@ -148,24 +148,40 @@ def test_llamacpp_jinja_template_and_projector(tmp_path: Path) -> None:
     assert "--jinja" not in lcpp(tmp_path)  # the server's default stays untouched
 
 
-def test_serve_argv_keeps_its_contract_for_the_process_backend(tmp_path: Path) -> None:
+def test_process_launch_comes_from_the_one_pipeline(tmp_path: Path) -> None:
+    """The process backend's argv and env come from the same launch as every unit."""
     fleet = parse_fleet(
         BASE.replace(
             "services: {}",
             "services:\n  s: {host: box, runtime: lcpp, model: m, port: 9000, "
-            "ctx_per_slot: 2048, parallel: 2, mmproj: proj.gguf}",
+            "ctx_per_slot: 2048, parallel: 2, mmproj: proj.gguf, env: {GGML_X: '1'}}",
         ),
         tmp_path / "fleet.yaml",
     )
-    svc = fleet.services["s"]
-    argv = llamacpp.serve_argv(
-        "s", svc, fleet.hosts["box"], Path("/bin/llama-server"), Path("/x/m.gguf")
+    facts = HostFacts(user="u", home="/home/u", cache_dir="/c", fleet_dir=str(tmp_path))
+    launch = service_launch(fleet, tmp_path, "s", facts)
+    argv = launch.argv
+    assert argv[:3] == ["/opt/llama/llama-server", "--model", "/m/m.gguf"]
+    assert flag(argv, "--mmproj") == "/m/proj.gguf"
+    assert flag(argv, "--ctx-size") == "4096"  # L-25: the pool is 2048 x 2
+    assert argv == resolve(fleet, tmp_path, "s", facts).argv  # render writes the same argv
+    # A stray LLAMA_ARG_* in the operator's shell never reaches the server.
+    env = launch.process_env({"LLAMA_ARG_CTX_SIZE": "1", "PATH": "/bin"})
+    assert env == {"PATH": "/bin", "GGML_X": "1"}
+    # The digest names the declared model files: a new sha256 is a new launch.
+    text = BASE.replace(
+        "{path: m.gguf, size: 1}", "{path: m.gguf, size: 1, sha256: " + "ab" * 32 + "}"
     )
-    assert argv[:3] == ["/bin/llama-server", "--model", "/x/m.gguf"]
-    assert flag(argv, "--mmproj") == "/x/proj.gguf"
-    assert flag(argv, "--ctx-size") == "4096"
-    env = llamacpp.environment(svc, {"LLAMA_ARG_CTX_SIZE": "1", "PATH": "/bin"})
-    assert env == {"PATH": "/bin"}
+    other = parse_fleet(
+        text.replace(
+            "services: {}",
+            "services:\n  s: "
+            + json.dumps(fleet.services["s"].model_dump(mode="json", exclude_defaults=True)),
+        ),
+        tmp_path / "f.yaml",
+    )
+    assert service_launch(other, tmp_path, "s", facts).spec != launch.spec
+    assert service_launch(fleet, tmp_path, "s", facts).spec == launch.spec
 
 
 def vllm(tmp_path: Path, **service: Any) -> list[str]:

@@ -23,6 +23,7 @@ running: benchmarks run with it stopped (L-52).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +40,7 @@ from inferfleet.backends import health as gate
 from inferfleet.backends.ports import listeners
 from inferfleet.client.target import Target
 from inferfleet.deploy import local
+from inferfleet.deploy.facts import host_facts, service_state
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -176,8 +178,15 @@ def arm_fleet(loaded: LoadedFleet, spec: StartSpec, arm: str) -> tuple[LoadedFle
 
 
 def _refuse_if_running(loaded: LoadedFleet, name: str) -> None:
-    state = local.status(loaded, name)
-    if state.state in {"healthy", "loading", "unhealthy", "foreign"} and state.pid is not None:
+    service = loaded.fleet.services[name]
+    state = service_state(
+        name,
+        host_facts(loaded.root),
+        paths.state_dir(loaded.fleet.hosts[service.host]),
+        None,
+        endpoint=(service.bind, service.port, service.health.path),
+    )
+    if state.running:
         raise UsageError(
             f"service {name!r} is running (pid {state.pid}); benchmarks run with the "
             "production service stopped (L-52)",
@@ -194,10 +203,11 @@ def started(
     assert spec.start is not None
     _refuse_if_running(loaded, spec.start.service)
     arm_loaded, service = arm_fleet(loaded, spec.start, spec.name)
+    # The arm's launch comes from the one pipeline, as up and apply take theirs.
     prepared = local.prepare(arm_loaded, spec.start.service, local.Hooks(note=note))
     log = paths.logs_dir() / f"bench-{spec.name}.log"
     before = psutil.virtual_memory().available
-    proc = process.spawn_detached(prepared.argv, log_path=log, env=prepared.env)
+    proc = process.spawn_detached(prepared.argv, log_path=log, env=prepared.process_env(os.environ))
     life = ServerLife(proc.pid, prepared.argv, str(log), available_before=before)
     note(f"arm {spec.name}: started pid {proc.pid} on port {service.port}")
     try:

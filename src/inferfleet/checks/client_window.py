@@ -64,7 +64,7 @@ def reasoning_field(ctx: CheckContext) -> Iterator[Hit]:
 )
 def beyond_training(ctx: CheckContext) -> Iterator[Hit | Skip]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or service.model is None:
+        if not traits(runtime.kind).gguf or service.model is None:
             continue
         facts = ctx.header(service.model)
         if isinstance(facts, str):

@@ -22,7 +22,7 @@ _CUDA_DEFAULT_FA = frozenset({("f16", "f16"), ("q4_0", "q4_0"), ("q8_0", "q8_0")
 )
 def quantized_v(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or service.kv_cache.v in UNQUANTIZED:
+        if not traits(runtime.kind).gguf or service.kv_cache.v in UNQUANTIZED:
             continue
         if service.flash_attn != "on":
             yield Hit(
@@ -44,7 +44,7 @@ def quantized_v(ctx: CheckContext) -> Iterator[Hit]:
 def fa_all_quants(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
         source = runtime.source
-        if runtime.kind != "llama.cpp" or source is None:
+        if not traits(runtime.kind).gguf or source is None:
             continue
         pair = (service.kv_cache.k, service.kv_cache.v)
         if pair in _CUDA_DEFAULT_FA:

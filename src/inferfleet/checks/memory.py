@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.runtimes import sglang, vllm
+from inferfleet.runtimes.registry import traits
 
 _GIB = 1024**3
 # A BIOS carve-out ("dedicated VRAM") is a few GiB up to 16; the GTT aperture of
@@ -70,7 +71,7 @@ def memory_share(ctx: CheckContext) -> Iterator[Hit]:
 )
 def unknown_types(ctx: CheckContext) -> Iterator[Hit | Skip]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or service.model is None:
+        if not traits(runtime.kind).gguf or service.model is None:
             continue
         facts = ctx.header(service.model)
         if isinstance(facts, str):

@@ -9,6 +9,7 @@ from inferfleet.fleetfile.quantities import format_size
 from inferfleet.gguf import Inspection
 from inferfleet.runtimes.base import gpu_devices
 from inferfleet.runtimes.llamacpp import CONTEXT_BACKED, NEEDS_DRAFT_MODEL
+from inferfleet.runtimes.registry import traits
 
 # Flags that configure speculative decoding: llama-server (common/arg.cpp, b11434), vLLM, SGLang.
 _SPEC_PREFIXES = ("--spec-", "--draft", "--model-draft", "--device-draft", "--gpu-layers-draft",
@@ -102,7 +103,7 @@ def params_without_drafter(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
         spec = service.speculative
         # vLLM and SGLang take draft_max as the n-gram proposer's token count.
-        if runtime.kind != "llama.cpp":
+        if not traits(runtime.kind).gguf:
             continue
         if spec is None or not spec.types or not spec.draft_params_set:
             continue
@@ -199,7 +200,7 @@ def drafter_window(ctx: CheckContext) -> Iterator[Hit | Skip]:
 def draft_device(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
         spec = service.speculative
-        if runtime.kind != "llama.cpp" or spec is None or spec.draft_device is not None:
+        if not traits(runtime.kind).gguf or spec is None or spec.draft_device is not None:
             continue
         if not any(t in CONTEXT_BACKED for t in spec.types):
             continue

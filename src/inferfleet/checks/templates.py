@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.runtimes.llamacpp import wants_jinja
+from inferfleet.runtimes.registry import traits
 
 
 @rule(
@@ -16,7 +17,7 @@ from inferfleet.runtimes.llamacpp import wants_jinja
 )
 def jinja_off(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp":
+        if not traits(runtime.kind).gguf:
             continue
         uses = []
         if service.client.tools:
@@ -42,7 +43,7 @@ def jinja_off(ctx: CheckContext) -> Iterator[Hit]:
 )
 def template_missing(ctx: CheckContext) -> Iterator[Hit | Skip]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or not service.client.chat:
+        if not traits(runtime.kind).gguf or not service.client.chat:
             continue
         if service.chat_template_file is not None or service.model is None:
             continue
@@ -88,7 +89,7 @@ def template_file_missing(ctx: CheckContext) -> Iterator[Hit]:
 )
 def vision_projector(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind == "llama.cpp" and "image" in service.client.input and not service.mmproj:
+        if traits(runtime.kind).gguf and "image" in service.client.input and not service.mmproj:
             yield Hit(
                 name,
                 f"services.{name}.client.input",

@@ -14,6 +14,7 @@ from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.runtimes.base import gpu_devices
 from inferfleet.runtimes.llamacpp import ordered_overrides
+from inferfleet.runtimes.registry import traits
 
 
 def _compiled(service: Service) -> list[re.Pattern[str] | None]:
@@ -61,7 +62,7 @@ def pattern_invalid(ctx: CheckContext) -> Iterator[Hit]:
 )
 def gpu_target(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or service.split_mode not in (None, "layer"):
+        if not traits(runtime.kind).gguf or service.split_mode not in (None, "layer"):
             continue
         if len(gpu_devices(service, ctx.fleet.hosts[service.host])) < 2:
             continue
@@ -95,7 +96,7 @@ def _example(pattern: str) -> str:
 )
 def shadowed(ctx: CheckContext) -> Iterator[Hit]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or len(service.tensor_overrides) < 2:
+        if not traits(runtime.kind).gguf or len(service.tensor_overrides) < 2:
             continue
         if any(p is None for p in _compiled(service)):
             continue  # reported by override-pattern-invalid
@@ -135,7 +136,7 @@ def shadowed(ctx: CheckContext) -> Iterator[Hit]:
 )
 def matches_nothing(ctx: CheckContext) -> Iterator[Hit | Skip]:
     for name, service, runtime in ctx.llm():
-        if runtime.kind != "llama.cpp" or not service.tensor_overrides or service.model is None:
+        if not traits(runtime.kind).gguf or not service.tensor_overrides or service.model is None:
             continue
         facts = ctx.header(service.model)
         if isinstance(facts, str):

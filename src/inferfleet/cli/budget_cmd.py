@@ -38,6 +38,7 @@ from inferfleet.hub.wire import resolve_url
 from inferfleet.models import artifacts
 from inferfleet.models.fetch_plan import endpoint
 from inferfleet.output import Output, esc
+from inferfleet.runtimes.registry import traits
 
 
 def register(app: typer.Typer) -> None:
@@ -137,7 +138,7 @@ def llama_services(loaded: LoadedFleet, wanted: str | None) -> tuple[list[str], 
         runtime = fleet.runtimes.get(service.runtime or "")
         if service.kind != "llm" or runtime is None:
             reason = "not an llm service"
-        elif runtime.kind != "llama.cpp":
+        elif not traits(runtime.kind).gguf:
             reason = f"{runtime.kind} sizes its own pool (gpu_memory_utilization)"
         else:
             chosen.append(name)

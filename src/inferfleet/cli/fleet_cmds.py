@@ -14,10 +14,7 @@ from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.fleetfile.quantities import format_duration, format_size
-from inferfleet.install import llamacpp_build
-from inferfleet.models import artifacts
 from inferfleet.output import Output, esc
-from inferfleet.runtimes import llamacpp, pinned
 
 DEFAULT_FLEET = Path("fleet.yaml")
 
@@ -151,24 +148,24 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
         "spec": svc.model_dump(mode="json"),
         "ctx_total": svc.ctx_total,
     }
-    if svc.kind == "llm" and svc.runtime and svc.model:
-        runtime = fleet.runtimes[svc.runtime]
-        model = fleet.models[svc.model]
-        if runtime.kind == "llama.cpp":
-            binary = llamacpp_build.server_binary(runtime)
-            if binary is None:
-                binary = (
-                    llamacpp_build.install_dir(runtime.source)
-                    / "bin"
-                    / pinned.SERVER_BINARY
-                    if runtime.source is not None
-                    else Path(runtime.binary or "llama-server")
-                )
-            files = artifacts.declared_files(model, loaded.root)
-            main = artifacts.model_dir(svc.model, model) / artifacts.main_file(model, files)
-            host = fleet.hosts[svc.host]
-            data["argv"] = llamacpp.serve_argv(name, svc, host, binary, main)
-            data["model_bytes"] = sum(f.size for f in files)
+    # Imported here: validate, schema and init need none of the launch machinery.
+    from inferfleet.deploy.facts import host_facts
+    from inferfleet.render.facts import facts_for
+    from inferfleet.render.pipeline import service_launch
+
+    host = fleet.hosts[svc.host]
+    if host.is_local(svc.host):
+        facts = host_facts(loaded.root)
+    else:
+        facts = facts_for(fleet, fleet_subdir=loaded.repo_subdir)[svc.host]
+    # The one launch pipeline: exactly what up / apply run and render writes.
+    launch = service_launch(fleet, loaded.root, name, facts)
+    data["argv"] = launch.argv
+    data["spec_digest"] = launch.spec
+    if launch.image is not None:
+        data["image"] = launch.image
+    if launch.model_files:
+        data["model_bytes"] = sum(f.size for f in launch.model_files if f.model == svc.model)
     return data
 
 

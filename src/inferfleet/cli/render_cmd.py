@@ -47,7 +47,7 @@ def _artifacts(
                 where=str(loaded.path),
                 hint="run `inferfleet check` for all of them and fix them (or --no-check)",
             )
-    overrides = None if facts is None else load_facts(facts, loaded.fleet)
+    overrides = None if facts is None else load_facts(facts, loaded.fleet, loaded.repo_subdir)
     return render_fleet(loaded, service, overrides)
 
 

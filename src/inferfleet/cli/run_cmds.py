@@ -125,8 +125,7 @@ def up(
     try:
         if progress is not None:
             progress.start()
-        for name in names:
-            results.append(local.up(loaded, name, hooks, contract=not no_contract))
+        results = local.up(loaded, names, hooks, contract=not no_contract)
     finally:
         if progress is not None:
             progress.stop()
@@ -143,7 +142,7 @@ def up(
             [
                 esc(r.service),
                 esc(r.url),
-                str(r.pid),
+                "-" if r.pid is None else str(r.pid),
                 esc(r.model),
                 f"{r.ctx_per_slot}x{r.parallel}",
                 "[green]healthy[/green]",
@@ -152,6 +151,14 @@ def up(
             ]
         )
     out.table(None, ["service", "url", "pid", "model", "ctx", "health", "ready in", "action"], rows)
+    revisions = sorted({r.revision for r in results})
+    out.line(
+        "revision: "
+        + ", ".join(
+            "untracked (not a clean git checkout)" if v == "untracked" else v[:12]
+            for v in revisions
+        )
+    )
     for r in results:
         if r.reason:
             out.line(f"  {esc(r.service)}: {r.action}, {esc(r.reason)}")

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet.backends.health import url_for
-from inferfleet.deploy.desired import UNIT_KINDS, Desired
 from inferfleet.deploy.gates import Gate
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
+from inferfleet.render.pipeline import UNIT_KINDS, ServiceLaunch
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Action:
 
 
 def service_actions(
-    desired: Desired, state: ServiceState, gates: list[Gate], revision: str
+    desired: ServiceLaunch, state: ServiceState, gates: list[Gate], revision: str
 ) -> list[Action]:
     name = desired.name
     service = desired.service
@@ -98,7 +98,7 @@ def service_actions(
     return actions
 
 
-def _stop_previous(desired: Desired, state: ServiceState) -> list[Action]:
+def _stop_previous(desired: ServiceLaunch, state: ServiceState) -> list[Action]:
     """Stop whatever of this service runs now: its process, its unit in any scope."""
     name = desired.name
     found: list[Action] = []

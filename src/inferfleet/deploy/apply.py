@@ -24,6 +24,7 @@ from inferfleet import paths
 from inferfleet.deploy import planner
 from inferfleet.deploy.errors import GitError
 from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, HostLock
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import Emit
@@ -164,7 +165,7 @@ def _apply(
     from inferfleet.deploy import execute
     from inferfleet.deploy.facts import host_facts
 
-    ctx = execute.Context(options.host, revision, at, root, host_facts(), state_dir, emit)
+    ctx = execute.Context(options.host, revision, at, root, host_facts(root), state_dir, emit)
     for index, item in enumerate(chosen):
         started = time.monotonic()
         try:
@@ -195,6 +196,14 @@ def _inputs_at(repo: Repo, fleet_path: str) -> planner.InputsAt:
 
 
 FACTS_SCHEMA = "inferfleet.facts/v1"
+
+
+def _endpoint(at: FleetAtRevision, name: str) -> tuple[str, int, str] | None:
+    """Where the fleet says the service listens (to see a stranger on a stopped service's port)."""
+    service = at.fleet.services.get(name)
+    if service is None:
+        return None
+    return (service.bind, service.port, service.health.path)
 
 
 def host_report(
@@ -230,10 +239,13 @@ def host_report(
         # here; `plan` needs the markers only and skips this (and its imports).
         from inferfleet.deploy.facts import host_facts, service_state
 
-        facts = host_facts()
+        facts = host_facts(fleet_file.parent)
         names = sorted(set(services) | {n for n, m in markers.items() if m.host == host_name})
         report["facts"] = asdict(facts)
         report["states"] = {
-            n: service_state(n, facts, state_dir, markers.get(n)).to_json() for n in names
+            n: service_state(
+                n, facts, state_dir, markers.get(n), endpoint=_endpoint(at, n)
+            ).to_json()
+            for n in names
         }
     return report

@@ -12,28 +12,25 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
-from inferfleet.backends.ports import owned_by
-from inferfleet.backends.process import ProcessBackend, alive
+from inferfleet.backends.process import ProcessBackend
+from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import Systemctl, install_file, wait_unit_healthy
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
-from inferfleet.deploy.desired import Desired, desired_state
 from inferfleet.deploy.facts import service_state
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
 from inferfleet.deploy.inputs import FleetAtRevision, ServiceInputs
-from inferfleet.deploy.local import Hooks, record_template, start_gated
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.planner import RETIRE, PlanItem
-from inferfleet.deploy.state import Emit
-from inferfleet.errors import HealthError
+from inferfleet.deploy.state import HEALTHY, Emit
+from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
-from inferfleet.io import http
 from inferfleet.render.facts import HostFacts
-from inferfleet.runtimes import llamacpp
+from inferfleet.render.pipeline import ServiceLaunch, service_launch
 
 
 @dataclass
@@ -47,6 +44,10 @@ class Context:
     facts: HostFacts
     state_dir: Path
     emit: Emit
+    # Runs after the health gate and before the marker, while a process-backend
+    # server is still ours to stop on failure (up's contract check).
+    after_health: Callable[[ServiceLaunch], None] | None = None
+    runtime_version: Callable[[ServiceLaunch], str] | None = None
 
     @property
     def fleet(self) -> Fleet:
@@ -77,9 +78,17 @@ def apply_item(
             return actions, None
         run_retirement(ctx, actions, marker)
         return actions, ("retired", None)
-    desired = desired_state(ctx.fleet, ctx.root, name, ctx.facts)
+    desired = service_launch(ctx.fleet, ctx.root, name, ctx.facts)
     extra = [f.path for f in desired.files]
-    state = service_state(name, ctx.facts, ctx.state_dir, markers.get(name), extra_paths=extra)
+    service = desired.service
+    state = service_state(
+        name,
+        ctx.facts,
+        ctx.state_dir,
+        markers.get(name),
+        extra_paths=extra,
+        endpoint=(service.bind, service.port, service.health.path),
+    )
     gates = gates_for(desired, ctx.fleet, ctx.root, ctx.facts)
     actions = service_actions(desired, state, gates, ctx.revision)
     if dry_run:
@@ -94,7 +103,7 @@ def _step(ctx: Context, action: Action) -> None:
 
 
 def run_service(
-    ctx: Context, actions: list[Action], desired: Desired, gates: list[Gate]
+    ctx: Context, actions: list[Action], desired: ServiceLaunch, gates: list[Gate]
 ) -> float | None:
     """Execute a deploy's actions; returns the seconds the health gate took (None if kept)."""
     by_check = {g.check: g for g in gates}
@@ -115,7 +124,8 @@ def run_service(
         elif kind == "remove-container":
             quadlet.remove_container(ctx.facts.podman, desired.unit)
         elif kind == "wait-port":
-            wait_port_free(desired)
+            stopped = any(a.kind in {"stop", "stop-unit"} for a in actions)
+            wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
             install_file(Path(item.path), item.content)
@@ -130,6 +140,8 @@ def run_service(
             Systemctl(desired.scope).restart(desired.service_unit)
         elif kind == "health":
             health_s = _unit_health(ctx, desired)
+            if ctx.after_health is not None:
+                ctx.after_health(desired)
         elif kind == "verify":
             _verify_running(ctx, desired)
         elif kind == "marker":
@@ -168,24 +180,91 @@ def _health_hook(ctx: Context, name: str) -> Callable[[str, float], None]:
     return on_state
 
 
-def _start_process(ctx: Context, desired: Desired) -> float:
+def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
     service = desired.service
     template = record_template(
-        desired.name,
-        service,
-        argv=desired.argv,
-        spec_hash=desired.spec,
-        model=service.model or "",
+        desired,
+        runtime_version="" if ctx.runtime_version is None else ctx.runtime_version(desired),
     )
-    hooks = Hooks(health_state=_health_hook(ctx, desired.name))
-    env = llamacpp.environment(service, dict(os.environ))
+    check = ctx.after_health
+
+    def then() -> None:
+        if check is not None:
+            check(desired)
+
     _record, health = start_gated(
-        ctx.processes, template, env=env, timeout=service.health.timeout, hooks=hooks
+        ctx.processes,
+        template,
+        env=desired.process_env(os.environ),
+        timeout=service.health.timeout,
+        on_state=_health_hook(ctx, desired.name),
+        then=then,
     )
     return health.seconds
 
 
-def _unit_health(ctx: Context, desired: Desired) -> float:
+def record_template(launch: ServiceLaunch, *, runtime_version: str = "") -> ServiceRecord:
+    """The record of a process about to start (pid and times are filled in by the backend)."""
+    service = launch.service
+    return ServiceRecord(
+        service=launch.name,
+        host=launch.host,
+        pid=0,
+        create_time=0.0,
+        argv=launch.argv,
+        bind=service.bind,
+        port=service.port,
+        log="",
+        started_at=0.0,
+        spec_hash=launch.spec,
+        health_path=service.health.path,
+        alias=service.alias or launch.name,
+        model=service.model or "",
+        ctx_per_slot=service.ctx_per_slot or 0,
+        parallel=service.parallel,
+        runtime_version=runtime_version,
+    )
+
+
+def start_gated(
+    backend: ProcessBackend,
+    template: ServiceRecord,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    on_state: Callable[[str, float], None] | None = None,
+    then: Callable[[], None] | None = None,
+) -> tuple[ServiceRecord, gate.HealthResult]:
+    """Start a server, hold it to the health gate, and stop it again (by pid) on any failure.
+
+    Green only when the server's own process answers (L-33) within the
+    service's timeout (L-34); ``then`` runs further checks while the server is
+    still ours to stop. Nothing that nobody owns is left running (L-43).
+    """
+    name = template.service
+    record, proc = backend.start(template, env=env)
+    try:
+        health = gate.wait_healthy(
+            proc,
+            service=name,
+            bind=record.bind,
+            port=record.port,
+            path=record.health_path,
+            timeout=timeout,
+            log_path=Path(record.log),
+            on_state=on_state,
+        )
+        if then is not None:
+            then()
+    except (FleetError, KeyboardInterrupt):
+        backend.stop(name)
+        raise
+    record = replace(record, healthy_after_s=round(health.seconds, 3))
+    backend.records.write(record)
+    return record, health
+
+
+def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
     service = desired.service
     result = wait_unit_healthy(
         Systemctl(desired.scope),
@@ -200,29 +279,29 @@ def _unit_health(ctx: Context, desired: Desired) -> float:
     return result.seconds
 
 
-def _verify_running(ctx: Context, desired: Desired) -> None:
+def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
     """A kept service is green only if its own process answers now (L-33)."""
     service = desired.service
-    pid: int | None = None
-    if desired.backend == "process":
-        record = ctx.processes.records.read(desired.name)
-        proc = None if record is None else alive(record)
-        pid = None if proc is None else proc.pid
-    else:
-        state = Systemctl(desired.scope).show(desired.service_unit)
-        pid = state.main_pid if state.running else None
-    url = gate.url_for(service.bind, service.port, service.health.path)
-    with http.client(timeout=5.0) as client:
-        probe = gate.probe(client, url)
-    if pid is None or probe.state != "ok" or not owned_by(service.port, service.bind, pid):
+    state = service_state(
+        desired.name,
+        ctx.facts,
+        ctx.state_dir,
+        ctx.markers.read(desired.name),
+        endpoint=(service.bind, service.port, service.health.path),
+    )
+    if state.state != HEALTHY:
+        url = gate.url_for(service.bind, service.port, service.health.path)
         raise HealthError(
-            f"{url} no longer answers from the service's own process",
+            f"{url} no longer answers from the service's own process "
+            f"({state.state}: {state.detail})",
             where=f"service {desired.name}",
             hint="it changed since the facts were read; deploy again to restart it",
         )
 
 
-def _record(ctx: Context, desired: Desired, inputs: ServiceInputs, health_s: float | None) -> None:
+def _record(
+    ctx: Context, desired: ServiceLaunch, inputs: ServiceInputs, health_s: float | None
+) -> None:
     service = desired.service
     unit_backend = desired.backend != "process"
     ctx.markers.write(

@@ -13,30 +13,42 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+import psutil
+
 from inferfleet import paths
 from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
-from inferfleet.backends.ports import owned_by
+from inferfleet.backends.ports import family_of, listeners
 from inferfleet.backends.process import ProcessBackend, alive
 from inferfleet.backends.systemd import Systemctl, file_sha256
 from inferfleet.deploy.markers import Marker
-
-# Re-exported: the status board reads states from here.
-from inferfleet.deploy.state import ServiceState as ServiceState
+from inferfleet.deploy.state import (
+    HealthFact,
+    RecordFact,
+    ServiceFacts,
+    ServiceState,
+    UnitFact,
+    decide,
+)
 from inferfleet.io import http
 from inferfleet.render.facts import HostFacts, unit_name
 
 PROBE_TIMEOUT = 2.0
 
 
-def host_facts() -> HostFacts:
-    """This machine's user, home and cache, which the rendered paths are made of."""
+def host_facts(fleet_dir: Path | None = None) -> HostFacts:
+    """This machine's user, home and cache, which the rendered paths are made of.
+
+    ``fleet_dir`` is the fleet file's folder here (paths in the fleet file are
+    relative to it); without it, the launch cannot name the fleet's own files.
+    """
     return HostFacts(
         user=getpass.getuser(),
         home=str(Path.home()),
         cache_dir=str(paths.cache_dir()),
         podman=shutil.which("podman") or HostFacts.podman,
         mkdir=shutil.which("mkdir") or HostFacts.mkdir,
+        fleet_dir="" if fleet_dir is None else str(fleet_dir),
     )
 
 
@@ -55,14 +67,24 @@ def unit_paths(name: str, facts: HostFacts) -> dict[str, list[str]]:
     }
 
 
-def service_state(
+Endpoint = tuple[str, int, str]  # bind, port, health path
+
+
+def gather(
     name: str,
     facts: HostFacts,
     state_dir: Path,
     marker: Marker | None,
     *,
     extra_paths: Iterable[str] = (),
-) -> ServiceState:
+    endpoint: Endpoint | None = None,
+) -> ServiceFacts:
+    """Read (never change) everything :func:`decide` needs about one service.
+
+    Where to probe: the running process's own record first, then the marker
+    of the unit that runs it, then ``endpoint`` (the fleet file's, so a
+    stopped service still shows a stranger on its port).
+    """
     files: dict[str, str] = {}
     scopes_with_files: set[str] = set()
     for scope, candidates in unit_paths(name, facts).items():
@@ -77,29 +99,80 @@ def service_state(
         if digest is not None:
             files[extra] = digest
 
+    record_fact: RecordFact | None = None
     pid: int | None = None
-    process_spec: str | None = None
-    where: tuple[str, int, str] | None = None
+    where = endpoint
     record = ProcessBackend(state_dir).records.read(name)
-    if record is not None and alive(record) is not None:
-        pid, process_spec = record.pid, record.spec_hash
-        where = (record.bind, record.port, record.health_path)
+    if record is not None:
+        proc = alive(record)
+        record_fact = RecordFact(
+            pid=record.pid,
+            same_process=proc is not None,
+            now_running="" if proc is not None else _program_of(record.pid),
+            spec=record.spec_hash,
+            bind=record.bind,
+            port=record.port,
+            health_path=record.health_path,
+            started_at=record.started_at,
+            runtime_version=record.runtime_version,
+        )
+        if proc is not None:
+            pid = proc.pid
+            where = (record.bind, record.port, record.health_path)
 
-    units: dict[str, str] = {}
+    units: dict[str, UnitFact] = {}
     if scopes_with_files and shutil.which("systemctl"):
         service_unit = f"{unit_name(name)}.service"
         for scope in sorted(scopes_with_files):
-            state = Systemctl(scope).show(service_unit)
-            units[f"{scope}:{service_unit}"] = f"{state.active}/{state.sub}"
-            if state.running and pid is None:
-                pid = state.main_pid
+            shown = Systemctl(scope).show(service_unit)
+            units[f"{scope}:{service_unit}"] = UnitFact(
+                shown.active, shown.sub, shown.main_pid, shown.restarts
+            )
+            if shown.running and pid is None:
+                pid = shown.main_pid
                 if marker is not None:
                     where = (marker.bind, marker.port, marker.health_path)
 
-    healthy = False
-    if pid is not None and where is not None:
+    health: HealthFact | None = None
+    if where is not None:
         bind, port, health_path = where
-        with http.client(timeout=PROBE_TIMEOUT) as client:
-            probe = gate.probe(client, gate.url_for(bind, port, health_path))
-        healthy = probe.state == "ok" and owned_by(port, bind, pid)
-    return ServiceState(name, pid, process_spec, units, files, healthy)
+        held = listeners(port, bind)
+        family = family_of(pid) if pid is not None else set()
+        strangers = [h for h in held if h.pid not in family]
+        answer, status = "down", None
+        if pid is not None or held:
+            url = gate.url_for(bind, port, health_path)
+            with http.client(timeout=PROBE_TIMEOUT) as client:
+                probe = gate.probe(client, url)
+            answer, status = probe.state, probe.status
+        health = HealthFact(
+            url=gate.url_for(bind, port, health_path),
+            answer=answer,
+            status=status,
+            listeners=[h.pid for h in held if h.pid is not None],
+            owned=bool(held) and not strangers and pid is not None,
+            holder=strangers[0].describe() if strangers else "",
+        )
+    return ServiceFacts(name, record_fact, units, files, health)
+
+
+def service_state(
+    name: str,
+    facts: HostFacts,
+    state_dir: Path,
+    marker: Marker | None,
+    *,
+    extra_paths: Iterable[str] = (),
+    endpoint: Endpoint | None = None,
+) -> ServiceState:
+    """Gather the service's facts and decide its state (the one decision, :func:`decide`)."""
+    return decide(
+        gather(name, facts, state_dir, marker, extra_paths=extra_paths, endpoint=endpoint)
+    )
+
+
+def _program_of(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return ""

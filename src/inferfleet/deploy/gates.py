@@ -18,7 +18,6 @@ from pathlib import Path
 from inferfleet.backends import quadlet
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
-from inferfleet.deploy.desired import Desired
 from inferfleet.deploy.errors import GateError
 from inferfleet.errors import ArtifactError, PortInUseError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Fleet, ModelFile
@@ -26,6 +25,7 @@ from inferfleet.hub.verified import Record
 from inferfleet.models import artifacts
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.pipeline import ServiceLaunch
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$")
 PORT_WAIT_S = 15.0
@@ -37,7 +37,7 @@ class Gate:
     detail: str
 
 
-def gates_for(desired: Desired, fleet: Fleet, root: Path, facts: HostFacts) -> list[Gate]:
+def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts) -> list[Gate]:
     """The gates of one service, described for the plan (nothing is checked here)."""
     service = desired.service
     found: list[Gate] = []
@@ -67,7 +67,9 @@ def gates_for(desired: Desired, fleet: Fleet, root: Path, facts: HostFacts) -> l
     return found
 
 
-def run_gate(gate: Gate, desired: Desired, fleet: Fleet, root: Path, facts: HostFacts) -> None:
+def run_gate(
+    gate: Gate, desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
+) -> None:
     kind, _, name = gate.check.partition(":")
     where = f"service {desired.name}"
     if kind == "model":
@@ -172,7 +174,7 @@ def check_shards(name: str, files: list[ModelFile], where: str) -> None:
             )
 
 
-def check_devices(desired: Desired, fleet: Fleet, where: str) -> None:
+def check_devices(desired: ServiceLaunch, fleet: Fleet, where: str) -> None:
     missing: list[str] = []
     for position, device in enumerate(fleet.hosts[desired.service.host].devices):
         if device.name not in desired.service.devices or device.vendor == "cpu":
@@ -193,10 +195,17 @@ def check_devices(desired: Desired, fleet: Fleet, where: str) -> None:
         )
 
 
-def wait_port_free(desired: Desired, timeout: float = PORT_WAIT_S) -> None:
-    """After the old service stopped, nobody may hold its port (L-35); we never kill a stranger."""
+def wait_port_free(
+    desired: ServiceLaunch, *, stopped: bool = True, timeout: float = PORT_WAIT_S
+) -> None:
+    """Nobody may hold the service's port before it starts (L-35); we never kill a stranger.
+
+    After this service's own process or unit was stopped, its socket may take a
+    moment to close: wait up to ``timeout``. When nothing was stopped, a holder
+    is a stranger from the start: refuse at once.
+    """
     service = desired.service
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (timeout if stopped else 0.0)
     while True:
         held = listeners(service.port, service.bind)
         if not held:
@@ -204,10 +213,12 @@ def wait_port_free(desired: Desired, timeout: float = PORT_WAIT_S) -> None:
         if time.monotonic() >= deadline:
             break
         time.sleep(0.05)
+    how = "is still held by" if stopped else "is already held by"
+    after = " after the service stopped" if stopped else ""
     raise PortInUseError(
-        f"port {service.port} is still held by {held[0].describe()} after the service stopped",
+        f"port {service.port} {how} {held[0].describe()}{after}",
         where=f"service {desired.name}",
         hint="that process is not this service's (a stale server or orphan container, L-33, "
-        "L-35); stop it by its pid, then deploy again. inferfleet never kills a process it "
-        "did not start (L-43)",
+        "L-35); stop it by its pid or give the service another port, then run again. "
+        "inferfleet never kills a process it did not start (L-43)",
     )

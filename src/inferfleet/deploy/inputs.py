@@ -91,7 +91,8 @@ class RepoFiles:
     """The files of one revision, for exact, folder and glob lookups."""
 
     def __init__(self, blobs: Mapping[str, str]) -> None:
-        self.blobs = dict(blobs)
+        # Kept as given: a working tree's blob ids are computed only when read.
+        self.blobs = blobs
         self._sorted = sorted(self.blobs)
 
     def match(self, pattern: str) -> dict[str, str]:
@@ -100,7 +101,7 @@ class RepoFiles:
         if pattern.startswith("./"):
             pattern = pattern[2:]
         if any(ch in _GLOB for ch in pattern):
-            return {p: b for p, b in self.blobs.items() if fnmatch.fnmatchcase(p, pattern)}
+            return {p: self.blobs[p] for p in self._sorted if fnmatch.fnmatchcase(p, pattern)}
         pattern = pattern.rstrip("/")
         if pattern in self.blobs:
             return {pattern: self.blobs[pattern]}

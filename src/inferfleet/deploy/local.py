@@ -1,35 +1,43 @@
-"""`up`, `down` and `status` for the services of this machine (process backend).
+"""``up`` and ``down`` for the services of this machine: ``up`` is ``apply`` without git.
 
-Facts -> plan -> apply, in small: read the record and the port, decide
-(start, restart, leave alone), act, and gate on health before reporting.
-Every step that can fail raises a FleetError saying what and how to fix it.
+``up`` takes the same path as ``apply``: the one launch
+(:func:`inferfleet.render.pipeline.service_launch`), the same gates, actions,
+executor and markers, so ``up`` and ``apply`` never restart each other's
+servers. What it adds is convenience for a fresh machine: the runtime is
+built from its pinned source if missing, a model shipped as a Python
+package is assembled, and model files are verified with a progress bar
+before the gates run. The revision it records is the checkout's HEAD when
+the fleet file sits in a clean git checkout, else ``untracked``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import psutil
+from typing import Any
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
-from inferfleet.backends.ports import owned_by
-from inferfleet.backends.process import ProcessBackend, StopResult, alive
-from inferfleet.backends.records import ServiceRecord
-from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
+from inferfleet.backends.process import ProcessBackend, StopResult
+from inferfleet.deploy import execute
+from inferfleet.deploy.apply import lock_for
+from inferfleet.deploy.facts import host_facts
+from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.inputs import FleetAtRevision
+from inferfleet.deploy.lock import LOCK_NAME, HostLock
+from inferfleet.deploy.markers import MarkerStore
+from inferfleet.deploy.planner import DEPLOY, PlanItem
+from inferfleet.deploy.worktree import UNTRACKED, fleet_here
+from inferfleet.errors import ContractError, FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import llamacpp_build
-from inferfleet.io import http
 from inferfleet.models import artifacts
 from inferfleet.probe.minimal import Check, run_minimal
-from inferfleet.runtimes import llamacpp
+from inferfleet.render.pipeline import ServiceLaunch, service_launch
+from inferfleet.runtimes.registry import traits
 
 
 @dataclass
@@ -47,28 +55,14 @@ class UpResult:
     service: str
     action: str  # "started" | "restarted" | "unchanged"
     url: str
-    pid: int
+    pid: int | None
     model: str
     ctx_per_slot: int
     parallel: int
     seconds_to_healthy: float | None
     checks: list[Check] = field(default_factory=list)
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class ServiceStatus:
-    service: str
-    host: str
-    state: str  # healthy | loading | unhealthy | foreign | stale | stopped | remote
-    url: str
-    pid: int | None
-    uptime_s: float | None
-    model: str
-    ctx_per_slot: int | None
-    parallel: int
-    runtime_version: str
-    detail: str = ""
+    revision: str = UNTRACKED
 
 
 def local_services(loaded: LoadedFleet, only: str | None = None) -> list[str]:
@@ -93,228 +87,169 @@ def backend_for(loaded: LoadedFleet, service: Service) -> ProcessBackend:
 # ---------------------------------------------------------------- preparation
 
 
-@dataclass(frozen=True)
-class Prepared:
-    name: str
-    service: Service
-    argv: list[str]
-    env: dict[str, str]
-    spec_hash: str
-    runtime_version: str
-    model_name: str
-
-
-def prepare(loaded: LoadedFleet, name: str, hooks: Hooks) -> Prepared:
-    """Runtime present (built if missing), model verified (gate), argv computed."""
+def prepare(loaded: LoadedFleet, name: str, hooks: Hooks) -> ServiceLaunch:
+    """Runtime present (built if missing), model files present and verified, launch computed."""
     fleet = loaded.fleet
     service = fleet.services[name]
     host = fleet.hosts[service.host]
     if not host.is_local(service.host):
         raise UsageError(
             f"service {name!r} runs on host {service.host!r}, not on this machine",
-            hint="`up` starts the services of this machine; remote hosts are deployed over ssh",
+            hint="`up` starts the services of this machine; remote hosts are deployed over ssh "
+            "(inferfleet deploy)",
         )
-    if service.backend != "process" or service.kind != "llm":
-        raise UsageError(
-            f"service {name!r} uses the {service.backend} backend ({service.kind})",
-            hint="`up` runs llm services with `backend: process`; set that for local use",
-        )
-    assert service.runtime is not None and service.model is not None
-    runtime = fleet.runtimes[service.runtime]
-    if runtime.kind != "llama.cpp":
-        raise UsageError(
-            f"service {name!r} uses a {runtime.kind} runtime; the process backend runs llama.cpp",
-            hint="run vLLM and SGLang services as containers (backend: quadlet)",
-        )
-    binary = llamacpp_build.server_binary(runtime)
-    version = ""
-    if binary is None and runtime.source is not None:
-        hooks.note(f"llama-server {runtime.source.version} is not built yet; building it once")
-        record, _ = llamacpp_build.install(
-            runtime.source, on_progress=hooks.build_progress, on_phase=hooks.note
-        )
-        binary, version = Path(record.binary), record.version_text
-    elif binary is None:
+    runtime_version(loaded, service, hooks, build=True)
+    launch = service_launch(fleet, loaded.root, name, host_facts(loaded.root))
+    for model_name in launch.models:
+        model = fleet.models[model_name]
+        files = artifacts.declared_files(model, loaded.root)
+        folder = artifacts.materialise(model_name, model, files, hooks.note)
+        total = sum(f.size for f in files)
+        on_bytes = None if hooks.hash_progress is None else hooks.hash_progress(total, len(files))
+        # Records what it hashed: the deploy gate that follows trusts the record (L-08).
+        artifacts.verify(folder, files, on_bytes=on_bytes)
+    return launch
+
+
+def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, build: bool) -> str:
+    """The installed runtime's version text; with ``build``, build a pinned source first."""
+    if service.runtime is None:
+        return ""
+    runtime = loaded.fleet.runtimes[service.runtime]
+    if runtime.image is not None or not traits(runtime.kind).gguf:
+        return ""
+    if runtime.source is not None:
+        done = llamacpp_build.installed(runtime.source)
+        if done is None and build:
+            hooks.note(f"llama-server {runtime.source.version} is not built yet; building it once")
+            done, _ = llamacpp_build.install(
+                runtime.source, on_progress=hooks.build_progress, on_phase=hooks.note
+            )
+        return "" if done is None else done.version_text
+    if llamacpp_build.server_binary(runtime) is None:
         raise RuntimeInstallError(
             f"runtime {service.runtime!r}: binary {runtime.binary} does not exist",
             hint="fix the runtime's binary path, or give it a source to build from",
         )
-    elif runtime.source is not None:
-        done = llamacpp_build.installed(runtime.source)
-        version = "" if done is None else done.version_text
-
-    model = fleet.models[service.model]
-    files = artifacts.declared_files(model, loaded.root)
-    folder = artifacts.materialise(service.model, model, files, hooks.note)
-    total = sum(f.size for f in files)
-    on_bytes = None if hooks.hash_progress is None else hooks.hash_progress(total, len(files))
-    verified = artifacts.verify(folder, files, on_bytes=on_bytes)
-    main = folder / artifacts.main_file(model, files)
-
-    argv = llamacpp.serve_argv(name, service, host, binary, main)
-    env = llamacpp.environment(service, dict(os.environ))
-    spec = {
-        "argv": argv,
-        "env": service.env,
-        "files": [(v.path.name, v.size, v.sha256) for v in verified],
-        "runtime": version or str(binary),
-        "health": service.health.path,
-    }
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
-    return Prepared(name, service, argv, env, digest, version, service.model)
+    return ""
 
 
 # ---------------------------------------------------------------- up
 
 
-def up(loaded: LoadedFleet, name: str, hooks: Hooks, *, contract: bool = True) -> UpResult:
-    prepared = prepare(loaded, name, hooks)
-    service = prepared.service
-    backend = backend_for(loaded, service)
+def up(
+    loaded: LoadedFleet, names: list[str], hooks: Hooks, *, contract: bool = True
+) -> list[UpResult]:
+    """Apply the named services of this machine, one gated service at a time."""
+    launches = [prepare(loaded, name, hooks) for name in names]
+    at = fleet_here(loaded)
+    results: list[UpResult] = []
+    by_host: dict[str, list[ServiceLaunch]] = {}
+    for launch in launches:
+        by_host.setdefault(launch.host, []).append(launch)
+    for host_name, group in by_host.items():
+        state_dir = paths.state_dir(loaded.fleet.hosts[host_name])
+        with _host_lock(loaded, host_name, state_dir) as lock:
+            lock.acquire(f"up of {', '.join(item.name for item in group)}")
+            for launch in group:
+                results.append(_up_one(loaded, at, host_name, state_dir, launch, hooks, contract))
+    return results
+
+
+def _up_one(
+    loaded: LoadedFleet,
+    at: FleetAtRevision,
+    host_name: str,
+    state_dir: Path,
+    launch: ServiceLaunch,
+    hooks: Hooks,
+    contract: bool,
+) -> UpResult:
+    service = launch.service
+    name = launch.name
     url = gate.url_for(service.bind, service.port, "")
-    assert service.ctx_per_slot is not None
-
-    action = "started"
-    reason = ""
-    record = backend.records.read(name)
-    if record is not None:
-        proc = alive(record)
-        if proc is None:
-            backend.records.remove(name)  # stale: its pid is gone or reused; never signalled
-        elif record.spec_hash == prepared.spec_hash and _healthy_now(record, proc):
-            return UpResult(
-                name,
-                "unchanged",
-                url,
-                record.pid,
-                prepared.model_name,
-                service.ctx_per_slot,
-                service.parallel,
-                record.healthy_after_s,
-                [],
-                "already running with this spec",
-            )
-        else:
-            reason = "spec changed" if record.spec_hash != prepared.spec_hash else "unhealthy"
-            hooks.note(f"{name}: {reason}; restarting (pid {record.pid})")
-            backend.stop(name)
-            action = "restarted"
-
-    template = record_template(
-        name,
-        service,
-        argv=prepared.argv,
-        spec_hash=prepared.spec_hash,
-        model=prepared.model_name,
-        runtime_version=prepared.runtime_version,
-    )
     checks: list[Check] = []
 
-    def contract_checks() -> None:
-        assert service.ctx_per_slot is not None
-        checks.extend(
-            run_minimal(
-                url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name
-            )
+    def contract_check(done: ServiceLaunch) -> None:
+        if service.kind != "llm":
+            return
+        found = run_minimal(
+            url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name
         )
+        failed = [c for c in found if not c.ok]
+        if failed:
+            raise ContractError(
+                f"{url}: {failed[0].name} failed: {failed[0].detail}",
+                where=f"service {name}",
+                hint="the server is healthy but breaks the client contract (L-25); fix the "
+                "fleet file or the runtime, then run up again (the server was stopped)",
+            )
+        checks.extend(found)
 
-    record, health = start_gated(
-        backend,
-        template,
-        env=prepared.env,
-        timeout=service.health.timeout,
-        hooks=hooks,
-        then=contract_checks if contract else None,
+    def emit(event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "step" and event.get("kind") not in {"gate", "marker"}:
+            hooks.note(f"{name}: {event.get('detail', '')}")
+        elif kind == "health" and hooks.health_state is not None:
+            hooks.health_state(str(event.get("state")), float(event.get("seconds", 0.0)))
+
+    version = runtime_version(loaded, service, hooks, build=False)
+    ctx = execute.Context(
+        host_name,
+        at.revision,
+        at,
+        loaded.root,
+        host_facts(loaded.root),
+        state_dir,
+        emit,
+        after_health=contract_check if contract else None,
+        runtime_version=lambda _launch: version,
     )
+    markers = MarkerStore(state_dir).all()
+    before = ctx.processes.records.read(name)
+    marker = markers.get(name)
+    item = PlanItem(name, DEPLOY, ["up"], None if marker is None else marker.revision)
+    actions, _done = execute.apply_item(ctx, item, markers, dry_run=False)
+    kinds = {a.kind for a in actions}
+    if "verify" in kinds:
+        action, reason = "unchanged", "already running with this spec"
+    elif kinds & {"stop", "stop-unit"}:
+        changed = before is not None and before.spec_hash != launch.spec
+        action, reason = "restarted", "spec changed" if changed else "it was not healthy"
+    else:
+        action, reason = "started", ""
+    record = ctx.processes.records.read(name)
+    written = MarkerStore(state_dir).read(name)
+    pid = record.pid if record is not None else None
     return UpResult(
         name,
         action,
         url,
-        record.pid,
-        prepared.model_name,
-        service.ctx_per_slot,
+        pid,
+        service.model or service.image or "",
+        service.ctx_per_slot or 0,
         service.parallel,
-        health.seconds,
+        None if written is None else written.healthy_after_s,
         checks,
         reason,
+        at.revision,
     )
 
 
-def record_template(
-    name: str,
-    service: Service,
-    *,
-    argv: list[str],
-    spec_hash: str,
-    model: str,
-    runtime_version: str = "",
-) -> ServiceRecord:
-    """The record of a process about to start (pid and times are filled in by the backend)."""
-    return ServiceRecord(
-        service=name,
-        host=service.host,
-        pid=0,
-        create_time=0.0,
-        argv=argv,
-        bind=service.bind,
-        port=service.port,
-        log="",
-        started_at=0.0,
-        spec_hash=spec_hash,
-        health_path=service.health.path,
-        alias=service.alias or name,
-        model=model,
-        ctx_per_slot=service.ctx_per_slot or 0,
-        parallel=service.parallel,
-        runtime_version=runtime_version,
-    )
-
-
-def start_gated(
-    backend: ProcessBackend,
-    template: ServiceRecord,
-    *,
-    env: dict[str, str],
-    timeout: float,
-    hooks: Hooks,
-    then: Callable[[], None] | None = None,
-) -> tuple[ServiceRecord, gate.HealthResult]:
-    """Start a server, hold it to the health gate, and stop it again (by pid) on any failure.
-
-    Shared by ``up`` and ``apply``: green only when the server's own process
-    answers (L-33) within the service's timeout (L-34); ``then`` runs further
-    checks while the server is still ours to stop. Nothing that nobody owns is
-    left running (L-43).
-    """
-    name = template.service
-    record, proc = backend.start(template, env=env)
-    hooks.note(f"{name}: started pid {proc.pid}; waiting for {template.health_path}")
+@contextlib.contextmanager
+def _host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[HostLock]:
+    """apply's lock when the fleet is in a git checkout (so up and apply exclude each other)."""
     try:
-        health = gate.wait_healthy(
-            proc,
-            service=name,
-            bind=record.bind,
-            port=record.port,
-            path=record.health_path,
-            timeout=timeout,
-            log_path=Path(record.log),
-            on_state=hooks.health_state,
-        )
-        if then is not None:
-            then()
-    except (FleetError, KeyboardInterrupt):
-        backend.stop(name)
-        raise
-    record = replace(record, healthy_after_s=round(health.seconds, 3))
-    backend.records.write(record)
-    return record, health
-
-
-def _healthy_now(record: ServiceRecord, proc: psutil.Process) -> bool:
-    url = gate.url_for(record.bind, record.port, record.health_path)
-    with http.client(timeout=3.0) as client:
-        result = gate.probe(client, url)
-    return result.state == "ok" and owned_by(record.port, record.bind, proc.pid)
+        repo: Repo | None = Repo.containing(loaded.path)
+    except FleetError:
+        repo = None
+    if repo is not None:
+        with lock_for(repo, host) as lock:
+            yield lock
+        return
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with HostLock(state_dir / LOCK_NAME, host) as lock:
+        yield lock
 
 
 # ---------------------------------------------------------------- down
@@ -323,66 +258,3 @@ def _healthy_now(record: ServiceRecord, proc: psutil.Process) -> bool:
 def down(loaded: LoadedFleet, name: str, *, grace: float = 10.0) -> StopResult:
     service = loaded.fleet.services[name]
     return backend_for(loaded, service).stop(name, grace=grace)
-
-
-# ---------------------------------------------------------------- status
-
-
-def status(loaded: LoadedFleet, name: str) -> ServiceStatus:
-    fleet = loaded.fleet
-    service = fleet.services[name]
-    url = gate.url_for(service.bind, service.port, "")
-
-    def make(
-        state: str,
-        pid: int | None = None,
-        uptime: float | None = None,
-        version: str = "",
-        detail: str = "",
-    ) -> ServiceStatus:
-        return ServiceStatus(
-            service=name,
-            host=service.host,
-            state=state,
-            url=url,
-            pid=pid,
-            uptime_s=uptime,
-            model=service.model or service.image or "",
-            ctx_per_slot=service.ctx_per_slot,
-            parallel=service.parallel,
-            runtime_version=version,
-            detail=detail,
-        )
-
-    if not fleet.hosts[service.host].is_local(service.host):
-        return make("remote", detail="on a remote host")
-    backend = backend_for(loaded, service)
-    record = backend.records.read(name)
-    if record is None:
-        holders = backend.port_holders(service.port, service.bind)
-        if holders:
-            return make("foreign", detail=f"port held by {holders[0].describe()}")
-        return make("stopped", detail="not running")
-    proc = alive(record)
-    if proc is None:
-        try:
-            other = psutil.Process(record.pid).name()
-            detail = f"recorded pid {record.pid} now belongs to {other!r}"
-        except psutil.NoSuchProcess:
-            detail = f"recorded pid {record.pid} is gone"
-        return make("stale", record.pid, version=record.runtime_version, detail=detail)
-    with http.client(timeout=3.0) as client:
-        result = gate.probe(client, gate.url_for(record.bind, record.port, record.health_path))
-    owned = owned_by(record.port, record.bind, proc.pid)
-    detail = ""
-    if result.state == "ok":
-        state = "healthy" if owned else "foreign"
-        if not owned:
-            detail = "port answered by another process (L-33)"
-    elif result.state == "loading":
-        state = "loading"
-    else:
-        state = "unhealthy"
-        detail = f"health: {result.state} {result.status or ''}".strip()
-    uptime = round(time.time() - record.started_at, 1)
-    return make(state, record.pid, uptime, record.runtime_version, detail)

@@ -195,9 +195,9 @@ def _actions_here(
     """The host's actions, decided here from its facts (exactly what apply would decide)."""
     # Only a dry run needs the renderers and gates on this side.
     from inferfleet.deploy.actions import retire_actions, service_actions
-    from inferfleet.deploy.desired import desired_state
     from inferfleet.deploy.gates import gates_for
     from inferfleet.render.facts import HostFacts
+    from inferfleet.render.pipeline import service_launch
 
     fleet = side.head.fleet
     root = _tree_at_head(side)
@@ -209,7 +209,7 @@ def _actions_here(
             continue
         assert report.facts is not None
         facts = HostFacts(**report.facts)
-        desired = desired_state(fleet, root, item.service, facts)
+        desired = service_launch(fleet, root, item.service, facts)
         gates = gates_for(desired, fleet, root, facts)
         found += service_actions(desired, state, gates, side.revision)
     return found

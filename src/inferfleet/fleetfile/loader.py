@@ -43,6 +43,20 @@ class LoadedFleet:
     def root(self) -> Path:
         return self.path.parent
 
+    @property
+    def repo_subdir(self) -> str:
+        """The fleet file's folder relative to the git repository holding it.
+
+        Hosts check out the repository at ``checkout``; the fleet file's
+        folder there is ``checkout/<repo_subdir>``. Empty at the repository's
+        root, or outside any repository.
+        """
+        root = self.root.resolve()
+        for parent in (root, *root.parents):
+            if (parent / ".git").exists():
+                return "" if parent == root else root.relative_to(parent).as_posix()
+        return ""
+
 
 def load_fleet(path: Path) -> LoadedFleet:
     """Read, parse, validate and cross-check a fleet file."""

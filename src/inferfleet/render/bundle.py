@@ -121,7 +121,7 @@ def render_fleet(
             f"no service named {only!r} in {loaded.path}",
             hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
         )
-    host_facts = facts_for(fleet, facts)
+    host_facts = facts_for(fleet, facts, fleet_subdir=loaded.repo_subdir)
     names = [only] if only is not None else list(fleet.services)
     found: list[Artifact] = []
     for name in names:

@@ -30,6 +30,9 @@ class HostFacts:
     cache_dir: str  # the host's inferfleet cache: runtimes, models, container caches
     podman: str = "/usr/bin/podman"
     mkdir: str = "/usr/bin/mkdir"
+    # The fleet file's folder on the host. Paths in the fleet file (templates,
+    # settings, manifests) are relative to it, everywhere (render, check, apply).
+    fleet_dir: str = ""
 
     def expand(self, path: str) -> str:
         """``~/x`` -> ``<home>/x``: units need absolute paths."""
@@ -44,16 +47,21 @@ class HostFacts:
         return SYSTEM_CONFIG_DIR if scope == "system" else f"{self.home}/.config/inferfleet"
 
 
-def default_facts(host: Host) -> HostFacts:
+def default_facts(host: Host, fleet_subdir: str = "") -> HostFacts:
+    """Facts derived from the fleet file alone; ``fleet_subdir`` is the fleet file's
+    folder relative to the repository root (the host's ``checkout``)."""
     user = host.ssh.user or DEFAULT_USER
     home = "/root" if user == "root" else f"/home/{user}"
-    return HostFacts(user=user, home=home, cache_dir=f"{home}/.cache/inferfleet")
+    facts = HostFacts(user=user, home=home, cache_dir=f"{home}/.cache/inferfleet")
+    checkout = facts.expand(host.checkout).rstrip("/")
+    fleet_dir = f"{checkout}/{fleet_subdir.strip('/')}" if fleet_subdir.strip("/") else checkout
+    return replace(facts, fleet_dir=fleet_dir)
 
 
-_FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir"}
+_FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir", "fleet_dir"}
 
 
-def load_facts(path: Path, fleet: Fleet) -> dict[str, HostFacts]:
+def load_facts(path: Path, fleet: Fleet, fleet_subdir: str = "") -> dict[str, HostFacts]:
     """Per-host overrides from a YAML file: ``{host: {user, home, cache_dir}}``."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -63,7 +71,7 @@ def load_facts(path: Path, fleet: Fleet) -> dict[str, HostFacts]:
         raise SpecError(f"host facts are not valid YAML: {exc}", path=path) from None
     if not isinstance(data, dict):
         raise SpecError("host facts must map host names to facts", path=path)
-    facts = facts_for(fleet)
+    facts = facts_for(fleet, fleet_subdir=fleet_subdir)
     for name, values in data.items():
         if name not in fleet.hosts:
             raise SpecError(
@@ -81,9 +89,9 @@ def load_facts(path: Path, fleet: Fleet) -> dict[str, HostFacts]:
 
 
 def facts_for(
-    fleet: Fleet, overrides: Mapping[str, HostFacts] | None = None
+    fleet: Fleet, overrides: Mapping[str, HostFacts] | None = None, *, fleet_subdir: str = ""
 ) -> dict[str, HostFacts]:
-    facts = {name: default_facts(host) for name, host in fleet.hosts.items()}
+    facts = {name: default_facts(host, fleet_subdir) for name, host in fleet.hosts.items()}
     facts.update(overrides or {})
     return facts
 
@@ -125,9 +133,13 @@ def runtime_binary(runtime: Runtime, facts: HostFacts) -> str:
     raise SpecError("a container runtime has no binary on the host")
 
 
-def checkout_path(host: Host, facts: HostFacts, relative: str) -> str:
-    """A file of this fleet repository, in the host's checkout."""
-    return f"{facts.expand(host.checkout).rstrip('/')}/{relative}"
+def fleet_relative(facts: HostFacts, relative: str) -> str:
+    """A path the fleet file names, on the host: relative to the fleet file's folder."""
+    if relative.startswith(("/", "~")):
+        return facts.expand(relative)
+    base = facts.fleet_dir.rstrip("/")
+    clean = relative[2:] if relative.startswith("./") else relative
+    return f"{base}/{clean}" if base else clean
 
 
 def container_cache(service_name: str, service: Service, facts: HostFacts) -> str:

@@ -97,7 +97,7 @@ def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Reso
         else f"{paths.model_dir(fleet, service.model, facts)}/{service.mmproj}",
         chat_template_path=None
         if service.chat_template_file is None
-        else paths.checkout_path(host, facts, service.chat_template_file),
+        else paths.fleet_relative(facts, service.chat_template_file),
     )
     return Resolved(
         name, service, service.host, host, facts, runtime, kind, None, kind.argv(launch)
@@ -130,7 +130,7 @@ def _llm_container(
         draft_path = mount_model(spec.draft_model)
     template_path = None
     if service.chat_template_file is not None:
-        source = paths.checkout_path(host, facts, service.chat_template_file)
+        source = paths.fleet_relative(facts, service.chat_template_file)
         mounts.append(Mount(source, TEMPLATE_MOUNT, True))
         template_path = TEMPLATE_MOUNT
     mounts.append(Mount(paths.container_cache(name, service, facts), CACHE_MOUNT, False))

@@ -18,7 +18,6 @@ The argv is a list, never a shell string. Lessons encoded here:
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from inferfleet.fleetfile.fleet import Host, Service, Speculative
 from inferfleet.runtimes.base import (
@@ -232,46 +231,3 @@ def _unresolved(launch: Launch, field: str, what: str) -> AdapterError:
         f"service {launch.service_name!r} sets {field} but {what} was not resolved",
         hint="render the service through inferfleet.render, which resolves every path",
     )
-
-
-def serve_argv(
-    service_name: str,
-    service: Service,
-    host: Host,
-    binary: Path,
-    model_path: Path,
-    *,
-    draft_model_path: Path | None = None,
-    chat_template_path: Path | None = None,
-) -> list[str]:
-    """argv for a server on this machine (the process backend).
-
-    The projector is a file of the service's own model, so it sits next to
-    ``model_path``; the drafter and the template file are passed in.
-    """
-    launch = Launch(
-        service_name=service_name,
-        service=service,
-        host=host,
-        program=[str(binary)],
-        model_path=str(model_path),
-        listen_host=service.bind,
-        listen_port=service.port,
-        draft_model_path=None if draft_model_path is None else str(draft_model_path),
-        mmproj_path=None if service.mmproj is None else str(model_path.parent / service.mmproj),
-        chat_template_path=None if chat_template_path is None else str(chat_template_path),
-    )
-    return argv(launch)
-
-
-def environment(service: Service, base: dict[str, str]) -> dict[str, str]:
-    """The server's environment: the caller's, minus stray LLAMA_ARG_* overrides.
-
-    llama-server reads every flag also from ``LLAMA_ARG_*`` variables; one
-    left in an operator's shell would silently change a served config, so
-    only the fleet file's own tunables get through.
-    """
-    env = {k: v for k, v in base.items() if not k.startswith("LLAMA_ARG_")}
-    env.update(service.runtime_env)
-    env.update(service.env)
-    return env

@@ -24,6 +24,14 @@ class RuntimeTraits:
     cache_env: Mapping[str, str]  # compile/download caches on the /cache mount (L-37)
     cache_types: frozenset[str]  # KV cache types it takes
     asymmetric_kv: bool  # K and V cache types may differ (L-21)
+    # Inherited environment variables the server would read as flags; a
+    # process-backend launch drops them so only the fleet file configures it.
+    stray_env_prefixes: tuple[str, ...] = ()
+    # Serves GGUF files: their header facts (windows, tensor types, templates,
+    # nextn layers) apply, and so do the GGUF-level flags (overrides, drafters).
+    gguf: bool = False
+    slots_endpoint: bool = False  # per-slot state at /slots
+    pinned_build: bool = False  # `runtime install` builds it from a pinned source (L-42)
 
 
 _TRAITS = {
@@ -37,6 +45,10 @@ _TRAITS = {
         cache_env={"XDG_CACHE_HOME": "/cache/xdg"},
         cache_types=llamacpp.CACHE_TYPES,
         asymmetric_kv=True,
+        stray_env_prefixes=("LLAMA_ARG_",),
+        gguf=True,
+        slots_endpoint=True,
+        pinned_build=True,
     ),
     "vllm": RuntimeTraits(
         kind="vllm",

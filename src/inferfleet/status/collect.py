@@ -19,7 +19,6 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
-from inferfleet.deploy import local
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import http
@@ -205,11 +204,8 @@ class Collector:
             )
 
     def _local(self, name: str) -> Local:
-        service = self.loaded.fleet.services[name]
         try:
-            if service.backend == "process":
-                return Local.of_status(local.status(self.loaded, name))
-            return Local.of_unit(self.loaded, name)
+            return Local.of_state(self.loaded, name)
         except FleetError as exc:
             # A corrupt record or an unreadable unit is this row's problem, not the table's.
             return Local("unknown", detail=f"cannot read its state here: {exc.render()}")

@@ -17,8 +17,8 @@ import psutil
 
 from inferfleet import paths
 from inferfleet.deploy.facts import host_facts, service_state
-from inferfleet.deploy.local import ServiceStatus
 from inferfleet.deploy.markers import MarkerStore
+from inferfleet.deploy.state import STOPPED
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.runtimes.registry import traits
@@ -32,46 +32,47 @@ from inferfleet.status.revisions import HostView
 class Local:
     """What this machine knows of one of its own services, beyond its HTTP answers."""
 
-    state: str | None  # decided here already; None: decide from the pid and the answers
+    state: str  # decided once, by inferfleet.deploy.state.decide (or "unknown")
     pid: int | None = None
     pid_source: str | None = None
     uptime_s: float | None = None
     runtime_version: str | None = None
     detail: str = ""
-    own_answer: bool = False  # its own process answered the health check (L-33)
 
     @classmethod
-    def of_status(cls, status: ServiceStatus) -> Local:
-        """The process backend's view (record, pid, port ownership)."""
-        return cls(
-            status.state,
-            status.pid,
-            "record" if status.pid is not None else None,
-            status.uptime_s,
-            status.runtime_version or None,
-            status.detail,
-            status.state == "healthy",
-        )
-
-    @classmethod
-    def of_unit(cls, loaded: LoadedFleet, name: str) -> Local:
-        """A systemd or Quadlet service of this machine: its unit's MainPID."""
+    def of_state(cls, loaded: LoadedFleet, name: str) -> Local:
+        """A service of this machine, any backend: the one decided state (deploy.state)."""
         service = loaded.fleet.services[name]
         state_dir = paths.state_dir(loaded.fleet.hosts[service.host])
         try:
             marker = MarkerStore(state_dir).read(name)
         except FleetError:
             marker = None
-        state = service_state(name, host_facts(), state_dir, marker)
-        if state.pid is None:
-            detail = "its unit is not running" if marker is not None else "not deployed here"
-            return cls("down" if marker is not None else "stopped", detail=detail)
+        state = service_state(
+            name,
+            host_facts(loaded.root),
+            state_dir,
+            marker,
+            endpoint=(service.bind, service.port, service.health.path),
+        )
+        name_of_state = state.state
+        detail = state.detail
+        if state.state == STOPPED and marker is not None and service.backend != "process":
+            name_of_state, detail = "down", "deployed here, but its unit is not running"
+        elif state.state == STOPPED:
+            detail = "not running"
+        uptime = (
+            round(time.time() - state.started_at, 1)
+            if state.started_at is not None
+            else (_uptime(state.pid) if state.pid is not None else None)
+        )
         return cls(
-            None,
+            name_of_state,
             state.pid,
-            "MainPID" if state.units else "record",
-            _uptime(state.pid),
-            own_answer=state.healthy,
+            None if state.pid is None else ("record" if state.process_spec else "MainPID"),
+            uptime,
+            state.runtime_version or None,
+            detail,
         )
 
 
@@ -101,11 +102,7 @@ def decide(
 ) -> tuple[str, str]:
     """A service's state and the one-line reason for it."""
     if mine is not None:
-        if mine.state is not None:
-            return mine.state, mine.detail
-        if mine.own_answer:
-            return "healthy", ""
-        return _answered_by_other(reading, mine.pid)
+        return mine.state, mine.detail
     if unreachable:
         return "unreachable", "no answer over HTTP" + (f"; {view.error}" if view.error else "")
     state = view.states.get(name) if view.error is None else None
@@ -115,6 +112,9 @@ def decide(
         return reading.health, reading.detail
     if state.healthy:
         return "healthy", ""
+    if state.state not in {"stopped", "healthy"} and state.detail:
+        # Decided on the host, from facts only it can read (deploy.state.decide).
+        return state.state, state.detail
     if state.pid is None:
         if reading.health == "healthy":
             return "foreign", "answered, but no process of this service runs on the host (L-33)"
@@ -164,7 +164,11 @@ def service_row(
     ctx = live.ctx_per_slot if live is not None else reading.info.ctx_per_slot
     slots = live.total if live is not None else reading.info.slots
     busy = live.busy if live is not None else None
-    if busy is None and processing is not None and runtime != "llama.cpp":
+    if (
+        busy is None
+        and processing is not None
+        and not (names and runtime and traits(runtime).slots_endpoint)
+    ):
         busy = int(processing)  # vLLM and SGLang have no /slots; running requests fill slots
     if ctx is not None and service.ctx_per_slot is not None and ctx != service.ctx_per_slot:
         notes.append(
@@ -208,7 +212,7 @@ def links(url: str, kind: str, runtime: str | None, health: str, metrics: bool) 
     if kind == "llm":
         found["api"] = url + "/v1"
         found["models"] = url + "/v1/models"
-    if runtime == "llama.cpp":
+    if runtime is not None and traits(runtime).slots_endpoint:
         found["slots"] = url + "/slots"
     if metrics:
         found["metrics"] = url + "/metrics"

@@ -17,8 +17,10 @@ SCHEMA = "inferfleet.status/v2"
 # model loads (L-34); down: nothing answers on a reachable host; stopped: a
 # service of this machine that is not running and was never asked to; foreign:
 # something else answers on its port (L-33); stale: its record points at a dead
-# or reused pid; unreachable: neither ssh nor HTTP reaches its host; unknown:
-# this machine could not read its own record of it.
+# or reused pid; crash-looping: its unit keeps restarting; unreachable: neither
+# ssh nor HTTP reaches its host; unknown: this machine could not read its own
+# record of it. The service states themselves are decided in one place,
+# inferfleet.deploy.state.decide; this adds what only a remote view has.
 STATES = (
     "healthy",
     "loading",
@@ -27,6 +29,7 @@ STATES = (
     "stopped",
     "foreign",
     "stale",
+    "crash-looping",
     "unreachable",
     "unknown",
 )

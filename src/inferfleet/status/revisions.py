@@ -16,9 +16,9 @@ from pathlib import Path
 import inferfleet
 from inferfleet import paths
 from inferfleet.deploy import planner
-from inferfleet.deploy.facts import ServiceState
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.rollout import Fleetside, read_report
+from inferfleet.deploy.state import ServiceState
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.fleetfile.loader import LoadedFleet

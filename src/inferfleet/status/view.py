@@ -17,6 +17,7 @@ STATE_STYLE = {
     "down": "red",
     "foreign": "red",
     "stale": "red",
+    "crash-looping": "red",
     "unreachable": "red",
     "stopped": "dim",
 }

@@ -1,26 +1,36 @@
-"""What should run for a service on its host: argv, installed files and a spec digest.
+"""The one launch pipeline: a service becomes what runs for it on its host.
+
+``service_launch`` is the only place that turns a service into its launch:
+the server argv, the environment it gets, the unit / Quadlet / env files
+installed for it, the model files it needs, and one digest over all of it.
+``up``, ``apply``, ``show``, ``render``, ``rollback`` and the bench arms all
+take their launch from here, so two verbs can never disagree about whether
+a running service is the one the fleet file asks for.
 
 A pure function of the fleet (at the revision being applied) and the host's
-facts. The unit and Quadlet texts come from the renderer (``inferfleet
-render`` writes the same bytes); the process backend runs the rendered argv.
-The spec digest names all of it, so an apply can tell a service that already
-runs exactly this from one that must be restarted.
+facts: ``render`` writes the same bytes that ``apply`` installs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
+from inferfleet.models import artifacts
 from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
+from inferfleet.runtimes.registry import traits
 
 UNIT_KINDS = {"systemd", "quadlet"}
+# The version of the digest's definition: a record written under another one
+# is restarted once rather than compared field by field.
+DIGEST_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -35,16 +45,28 @@ class InstallFile:
 
 
 @dataclass(frozen=True)
-class Desired:
+class ModelFileRef:
+    """A declared model file the launch depends on (part of the digest)."""
+
+    model: str
+    path: str
+    size: int
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class ServiceLaunch:
     name: str
     host: str
     service: Service
     unit: str  # inferfleet-NAME: the unit, the container and the Quadlet file's name
-    argv: list[str]  # what the process backend runs (empty for container services)
-    env: dict[str, str]  # tunables and runtime variables the process gets
+    argv: list[str]  # the server's argv (process: what is spawned; container: what runs in it)
+    env: dict[str, str]  # the fleet's tunables and runtime variables for the process
     files: list[InstallFile] = field(default_factory=list)  # systemd / quadlet backends
     models: list[str] = field(default_factory=list)  # model names whose files are gated
+    model_files: list[ModelFileRef] = field(default_factory=list)
     image: str | None = None
+    stray_env_prefixes: tuple[str, ...] = ()  # inherited variables the server must not see
 
     @property
     def backend(self) -> str:
@@ -65,17 +87,32 @@ class Desired:
 
     @property
     def spec(self) -> str:
-        """Digest of everything that defines the running service."""
+        """The one digest of everything that defines the running service."""
         data = {
+            "version": DIGEST_VERSION,
             "argv": self.argv,
             "env": self.env,
             "files": sorted((f.path, f.sha256) for f in self.files),
+            "models": sorted((m.model, m.path, m.size, m.sha256 or "") for m in self.model_files),
             "health": self.service.health.path,
         }
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
+    def process_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The environment a process-backend server starts with.
 
-def desired_state(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Desired:
+        The caller's environment minus variables the runtime would read as
+        flags (llama-server takes every flag from ``LLAMA_ARG_*``: one left in an
+        operator's shell would silently change a served config), plus the
+        fleet's own tunables.
+        """
+        env = {k: v for k, v in base.items() if not k.startswith(self.stray_env_prefixes)}
+        env.update(self.env)
+        return env
+
+
+def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> ServiceLaunch:
+    """The launch of service ``name``; ``root`` is the fleet file's folder here."""
     service = fleet.services[name]
     if service.backend == "process":
         _process_only_llm(name, service, fleet)
@@ -83,22 +120,31 @@ def desired_state(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Desi
     models = [m for m in (service.model,) if m is not None]
     if service.speculative is not None and service.speculative.draft_model is not None:
         models.append(service.speculative.draft_model)
+    model_files = [
+        ModelFileRef(m, f.path, f.size, f.sha256)
+        for m in models
+        for f in artifacts.declared_files(fleet.models[m], root)
+    ]
     files: list[InstallFile] = []
     if service.backend in UNIT_KINDS:
         for artifact in service_artifacts(resolved):
             if artifact.install is not None:
                 files.append(InstallFile(artifact.install, artifact.content, artifact.kind))
-    env = {**service.runtime_env, **service.env}
-    return Desired(
+    process = service.backend == "process"
+    runtime = fleet.runtimes.get(service.runtime or "")
+    stray = () if runtime is None else traits(runtime.kind).stray_env_prefixes
+    return ServiceLaunch(
         name=name,
         host=service.host,
         service=service,
         unit=unit_name(name),
-        argv=list(resolved.argv) if service.backend == "process" else [],
-        env=env if service.backend == "process" else {},
+        argv=list(resolved.argv),
+        env={**service.runtime_env, **service.env} if process else {},
         files=files,
         models=models,
+        model_files=model_files,
         image=resolved.image,
+        stray_env_prefixes=stray,
     )
 
 
