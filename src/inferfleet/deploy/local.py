@@ -256,5 +256,13 @@ def _host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[Host
 
 
 def down(loaded: LoadedFleet, name: str, *, grace: float = 10.0) -> StopResult:
+    """Stop a process-backend service by its recorded pid, and forget its marker.
+
+    A marker says which revision a service *runs* (L-41); once it is stopped
+    here, the next ``up`` or ``apply`` must see it as not deployed and start it.
+    """
     service = loaded.fleet.services[name]
-    return backend_for(loaded, service).stop(name, grace=grace)
+    result = backend_for(loaded, service).stop(name, grace=grace)
+    if result.outcome != "not-running":
+        MarkerStore(paths.state_dir(loaded.fleet.hosts[service.host])).remove(name)
+    return result
