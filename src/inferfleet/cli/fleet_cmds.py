@@ -10,12 +10,13 @@ from typing import Any
 
 import typer
 
+from inferfleet.artifacts.locate import main_path, model_dir
+from inferfleet.artifacts.manifest import declared_files
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.fleetfile.quantities import format_duration, format_size
 from inferfleet.install import llamacpp_build
-from inferfleet.models import artifacts
 from inferfleet.output import Output, esc
 from inferfleet.runtimes import llamacpp, pinned
 
@@ -158,14 +159,12 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
             binary = llamacpp_build.server_binary(runtime)
             if binary is None:
                 binary = (
-                    llamacpp_build.install_dir(runtime.source)
-                    / "bin"
-                    / pinned.SERVER_BINARY
+                    llamacpp_build.install_dir(runtime.source) / "bin" / pinned.SERVER_BINARY
                     if runtime.source is not None
                     else Path(runtime.binary or "llama-server")
                 )
-            files = artifacts.declared_files(model, loaded.root)
-            main = artifacts.model_dir(svc.model, model) / artifacts.main_file(model, files)
+            files = declared_files(model, loaded.root)
+            main = main_path(svc.model, model, loaded.root) or model_dir(svc.model, model)
             host = fleet.hosts[svc.host]
             data["argv"] = llamacpp.serve_argv(name, svc, host, binary, main)
             data["model_bytes"] = sum(f.size for f in files)

@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from inferfleet import paths
+from inferfleet.artifacts import compat as artifacts
 from inferfleet.backends import health as gate
 from inferfleet.backends.ports import owned_by
 from inferfleet.backends.process import ProcessBackend, StopResult, alive
@@ -27,7 +28,6 @@ from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import llamacpp_build
 from inferfleet.io import http
-from inferfleet.models import artifacts
 from inferfleet.probe.minimal import Check, run_minimal
 from inferfleet.runtimes import llamacpp
 
