@@ -75,8 +75,19 @@ class Record:
         with self._lock:
             return {rel: dict(entry) for rel, entry in self._data.items()}
 
-    def put(self, rel: str, st: os.stat_result, *, sha256: str | None, gitsha1: str | None) -> None:
-        """Remember that ``rel`` (with this stat) has these hashes; call only after they matched."""
+    def put(
+        self,
+        rel: str,
+        st: os.stat_result,
+        *,
+        sha256: str | None,
+        gitsha1: str | None,
+        save: bool = True,
+    ) -> None:
+        """Remember that ``rel`` (with this stat) has these hashes; call only after they matched.
+
+        ``save=False`` leaves the write to a later :meth:`save` (one write for many files).
+        """
         entry: Entry = {"stat": stat_key(st)}
         if sha256 is not None:
             entry["sha256"] = sha256
@@ -84,12 +95,20 @@ class Record:
             entry["gitsha1"] = gitsha1
         with self._lock:
             self._data[rel] = entry
-            self._save()
-
-    def forget(self, rel: str) -> None:
-        with self._lock:
-            if self._data.pop(rel, None) is not None:
+            if save:
                 self._save()
+
+    def forget(self, rel: str, *, save: bool = True) -> bool:
+        """Drop ``rel``'s entry; whether there was one."""
+        with self._lock:
+            known = self._data.pop(rel, None) is not None
+            if known and save:
+                self._save()
+        return known
+
+    def save(self) -> None:
+        with self._lock:
+            self._save()
 
     def _save(self) -> None:
         text = json.dumps(self._data, indent=1, sort_keys=True) + "\n"

@@ -144,14 +144,13 @@ def verify_files(
     """
     record = Record(folder)
     results, to_hash = _by_stat(folder, entries, record, full)
+    changed = False
     if to_hash and not (fail_fast and any(not c.ok for c in results)):
         if on_start is not None:
             on_start(sum(item.entry.size for item in to_hash), len(to_hash))
         progress = _serialised(on_bytes)
         workers = max(1, min(jobs or os.cpu_count() or 1, len(to_hash)))
-        with ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="inferfleet-verify"
-        ) as pool:
+        with ThreadPoolExecutor(workers, thread_name_prefix="inferfleet-verify") as pool:
             hashed = list(pool.map(lambda item: _hash_one(folder, item, progress), to_hash))
         for item, (checked, digest) in zip(to_hash, hashed, strict=True):
             results.append(checked)
@@ -161,10 +160,15 @@ def verify_files(
                     item.st,
                     sha256=digest if item.kind == "sha256" else None,
                     gitsha1=digest if item.kind == "gitsha1" else None,
+                    save=False,
                 )
+                changed = True
     for checked in results:
-        if not checked.ok:
-            record.forget(checked.path)  # never leave an entry for bytes that did not match
+        # Never keep an entry for bytes that did not match.
+        if not checked.ok and record.forget(checked.path, save=False):
+            changed = True
+    if changed:
+        record.save()  # one write for every file hashed or forgotten
     return sorted(results, key=lambda c: c.path)
 
 

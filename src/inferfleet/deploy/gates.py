@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.artifacts.manifest import declared_files
-from inferfleet.artifacts.verify import Checked, OnBytes, OnStart, gate
+from inferfleet.artifacts.verify import Checked, gate
 from inferfleet.backends import quadlet
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
@@ -107,17 +107,12 @@ def run_gate(gate: Gate, desired: Desired, fleet: Fleet, root: Path, facts: Host
         )
 
 
-def check_model(
-    name: str,
-    fleet: Fleet,
-    root: Path,
-    where: str,
-    *,
-    on_bytes: OnBytes | None = None,
-    on_start: OnStart | None = None,
-) -> list[Checked]:
-    """The verify gate for one model of the fleet (ArtifactError: nothing was stopped)."""
-    return gate(name, fleet.models[name], root, where=where, on_bytes=on_bytes, on_start=on_start)
+def check_model(name: str, fleet: Fleet, root: Path, where: str) -> list[Checked]:
+    """The verify gate for one model of the fleet (ArtifactError: nothing was stopped).
+
+    Callers that show hashing progress call :func:`inferfleet.artifacts.verify.gate`.
+    """
+    return gate(name, fleet.models[name], root, where=where)
 
 
 def check_devices(desired: Desired, fleet: Fleet, where: str) -> None:
