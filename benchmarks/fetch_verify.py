@@ -96,8 +96,8 @@ def cpu_seconds(who: int) -> float:
 
 def fetch_inferfleet(endpoint: str, folder: Path, jobs: int) -> float:
     from inferfleet.hub.fetch import FetchJob, fetch
+    from inferfleet.hub.fetch_plan import split_entries
     from inferfleet.hub.manifest import build_manifest
-    from inferfleet.models.fetch_plan import split_entries
 
     manifest = build_manifest(
         endpoint=endpoint, repo=REPO_ID, revision="main", includes=[], token=None
@@ -131,8 +131,8 @@ def verify_inferfleet(folder: Path, names: list[str], jobs: int) -> float:
     sys.path.insert(0, str(TESTS_HUB))
     from hub_repos import MODEL_SHA256, MODEL_SIZE
 
-    from inferfleet.hub.manifest import ManifestEntry
-    from inferfleet.models.parallel_verify import verify_files
+    from inferfleet.artifacts.manifest import ManifestEntry
+    from inferfleet.artifacts.verify import verify_files
 
     entries = [ManifestEntry(n, MODEL_SIZE, "sha256", MODEL_SHA256) for n in names]
     began = time.perf_counter()

@@ -29,9 +29,6 @@ from deploy_hosts import Lab
 from deploy_repo import FleetRepo
 from inferfleet_entry import ensure_registered
 
-from inferfleet.fleetfile.fleet import ModelFile
-from inferfleet.models import artifacts
-
 HERE = Path(__file__).resolve().parent
 ENTRY = HERE / "inferfleet_entry.py"
 FAKE_PORT = 8080
@@ -104,12 +101,11 @@ def fake_runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A small model file, verified once (the record the deploy gate trusts)."""
+    """A small model file; the first deploy gate hashes it once and records it."""
     folder = tmp_path_factory.mktemp("tiny-model")
     data = b"GGUF" + bytes(range(256)) * 16
     (folder / "tiny.gguf").write_bytes(data)
     entry = {"path": "tiny.gguf", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    artifacts.verify(folder, [ModelFile(**entry)])
     return {"source": {"path": str(folder)}, "files": [entry]}
 
 

@@ -91,33 +91,46 @@ def test_a_failing_gate_leaves_the_running_service_alone(
     local_repo.commit("tiny: wrong size")
     failed = apply(cli, local_repo)
     assert failed.code == 1
-    assert f"has {entry['size'] - 1:,} bytes, the fleet declares {entry['size']:,}" in (
-        failed.stderr
-    )
+    assert f"{entry['size'] - 1:,} bytes on disk, {entry['size']:,} declared" in failed.stderr
     assert "(L-08)" in failed.stderr and "nothing was stopped" in failed.stderr
     assert local_repo.record("here", "a")["pid"] == pid  # type: ignore[index]
     assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
     assert local_repo.marker("here", "a") == marker
 
 
-def test_unverified_files_and_incomplete_splits_fail_their_gates(
-    cli, local_repo: FleetRepo, tmp_path: Path
+def test_unrecorded_files_are_hashed_once_wrong_ones_and_incomplete_splits_refused(
+    cli, local_repo: FleetRepo, tmp_path: Path, port: int
 ) -> None:
     folder = tmp_path / "fresh-model"
     folder.mkdir()
     data = b"GGUF-never-verified"
     (folder / "m.gguf").write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
     local_repo.data["models"]["tiny"] = {
         "source": {"path": str(folder)},
-        "files": [{"path": "m.gguf", "size": len(data),
-                   "sha256": hashlib.sha256(data).hexdigest()}],
+        "files": [{"path": "m.gguf", "size": len(data), "sha256": sha}],
     }  # fmt: skip
     local_repo.commit("a model nobody verified")
+    # No verification record: the gate hashes the file once, records it, and deploys.
+    result = apply(cli, local_repo)
+    assert result.code == 0, result.stderr
+    record = json.loads((folder / ".inferfleet-verified.json").read_text())
+    assert record["m.gguf"]["sha256"] == sha
+    marker = local_repo.marker("here", "a")
+    assert marker is not None
+    pid = local_repo.record("here", "a")["pid"]  # type: ignore[index]
+
+    # The fleet now declares other bytes: refused before anything is stopped (L-01).
+    local_repo.data["models"]["tiny"]["files"][0]["sha256"] = "0" * 64
+    local_repo.commit("tiny: another sha256")
     result = apply(cli, local_repo)
     assert result.code == 1
-    assert "m.gguf has not been verified against its sha256" in result.stderr
-    assert "inferfleet models verify tiny" in result.stderr
-    assert local_repo.marker("here", "a") is None
+    assert f"m.gguf: sha256 {sha} on disk, {'0' * 64} declared (L-01)" in result.stderr
+    assert "nothing was stopped" in result.stderr and "Traceback" not in result.stderr
+    assert local_repo.marker("here", "a") == marker
+    assert local_repo.record("here", "a")["pid"] == pid  # type: ignore[index]
+    assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+    assert "m.gguf" not in json.loads((folder / ".inferfleet-verified.json").read_text())
 
     parts = ["big-00001-of-00003.gguf", "big-00003-of-00003.gguf"]
     for name in parts:

@@ -16,10 +16,12 @@ import psutil
 import pytest
 from deploy_hosts import Lab
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.materialise import materialise
+from inferfleet.artifacts.verify import gate
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import llamacpp_build
-from inferfleet.models import artifacts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -33,9 +35,8 @@ def real_parts() -> dict[str, Any]:
     assert source is not None
     llamacpp_build.install(source)
     model = fleet.models["gemma3-270m"]
-    files = artifacts.declared_files(model, loaded.root)
-    folder = artifacts.materialise("gemma3-270m", model, files, lambda _t: None)
-    artifacts.verify(folder, files)
+    materialise("gemma3-270m", model, declared_files(model, loaded.root), lambda _t: None)
+    gate("gemma3-270m", model, loaded.root, where="the real parts")
     return {
         "runtimes": {"llama-cpp": fleet.runtimes["llama-cpp"].model_dump(exclude_none=True)},
         "models": {"gemma3-270m": model.model_dump(exclude_none=True, exclude_defaults=True)},

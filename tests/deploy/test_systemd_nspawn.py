@@ -23,9 +23,7 @@ from deploy_repo import FleetRepo, git
 from helpers import free_port
 from test_deploy_real import real_parts  # noqa: F401  (the session fixture)
 
-from inferfleet.fleetfile.fleet import ModelFile
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.models import artifacts
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.launch import resolve
 from inferfleet.render.systemd import service_unit
@@ -151,7 +149,6 @@ def test_a_crash_looping_unit_fails_its_gate_with_the_journal(
     (model_dir / "tiny.gguf").write_bytes(
         (Path(tiny_model["source"]["path"]) / "tiny.gguf").read_bytes()
     )
-    artifacts.verify(model_dir, [ModelFile(**f) for f in tiny_model["files"]])
     port = free_port()
     service = {"host": "sd", "runtime": "fake", "model": "tiny", "port": port,
                "ctx_per_slot": 512, "backend": "systemd", "health": {"timeout": "20s"},

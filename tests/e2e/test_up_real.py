@@ -104,8 +104,8 @@ def test_up_refuses_a_port_held_by_another_process(cli, local_fleet: Path, port:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("sha256", "0" * 64, "sha256 is a5fd3b62"),
-        ("size", 253113023, "size is 253,113,024 bytes, the fleet file declares 253,113,023"),
+        ("sha256", "0" * 64, "gemma-3-270m-q4_k_m.gguf: sha256 a5fd3b62"),
+        ("size", 253113023, "253,113,024 bytes on disk, 253,113,023 declared (L-08)"),
     ],
 )
 def test_up_refuses_a_model_that_does_not_match_the_fleet_file(
@@ -117,7 +117,7 @@ def test_up_refuses_a_model_that_does_not_match_the_fleet_file(
     result = cli("up", str(local_fleet))
     assert result.code == 1
     err = " ".join(result.stderr.split())
-    assert message in err and "nothing was started" in err
+    assert message in err and "nothing was stopped or started" in err
     assert no_process_on(port)
     st = status_doc(cli, local_fleet)
     assert st["state"] == "stopped"

@@ -13,13 +13,13 @@ from conftest import GOOD_TOKEN, SCOPED_TOKEN
 from hub_repos import SMALL_SIZE, small_repo
 from hubserver import Blob, HubServer, Repo, RepoFile
 
+from inferfleet.artifacts.record import Record
 from inferfleet.hub.auth import Token
 from inferfleet.hub.download import CHUNK, Retry
 from inferfleet.hub.errors import AuthError, FetchError, GatedRepoError, IntegrityError
 from inferfleet.hub.fetch import FetchJob, FetchReport, fetch
+from inferfleet.hub.fetch_plan import split_entries
 from inferfleet.hub.manifest import build_manifest
-from inferfleet.hub.verified import Record
-from inferfleet.models.fetch_plan import split_entries
 
 FAST = Retry(attempts=4, base=0.01, cap=0.05)
 MODEL = "model-small.gguf"

@@ -27,8 +27,9 @@ from hub_repos import (
 )
 from hubserver import Blob, HubServer, Repo
 
+from inferfleet.artifacts.locate import main_file
+from inferfleet.artifacts.manifest import declared_files
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.models import artifacts
 
 Cli = Callable[..., Any]
 
@@ -147,8 +148,8 @@ def test_split_gguf_parts_stay_parts_L04(
     assert keys == {"split.no": 0, "split.count": 3, "split.tensors.count": 236}
     loaded = load_fleet(fleet)
     model = loaded.fleet.models["m"]
-    main = artifacts.main_file(model, artifacts.declared_files(model, loaded.root))
-    assert main == parts[0] and main.endswith("-00001-of-00003.gguf")
+    main = main_file(model, declared_files(model, loaded.root))
+    assert main is not None and main == parts[0] and main.endswith("-00001-of-00003.gguf")
 
 
 def test_fragments_verified_then_concatenated_in_numeric_order_L05(

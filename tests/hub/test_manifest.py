@@ -21,10 +21,9 @@ from hub_repos import (
 )
 from hubserver import HubServer
 
+from inferfleet.artifacts.manifest import parse_manifest
 from inferfleet.hub import wire
-from inferfleet.hub.manifest import parse_manifest
 from inferfleet.io import http
-from inferfleet.models.artifacts import read_manifest
 
 Cli = Callable[..., Any]
 
@@ -52,12 +51,14 @@ def test_manifest_lists_sizes_hashes_and_kinds_sorted(
         f"{config.blob.size} gitsha1:{config.git_oid} config.json",
         f"{MODEL_SIZE} sha256:{MODEL_SHA256} {MODEL_NAME}",
     ]
-    # What artifacts.read_manifest (fleet files, `up`) reads is the same file set.
-    declared = {(f.path, f.size, f.sha256) for f in read_manifest(out)}
+    # The one parser (fleet files, `up`, `apply`, fetch) reads the same file set back.
+    parsed = parse_manifest(out)
+    assert (parsed.repo, parsed.revision, parsed.commit) == (repo.repo_id, "main", repo.commit)
+    declared = {(f.path, f.size, f.kind, f.sha256) for f in parsed.entries}
     assert declared == {
-        ("README.md", len(README), None),
-        ("config.json", config.blob.size, None),
-        (MODEL_NAME, MODEL_SIZE, MODEL_SHA256),
+        ("README.md", len(README), "gitsha1", None),
+        ("config.json", config.blob.size, "gitsha1", None),
+        (MODEL_NAME, MODEL_SIZE, "sha256", MODEL_SHA256),
     }
 
 

@@ -20,10 +20,10 @@ from conftest import GOOD_TOKEN, FleetMaker
 from hub_repos import MODEL_SIZE, small_repo, split_repo
 from hubserver import HubServer, Repo, git_blob_id
 
+from inferfleet.artifacts.manifest import parse_manifest
+from inferfleet.artifacts.record import RECORD_NAME
+from inferfleet.artifacts.verify import verify_files
 from inferfleet.hub.download import CHUNK
-from inferfleet.hub.manifest import parse_manifest
-from inferfleet.models.artifacts import VERIFY_RECORD
-from inferfleet.models.parallel_verify import verify_files
 
 pytestmark = pytest.mark.slow
 INFERFLEET = [sys.executable, "-m", "inferfleet"]  # the real entry point, as a child
@@ -89,7 +89,7 @@ def kernel_queued(ports: set[int]) -> int:
 
 def check_record(folder: Path, declared: dict[str, str], seen: dict[str, list[int]]) -> None:
     """Every file the record vouches for has exactly the declared bytes."""
-    path = folder / VERIFY_RECORD
+    path = folder / RECORD_NAME
     if not path.exists():
         return
     for name, entry in json.loads(path.read_text()).items():

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.materialise import materialise
 from inferfleet.checks.engine import run_checks
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import llamacpp_build
 from inferfleet.io import http
-from inferfleet.models import artifacts
 from inferfleet.render.facts import facts_for
 from inferfleet.render.launch import resolve
 from inferfleet.runtimes import llamacpp
@@ -35,7 +36,8 @@ def runtime_and_model() -> tuple[Path, Path]:
     assert source is not None
     record, _ = llamacpp_build.install(source)
     model = loaded.fleet.models["gemma3-270m"]
-    folder = artifacts.materialise("gemma3-270m", model, list(model.files), lambda _t: None)
+    files = declared_files(model, loaded.root)
+    folder = materialise("gemma3-270m", model, files, lambda _t: None)
     return Path(record.binary), folder
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from inferfleet.artifacts.locate import main_path
 from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
-from inferfleet.models import artifacts
 
 Severity = Literal["error", "warning"]
 
@@ -127,12 +127,11 @@ class CheckContext:
         """The model's main GGUF on this machine, or why there is none to read."""
         model = self.fleet.models[model_name]
         try:
-            files = artifacts.declared_files(model, self.root)
+            path = main_path(model_name, model, self.root)
         except SpecError as exc:
             return f"model {model_name!r}: {exc.message}"
-        if model.main is None and not any(f.path.endswith(".gguf") for f in files):
+        if path is None:
             return f"model {model_name!r} is not a GGUF (header rules read GGUF files)"
-        path = artifacts.model_dir(model_name, model) / artifacts.main_file(model, files)
         if not path.is_file():
             return f"model {model_name!r} is not on this machine (fetch it to run header rules)"
         return path

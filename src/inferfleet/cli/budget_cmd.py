@@ -17,6 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
+from inferfleet.artifacts.locate import main_file, model_dir
+from inferfleet.artifacts.manifest import declared_files
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
 from inferfleet.budget.memreport import BootReport
@@ -34,9 +36,8 @@ from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import HubSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import inspect
+from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.wire import resolve_url
-from inferfleet.models import artifacts
-from inferfleet.models.fetch_plan import endpoint
 from inferfleet.output import Output, esc
 from inferfleet.runtimes.registry import traits
 
@@ -65,9 +66,13 @@ def size(n: int | None) -> str:
 def model_location(loaded: LoadedFleet, name: str, *, remote: bool) -> str:
     """The model's main file here, or its Hub URL with ``--remote``."""
     model = loaded.fleet.models[name]
-    files = artifacts.declared_files(model, loaded.root)
-    main = artifacts.main_file(model, files)
-    path = artifacts.model_dir(name, model) / main
+    main = main_file(model, declared_files(model, loaded.root))
+    if main is None:
+        raise BudgetError(
+            f"budget reads the GGUF header of model {name!r}, and it has no .gguf file",
+            hint="set the model's `main:` to the GGUF file the server loads",
+        )
+    path = model_dir(name, model) / main
     if path.is_file():
         return str(path)
     source = model.source
@@ -93,10 +98,10 @@ def read_shape(loaded: LoadedFleet, name: str, *, remote: bool) -> ModelShape:
 def projector_size(loaded: LoadedFleet, name: str, mmproj: str) -> int:
     """The projector file's size: declared in the fleet, else by stat (L-08)."""
     model = loaded.fleet.models[name]
-    declared = {f.path: f.size for f in artifacts.declared_files(model, loaded.root)}
+    declared = {f.path: f.size for f in declared_files(model, loaded.root)}
     if mmproj in declared:
         return declared[mmproj]
-    path = artifacts.model_dir(name, model) / mmproj
+    path = model_dir(name, model) / mmproj
     try:
         return path.stat().st_size
     except OSError:

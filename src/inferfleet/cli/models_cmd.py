@@ -26,15 +26,16 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from inferfleet.artifacts.locate import model_dir, model_named
+from inferfleet.artifacts.verify import FilesRejected, gate
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.download import Retry
 from inferfleet.hub.fetch import FetchReport, fetch
+from inferfleet.hub.fetch_plan import endpoint, fetch_job, plan_model
 from inferfleet.hub.manifest import build_manifest, write_manifest
-from inferfleet.models.fetch_plan import endpoint, fetch_job, plan_model
-from inferfleet.models.parallel_verify import raise_for_problems, verify_files
 from inferfleet.output import Output, esc
 
 app = typer.Typer(
@@ -159,19 +160,37 @@ def verify_cmd(
     """Check the declared files: sizes by stat first, then hashes in parallel."""
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
-    plan = plan_model(loaded, name)
+    model = model_named(loaded, name)
+    folder = model_dir(name, model)
     progress = _bytes_progress(out, "hashing")
-    total = sum(e.size for e in plan.entries)
-    task = progress.add_task("hashing", total=total) if progress else None
+    task: TaskID | None = None
+
+    def on_start(total: int, _files: int) -> None:
+        nonlocal task
+        if progress is not None:
+            task = progress.add_task("hashing", total=total)
+            progress.start()
 
     def on_bytes(count: int) -> None:
         if progress is not None and task is not None:
             progress.advance(task, count)
 
-    if progress is not None:
-        progress.start()
+    # The deploy gate's code path, asked to report every problem, not the first.
+    failure: FilesRejected | None = None
     try:
-        results = verify_files(plan.folder, plan.entries, full=full, jobs=jobs, on_bytes=on_bytes)
+        results = gate(
+            name,
+            model,
+            loaded.root,
+            where=str(folder),
+            full=full,
+            report_all=True,
+            jobs=jobs,
+            on_bytes=on_bytes,
+            on_start=on_start,
+        )
+    except FilesRejected as exc:
+        failure, results = exc, exc.results
     finally:
         if progress is not None:
             progress.stop()
@@ -180,8 +199,8 @@ def verify_cmd(
             "inferfleet.models.verify/v1",
             {
                 "model": name,
-                "folder": str(plan.folder),
-                "ok": all(c.ok for c in results),
+                "folder": str(folder),
+                "ok": failure is None,
                 "files": [
                     {
                         "path": c.path,
@@ -199,8 +218,9 @@ def verify_cmd(
             [esc(c.path), format_size(c.size), _status(c.status), c.method, esc(c.detail)]
             for c in results
         ]
-        out.table(f"{esc(name)} in {esc(plan.folder)}", ["file", "size", "result", "how", ""], rows)
-    raise_for_problems(plan.folder, results)
+        out.table(f"{esc(name)} in {esc(folder)}", ["file", "size", "result", "how", ""], rows)
+    if failure is not None:
+        raise failure
     out.line(f"[green]ok[/green] {len(results)} declared file(s) verified")
 
 

@@ -1,33 +1,31 @@
 """Deploy gates: what must be true on the host before a service is touched.
 
 Every gate runs before the old service is stopped, so a failed gate leaves
-the running service as it was. Gates are cheap by design: model files are
-checked by ``stat`` (L-08) and by the verification record the fetch (or
-``inferfleet models verify``) wrote, never by hashing gigabytes inside a
-deploy; split GGUFs must be declared whole (L-04).
+the running service as it was. The model gate is the one verify gate of
+:mod:`inferfleet.artifacts.verify`: sizes by ``stat`` first (L-08), split
+GGUFs declared whole (L-04), and a file the verification record does not
+vouch for is hashed once and recorded; only a mismatch refuses.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.verify import Checked, gate
 from inferfleet.backends import quadlet
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.errors import GateError
-from inferfleet.errors import ArtifactError, PortInUseError, RuntimeInstallError
-from inferfleet.fleetfile.fleet import Fleet, ModelFile
-from inferfleet.hub.verified import Record
-from inferfleet.models import artifacts
+from inferfleet.errors import PortInUseError, RuntimeInstallError
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch
 
-_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$")
 PORT_WAIT_S = 15.0
 
 
@@ -42,13 +40,13 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
     service = desired.service
     found: list[Gate] = []
     for name in desired.models:
-        files = artifacts.declared_files(fleet.models[name], root)
+        files = declared_files(fleet.models[name], root)
         total = sum(f.size for f in files)
         found.append(
             Gate(
                 f"model:{name}",
-                f"model {name}: {len(files)} file(s), {total:,} bytes, by stat and the "
-                "verification record",
+                f"model {name}: {len(files)} file(s), {total:,} bytes, by stat, then sha256 "
+                "once where the verification record does not vouch",
             )
         )
     runtime = fleet.runtimes.get(service.runtime or "")
@@ -111,67 +109,12 @@ def run_gate(
         )
 
 
-def check_model(name: str, fleet: Fleet, root: Path, where: str) -> None:
-    """Every declared file present with its byte count (stat), splits whole, hashes recorded."""
-    model = fleet.models[name]
-    files = artifacts.declared_files(model, root)
-    folder = artifacts.model_dir(name, model)
-    check_shards(name, files, where)
-    record = Record(folder)
-    for entry in files:
-        path = folder / entry.path
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            raise ArtifactError(
-                f"model {name}: declared file {entry.path} is missing from {folder}",
-                where=where,
-                hint=f"fetch it on the host (inferfleet models fetch {name}); nothing was stopped",
-            ) from None
-        if st.st_size != entry.size:
-            raise ArtifactError(
-                f"model {name}: {path} has {st.st_size:,} bytes, the fleet declares "
-                f"{entry.size:,} (L-08)",
-                where=where,
-                hint=f"fetch it again (inferfleet models fetch {name}); nothing was stopped",
-            )
-        if entry.sha256 is not None and not record.vouches(
-            entry.path, st, sha256=entry.sha256, gitsha1=None
-        ):
-            raise ArtifactError(
-                f"model {name}: {entry.path} has not been verified against its sha256 since it "
-                "last changed",
-                where=where,
-                hint=f"verify it on the host once (inferfleet models verify {name}); deploys "
-                "never hash gigabytes themselves (L-08). Nothing was stopped",
-            )
+def check_model(name: str, fleet: Fleet, root: Path, where: str) -> list[Checked]:
+    """The verify gate for one model of the fleet (ArtifactError: nothing was stopped).
 
-
-def check_shards(name: str, files: list[ModelFile], where: str) -> None:
-    """A split GGUF must be declared with every part, 1..N (L-04)."""
-    splits: dict[str, tuple[int, set[int]]] = {}
-    for entry in files:
-        match = _SPLIT.match(entry.path)
-        if match is None:
-            continue
-        count, parts = splits.setdefault(match["stem"], (int(match["count"]), set()))
-        if int(match["count"]) != count:
-            raise GateError(
-                f"model {name}: parts of {match['stem']} disagree on the part count",
-                where=where,
-                hint="declare the parts of one split only",
-            )
-        parts.add(int(match["part"]))
-    for stem, (count, parts) in splits.items():
-        missing = sorted(set(range(1, count + 1)) - parts)
-        if missing:
-            raise GateError(
-                f"model {name}: split {stem} has {count} parts but {len(parts)} are declared "
-                f"(missing part {', '.join(str(m) for m in missing[:5])})",
-                where=where,
-                hint="declare every part (write the manifest with inferfleet models manifest); "
-                "the server loads part 1 and needs all of them",
-            )
+    Callers that show hashing progress call :func:`inferfleet.artifacts.verify.gate`.
+    """
+    return gate(name, fleet.models[name], root, where=where)
 
 
 def check_devices(desired: ServiceLaunch, fleet: Fleet, where: str) -> None:

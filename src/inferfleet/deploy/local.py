@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from inferfleet import paths
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.materialise import materialise
+from inferfleet.artifacts.verify import gate as verify_gate
 from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, StopResult
 from inferfleet.deploy import execute
@@ -34,7 +37,6 @@ from inferfleet.errors import ContractError, FleetError, RuntimeInstallError, Us
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import llamacpp_build
-from inferfleet.models import artifacts
 from inferfleet.probe.minimal import Check, run_minimal
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.runtimes.registry import traits
@@ -102,13 +104,32 @@ def prepare(loaded: LoadedFleet, name: str, hooks: Hooks) -> ServiceLaunch:
     launch = service_launch(fleet, loaded.root, name, host_facts(loaded.root))
     for model_name in launch.models:
         model = fleet.models[model_name]
-        files = artifacts.declared_files(model, loaded.root)
-        folder = artifacts.materialise(model_name, model, files, hooks.note)
-        total = sum(f.size for f in files)
-        on_bytes = None if hooks.hash_progress is None else hooks.hash_progress(total, len(files))
-        # Records what it hashed: the deploy gate that follows trusts the record (L-08).
-        artifacts.verify(folder, files, on_bytes=on_bytes)
+        materialise(model_name, model, declared_files(model, loaded.root), hooks.note)
+        _verify_with_progress(name, model_name, loaded, hooks)
     return launch
+
+
+def _verify_with_progress(service: str, model_name: str, loaded: LoadedFleet, hooks: Hooks) -> None:
+    """The same gate apply runs: files without a verification record are hashed once
+    (here, with a progress bar) and recorded; only a mismatch refuses (L-01, L-08)."""
+    bars: list[Callable[[int], None]] = []
+
+    def on_start(total: int, count: int) -> None:
+        if hooks.hash_progress is not None:
+            bars.append(hooks.hash_progress(total, count))
+
+    def on_bytes(done: int) -> None:
+        for advance in bars:
+            advance(done)
+
+    verify_gate(
+        model_name,
+        loaded.fleet.models[model_name],
+        loaded.root,
+        where=f"service {service}",
+        on_bytes=on_bytes,
+        on_start=on_start,
+    )
 
 
 def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, build: bool) -> str:

@@ -27,6 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferfleet.artifacts.digests import file_digests
+from inferfleet.artifacts.record import Record
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import Token
@@ -41,7 +43,6 @@ from inferfleet.hub.download import (
     partial_path,
 )
 from inferfleet.hub.errors import AuthError, FetchError, FetchFailures, IntegrityError, NoSpaceError
-from inferfleet.hub.verified import Record, file_digests
 from inferfleet.io import http
 
 MAX_JOBS = 32

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import yaml
 
+from inferfleet.artifacts.locate import main_file, model_dir_on
+from inferfleet.artifacts.manifest import declared_files
 from inferfleet.errors import SpecError
-from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
-from inferfleet.models import artifacts
+from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.runtimes.pinned import server_relpath
 
 DEFAULT_USER = "inferfleet"
@@ -100,22 +101,15 @@ def facts_for(
 
 
 def model_dir(fleet: Fleet, model_name: str, facts: HostFacts) -> str:
-    """The model's directory on the host (same rule as models.artifacts.model_dir)."""
+    """The model's directory on the host (the one rule of artifacts.locate)."""
     model = fleet.models[model_name]
-    if isinstance(model.source, PathSource):
-        return facts.expand(model.source.path)
-    if model.dir is not None:
-        return facts.expand(model.dir)
-    return f"{facts.cache_dir}/models/{model_name}"
+    return model_dir_on(model_name, model, home=facts.home, cache_dir=facts.cache_dir)
 
 
 def model_main(fleet: Fleet, fleet_root: Path, model_name: str) -> str | None:
     """The file a GGUF loader opens (part 1 of a split, L-04); None for a directory model."""
     model = fleet.models[model_name]
-    files = artifacts.declared_files(model, fleet_root)
-    if model.main is None and not any(f.path.endswith(".gguf") for f in files):
-        return None  # safetensors: the server loads the directory
-    return artifacts.main_file(model, files)
+    return main_file(model, declared_files(model, fleet_root))
 
 
 def model_path(fleet: Fleet, fleet_root: Path, model_name: str, facts: HostFacts) -> str:

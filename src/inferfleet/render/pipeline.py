@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferfleet.artifacts.manifest import declared_files
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
-from inferfleet.models import artifacts
 from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
@@ -123,7 +123,7 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
     model_files = [
         ModelFileRef(m, f.path, f.size, f.sha256)
         for m in models
-        for f in artifacts.declared_files(fleet.models[m], root)
+        for f in declared_files(fleet.models[m], root)
     ]
     files: list[InstallFile] = []
     if service.backend in UNIT_KINDS:

@@ -1,4 +1,4 @@
-"""Glue between a fleet file's model and the hub package: what to fetch, from where.
+"""A fleet file's model as a fetch job: what to download, from where.
 
 A model's declared files (L-09) are its manifest's lines, or its inline
 ``files:``. From them come the files to download (LFS ``sha256``, non-LFS
@@ -14,17 +14,24 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferfleet.artifacts.locate import model_dir, model_named
+from inferfleet.artifacts.manifest import (
+    COMMIT_RE,
+    ManifestEntry,
+    declared_files,
+    fragment_sets,
+    manifest_path,
+    parse_manifest,
+)
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import HubSource, Model
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.auth import Token
 from inferfleet.hub.download import Target
 from inferfleet.hub.fetch import Assembly, FetchJob
-from inferfleet.hub.manifest import ManifestEntry, fragment_of, parse_manifest
-from inferfleet.models.artifacts import declared_files, model_dir
+from inferfleet.hub.manifest import resolve_commit
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -51,36 +58,22 @@ def endpoint(option: str | None) -> str:
 
 
 def plan_model(loaded: LoadedFleet, name: str) -> ModelPlan:
-    fleet = loaded.fleet
-    if name not in fleet.models:
-        raise UsageError(
-            f"no model named {name!r} in {loaded.path}",
-            hint=f"known models: {', '.join(sorted(fleet.models)) or '(none)'}",
-        )
-    model = fleet.models[name]
-    manifest_path = None if model.manifest is None else loaded.root / model.manifest
-    if manifest_path is not None:
-        manifest = parse_manifest(manifest_path)
+    model = model_named(loaded, name)
+    path = manifest_path(model, loaded.root)
+    commit = None
+    if path is not None:
+        manifest = parse_manifest(path)
         entries = manifest.entries
         commit = manifest.commit
-        _check_manifest_matches(model, manifest.repo, commit, manifest_path)
+        _check_manifest_matches(model, manifest.repo, commit, path)
     else:
-        declared_files(model, loaded.root)  # the same reading as every other command
-        entries = tuple(
-            ManifestEntry(f.path, f.size, "sha256", f.sha256)
-            if f.sha256 is not None
-            else ManifestEntry(f.path, f.size, "size", "")
-            for f in model.files
-        )
-        commit = None
+        entries = tuple(declared_files(model, loaded.root))
     source = model.source
     repo = source.hub if isinstance(source, HubSource) else None
     revision = source.revision if isinstance(source, HubSource) else None
-    if commit is None and revision is not None and _COMMIT.match(revision):
+    if commit is None and revision is not None and COMMIT_RE.match(revision):
         commit = revision
-    return ModelPlan(
-        name, model, model_dir(name, model), entries, repo, revision, commit, manifest_path
-    )
+    return ModelPlan(name, model, model_dir(name, model), entries, repo, revision, commit, path)
 
 
 def _check_manifest_matches(model: Model, repo: str | None, commit: str | None, path: Path) -> None:
@@ -94,7 +87,7 @@ def _check_manifest_matches(model: Model, repo: str | None, commit: str | None, 
             hint="regenerate it: inferfleet models manifest "
             f"{source.hub} --revision {source.revision} --out {path.name}",
         )
-    if commit is not None and _COMMIT.match(source.revision) and commit != source.revision:
+    if commit is not None and COMMIT_RE.match(source.revision) and commit != source.revision:
         raise SpecError(
             f"the manifest was made at commit {commit}, the model pins {source.revision}",
             path=path,
@@ -104,34 +97,24 @@ def _check_manifest_matches(model: Model, repo: str | None, commit: str | None, 
 
 def split_entries(entries: tuple[ManifestEntry, ...]) -> tuple[list[Target], list[Assembly]]:
     """Files to download, and files to assemble from their fragments (L-05)."""
-    groups: dict[str, dict[int, ManifestEntry]] = {}
-    counts: dict[str, int] = {}
-    for entry in entries:
-        fragment = fragment_of(entry.path)
-        if fragment is not None:
-            counts.setdefault(fragment.base, fragment.count)
-            groups.setdefault(fragment.base, {})[fragment.number] = entry
     by_path = {e.path: e for e in entries}
     assemblies: list[Assembly] = []
-    for base, parts in sorted(groups.items()):
-        count = counts[base]
-        if sorted(parts) != list(range(1, count + 1)):
-            missing = sorted(set(range(1, count + 1)) - set(parts))
+    for found in fragment_sets(entries):
+        if found.mixed or found.missing:
             raise SpecError(
-                f"{base} is declared as {count} fragments but part(s) "
-                f"{', '.join(map(str, missing)) or '(mixed counts)'} are not declared",
+                f"{found.base} is declared as {found.count} fragments but part(s) "
+                f"{', '.join(map(str, found.missing)) or '(mixed counts)'} are not declared",
                 hint="regenerate the manifest (inferfleet models manifest) so the set is whole",
             )
-        total = sum(e.size for e in parts.values())
-        whole = by_path.get(base)
-        if whole is not None and whole.size != total:
+        whole = by_path.get(found.base)
+        if whole is not None and whole.size != found.size:
             raise SpecError(
-                f"{base} is declared with {whole.size:,} bytes, its fragments add up to {total:,}",
+                f"{found.base} is declared with {whole.size:,} bytes, its fragments add up to "
+                f"{found.size:,}",
                 hint="regenerate the manifest (inferfleet models manifest)",
             )
-        ordered = tuple(parts[n].path for n in range(1, count + 1))  # numeric, not lexical
         sha = whole.sha256 if whole is not None else None
-        assemblies.append(Assembly(base, total, sha, ordered))
+        assemblies.append(Assembly(found.base, found.size, sha, found.ordered()))
     assembled = {a.path for a in assemblies}
     orphans = [e.path for e in entries if e.kind == "parts" and e.path not in assembled]
     if orphans:
@@ -156,8 +139,6 @@ def fetch_job(plan: ModelPlan, *, endpoint_url: str, token: Token | None) -> Fet
         )
     commit = plan.commit
     if commit is None:
-        from inferfleet.hub.manifest import resolve_commit
-
         commit = resolve_commit(
             endpoint=endpoint_url, repo=plan.repo, revision=plan.revision, token=token
         )

@@ -1,0 +1,77 @@
+"""Where a model's files live, and which one a loader opens.
+
+One rule for every caller (``up``, ``apply``, ``check``, ``budget``, ``show``,
+``render``): the folder is the path source's path, else the model's ``dir:``,
+else ``<cache>/models/<name>``; the main file is ``main:`` if set, else part 1
+of a split GGUF (never a concatenation, L-04), else the model's GGUF; a
+model without a GGUF (safetensors) is loaded as its folder.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from inferfleet import paths
+from inferfleet.artifacts.manifest import ManifestEntry, declared_files
+from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import Model, PathSource
+from inferfleet.fleetfile.loader import LoadedFleet
+
+SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def model_named(loaded: LoadedFleet, name: str) -> Model:
+    """The fleet's model ``name``, or a usage error listing the known ones."""
+    if name not in loaded.fleet.models:
+        raise UsageError(
+            f"no model named {name!r} in {loaded.path}",
+            hint=f"known models: {', '.join(sorted(loaded.fleet.models)) or '(none)'}",
+        )
+    return loaded.fleet.models[name]
+
+
+def model_dir_on(name: str, model: Model, *, home: str, cache_dir: str) -> str:
+    """The model's folder on a host with this home and inferfleet cache dir (pure)."""
+    if isinstance(model.source, PathSource):
+        return _expand(model.source.path, home)
+    if model.dir is not None:
+        return _expand(model.dir, home)
+    return f"{cache_dir.rstrip('/')}/models/{name}"
+
+
+def model_dir(name: str, model: Model) -> Path:
+    """The model's folder on this host."""
+    here = model_dir_on(name, model, home=str(Path.home()), cache_dir=str(paths.cache_dir()))
+    return Path(here).expanduser()  # ~user/... too, which only this host can resolve
+
+
+def main_file(model: Model, files: list[ManifestEntry]) -> str | None:
+    """The file a loader opens, relative to the folder; None for a folder model (safetensors)."""
+    if model.main is not None:
+        return model.main
+    ggufs = sorted(f.path for f in files if f.path.endswith(".gguf"))
+    for name in ggufs:
+        match = SPLIT_RE.match(Path(name).name)
+        if match is not None and int(match["part"]) == 1:
+            return name  # part 1 names the others (L-04)
+    # A projector (mmproj) rides along; the model is the other GGUF.
+    whole = [n for n in ggufs if SPLIT_RE.match(Path(n).name) is None]
+    models = [n for n in whole if not Path(n).name.lower().startswith("mmproj")]
+    chosen = models or whole or ggufs  # parts without part 1: the split gate refuses them
+    return chosen[0] if chosen else None
+
+
+def main_path(name: str, model: Model, fleet_root: Path) -> Path | None:
+    """The main file of model ``name`` on this host; None for a folder model."""
+    main = main_file(model, declared_files(model, fleet_root))
+    return None if main is None else model_dir(name, model) / main
+
+
+def _expand(path: str, home: str) -> str:
+    """``~/x`` -> ``<home>/x`` (units and facts of other hosts need absolute paths)."""
+    if path == "~":
+        return home
+    if path.startswith("~/"):
+        return f"{home.rstrip('/')}/{path[2:]}"
+    return path

@@ -1,1 +1,0 @@
-"""Model files: materialise, verify (size by stat, sha256) and manifests."""
