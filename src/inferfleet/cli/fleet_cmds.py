@@ -158,9 +158,7 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
             binary = llamacpp_build.server_binary(runtime)
             if binary is None:
                 binary = (
-                    llamacpp_build.install_dir(runtime.source)
-                    / "bin"
-                    / pinned.SERVER_BINARY
+                    llamacpp_build.install_dir(runtime.source) / "bin" / pinned.SERVER_BINARY
                     if runtime.source is not None
                     else Path(runtime.binary or "llama-server")
                 )
