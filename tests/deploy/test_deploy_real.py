@@ -21,7 +21,7 @@ from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import llamacpp_build
 from inferfleet.models import artifacts
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.needs_root]
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,18 @@
-"""Helpers shared by tests (importable as `helpers`; tests/ is on pytest's pythonpath)."""
+"""Helpers shared by tests, each defined once (importable as ``helpers``: tests/ is on
+pytest's pythonpath). Topic modules: ``helpers.cli`` (the in-process entry point),
+``helpers.git`` (git with a fixed identity), ``helpers.real_server`` (the real
+llama-server), ``helpers.prometheus``, ``helpers.sshd``, ``helpers.bench_summaries``.
+"""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -29,3 +35,11 @@ def no_process_on(port_number: int) -> bool:
         c.laddr and c.laddr.port == port_number and c.status == psutil.CONN_LISTEN
         for c in psutil.net_connections(kind="tcp")
     )
+
+
+def require(tool: str, package: str) -> str:
+    """The path of a system tool the test needs; a missing one fails with the install command."""
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: apt-get install {package}")
+    return path
