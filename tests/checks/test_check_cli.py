@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from check_helpers import BASE
+from helpers import ROOT
 
 from inferfleet.checks.engine import catalogue
 
-ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "tests" / "fixtures" / "fleets" / "broken.yaml"
 HOMELAB = ROOT / "examples" / "homelab" / "fleet.yaml"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,12 +11,10 @@ from typing import Any
 
 import psutil
 import pytest
-from helpers import free_port
+from helpers import free_port, server_script
 from helpers.real_server import fleet_data, write_fleet
 
 from inferfleet.io import process
-
-HEALTH_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "servers" / "health_server.py"
 
 
 @pytest.mark.parametrize("by_url", [False, True])
@@ -25,7 +22,7 @@ def test_L34_a_loading_server_fails_health_and_nothing_else_is_asked(
     cli: Callable[..., Any], port: int, reap: list[Any], tmp_path: Path, by_url: bool
 ) -> None:
     proc = process.spawn_detached(
-        [sys.executable, str(HEALTH_SERVER), str(port), "--loading", "120"],
+        [*server_script("health_server.py"), str(port), "--loading", "120"],
         log_path=tmp_path / "health.log",
     )
     reap.append(psutil.Process(proc.pid))
