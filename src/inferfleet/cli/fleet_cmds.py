@@ -6,10 +6,16 @@ import json
 import shlex
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from inferfleet.documents import (
+    FleetCounts,
+    ShowFleetDocument,
+    ShowServiceDocument,
+    ValidateDocument,
+    ValidationIssue,
+)
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
@@ -60,30 +66,37 @@ def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
     except SpecError as exc:
         if json_out:
             errors = getattr(exc, "errors", [exc])
-            out.document(
-                "inferfleet.validate/v1",
-                {
-                    "file": str(target),
-                    "valid": False,
-                    "errors": [
-                        {
-                            "line": e.line,
-                            "column": e.column,
-                            "message": e.message,
-                            "hint": e.hint,
-                        }
+            out.emit(
+                ValidateDocument(
+                    schema="inferfleet.validate/v1",
+                    file=str(target),
+                    valid=False,
+                    errors=[
+                        ValidationIssue(
+                            line=e.line, column=e.column, message=e.message, hint=e.hint
+                        )
                         for e in errors
                     ],
-                },
+                )
             )
             raise typer.Exit(exc.exit_code) from None
         raise
     fleet = loaded.fleet
-    counts = {k: len(getattr(fleet, k)) for k in ("hosts", "runtimes", "models", "services")}
+    counts = FleetCounts(
+        hosts=len(fleet.hosts),
+        runtimes=len(fleet.runtimes),
+        models=len(fleet.models),
+        services=len(fleet.services),
+    )
     if json_out:
-        out.document(
-            "inferfleet.validate/v1",
-            {"file": str(target), "valid": True, "errors": [], "counts": counts},
+        out.emit(
+            ValidateDocument(
+                schema="inferfleet.validate/v1",
+                file=str(target),
+                valid=True,
+                errors=[],
+                counts=counts,
+            )
         )
         return
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -109,7 +122,7 @@ def show(
         )
     detail = service_detail(loaded, service)
     if json_out:
-        out.document("inferfleet.show/v1", {"file": str(loaded.path), **detail})
+        out.emit(detail)
         return
     svc = fleet.services[service]
     rows = [
@@ -125,7 +138,7 @@ def show(
         ["health", f"{svc.health.path} within {format_duration(svc.health.timeout)}"],
     ]
     out.table(f"service {esc(service)}", ["", ""], rows)
-    if detail.get("argv"):
+    if "argv" in detail:
         out.line("argv:\n  " + esc(format_argv(detail["argv"])))
 
 
@@ -142,15 +155,17 @@ def format_argv(argv: list[str]) -> str:
     return " \\\n    ".join(shlex.join(line) for line in lines)
 
 
-def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
+def service_detail(loaded: LoadedFleet, name: str) -> ShowServiceDocument:
     """A service's resolved facts, computed without side effects."""
     fleet = loaded.fleet
     svc = fleet.services[name]
-    data: dict[str, Any] = {
-        "service": name,
-        "spec": svc.model_dump(mode="json"),
-        "ctx_total": svc.ctx_total,
-    }
+    data = ShowServiceDocument(
+        schema="inferfleet.show/v1",
+        file=str(loaded.path),
+        service=name,
+        spec=svc.model_dump(mode="json"),
+        ctx_total=svc.ctx_total,
+    )
     if svc.kind == "llm" and svc.runtime and svc.model:
         runtime = fleet.runtimes[svc.runtime]
         model = fleet.models[svc.model]
@@ -173,9 +188,12 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
 def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
     fleet = loaded.fleet
     if out.json_mode:
-        out.document(
-            "inferfleet.show/v1",
-            {"file": str(loaded.path), "fleet": fleet.model_dump(mode="json")},
+        out.emit(
+            ShowFleetDocument(
+                schema="inferfleet.show/v1",
+                file=str(loaded.path),
+                fleet=fleet.model_dump(mode="json"),
+            )
         )
         return
     host_rows = []

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from inferfleet.checks import secret_scan
+from inferfleet.documents import SecretFinding, SecretsScanDocument
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.io import process
 from inferfleet.output import Output, esc
@@ -39,13 +40,16 @@ def scan(
         files += secret_scan.walk(folder)
     findings = secret_scan.scan(files, secrets, root=repo.resolve())
     if json_out:
-        out.document(
-            "inferfleet.secrets-scan/v1",
-            {
-                "files": len(files),
-                "secret_values": len(secrets),
-                "findings": [f.__dict__ for f in findings],
-            },
+        out.emit(
+            SecretsScanDocument(
+                schema="inferfleet.secrets-scan/v1",
+                files=len(files),
+                secret_values=len(secrets),
+                findings=[
+                    SecretFinding(path=f.path, line=f.line, what=f.what, redacted=f.redacted)
+                    for f in findings
+                ],
+            )
         )
     else:
         for f in findings:
