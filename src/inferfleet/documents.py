@@ -601,7 +601,7 @@ class BenchPrompt(TypedDict):
 
 class BenchBattery(TypedDict):
     name: str
-    version: str
+    version: int
     prompts: list[BenchPrompt]
 
 

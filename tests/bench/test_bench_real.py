@@ -16,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import psutil
 import pytest
 from helpers import free_port
 from helpers.real_server import Running, fleet_data, write_fleet
 
+from inferfleet import documents
 from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.bench.arms import ArmSpec, StartSpec, started
 from inferfleet.bench.battery import load_battery, new_salt
@@ -40,6 +42,7 @@ def bench_json(cli: Callable[..., Any], *args: str) -> tuple[int, dict[str, Any]
     assert result.stdout, result.stderr
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.bench/v1"
+    jsonschema.validate(doc, documents.json_schema("inferfleet.bench/v1"))  # its typed shape
     return result.code, doc, result.stderr
 
 

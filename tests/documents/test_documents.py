@@ -44,7 +44,7 @@ RUNTIMES = FIXTURES / "fleets" / "runtimes.yaml"
 PRODUCED: set[str] = set()
 NOT_PRODUCED_HERE = {
     "inferfleet.up/v1",  # a real llama-server (tests/e2e)
-    "inferfleet.bench/v1",  # a real llama-server (tests/bench)
+    "inferfleet.bench/v1",  # a real llama-server (validated in tests/bench/test_bench_real.py)
     "inferfleet.plan/v1",  # hosts reached over ssh (tests/deploy)
     "inferfleet.deploy-plan/v1",
     "inferfleet.deploy/v1",
