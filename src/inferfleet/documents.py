@@ -734,7 +734,7 @@ class FactsDocument(TypedDict):
     schema: Literal["inferfleet.facts/v1"]
     host: str
     head: str
-    dirty: bool
+    dirty: list[str]  # `git status --porcelain` lines of the checkout
     state_dir: str
     lock: str | None
     markers: dict[str, dict[str, Any]]

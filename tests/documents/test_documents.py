@@ -36,7 +36,7 @@ from inferfleet.install import llamacpp_build
 Cli = Callable[..., CliResult]
 HOMELAB = ROOT / "examples" / "homelab" / "fleet.yaml"
 LOCAL = ROOT / "examples" / "local" / "fleet.yaml"
-BROKEN = FIXTURES / "fleets" / "broken.yaml"
+BROKEN = FIXTURES / "fleets" / "broken.yaml"  # valid schema, fails check rules
 RUNTIMES = FIXTURES / "fleets" / "runtimes.yaml"
 
 # Every schema id this module produces a real document for; the last test checks
@@ -63,11 +63,13 @@ def valid(result: CliResult, schema: str, *, codes: tuple[int, ...] = (0,)) -> d
     return doc
 
 
-def test_validate_a_valid_and_a_broken_file(cli: Cli) -> None:
+def test_validate_a_valid_and_an_invalid_file(cli: Cli, tmp_path: Path) -> None:
     doc = valid(cli("validate", str(HOMELAB), "--json"), "inferfleet.validate/v1")
     assert doc["valid"] is True and doc["counts"]["services"] > 0
-    broken = valid(cli("validate", str(BROKEN), "--json"), "inferfleet.validate/v1", codes=(2,))
-    assert broken["valid"] is False and broken["errors"] and "counts" not in broken
+    invalid = tmp_path / "fleet.yaml"
+    invalid.write_text("version: 1\nhosts:\n  box:\n    adress: 10.0.0.2\n")
+    bad = valid(cli("validate", str(invalid), "--json"), "inferfleet.validate/v1", codes=(2,))
+    assert bad["valid"] is False and bad["errors"][0]["line"] == 4 and "counts" not in bad
 
 
 def test_show_the_fleet_and_one_service_with_its_argv(cli: Cli) -> None:
@@ -78,7 +80,7 @@ def test_show_the_fleet_and_one_service_with_its_argv(cli: Cli) -> None:
 
 
 def test_check_report_and_rule_catalogue(cli: Cli) -> None:
-    for fleet in (HOMELAB, RUNTIMES):
+    for fleet in (HOMELAB, RUNTIMES, BROKEN):
         valid(cli("check", str(fleet), "--json"), "inferfleet.check/v1", codes=(0, 1))
     rules = valid(cli("check", "--list", "--json"), "inferfleet.check.rules/v1")
     assert len(rules["rules"]) > 10
@@ -143,6 +145,7 @@ def test_gguf_inspect_with_tensors_and_kv_sizing(cli: Cli, tmp_path: Path) -> No
 
 def _gguf_fleet(tmp_path: Path) -> Path:
     """A fleet whose one service serves a Gemma 3-shaped GGUF built here (a path model)."""
+    (tmp_path / "models").mkdir()
     model = gemma3_like().write(tmp_path / "models" / "tiny.gguf")
     data = {
         "version": 1,
