@@ -1,23 +1,35 @@
-"""Shared fixtures: isolated state, a CLI runner, free ports, real processes.
+"""Shared fixtures: isolated state, a CLI runner, free ports, real processes, the real server.
 
 Every test gets its own INFERFLEET_STATE_DIR so records and logs never leak
 between tests or into the user's real state. The cache dir (llama-server
 builds, assembled models) is shared on purpose: it is content-addressed and
 verified, and rebuilding llama-server per test would take hours.
+
+The helpers behind these fixtures live once in tests/helpers/ (importable as
+``helpers``: tests/ is on pytest's pythonpath).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from helpers import FIXTURES, ROOT, free_port, no_process_on, server_script  # noqa: F401
+from helpers import free_port
+from helpers.cli import CliResult, run_cli
+from helpers.real_server import Running, running_server
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Test-lab tests create network namespaces and boot containers (registered marker).
+    if item.get_closest_marker("needs_root") is not None and os.geteuid() != 0:
+        pytest.skip(
+            "needs root: creates network namespaces / boots systemd-nspawn "
+            "(run as root, e.g. in CI's container: ./scripts/test)"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -28,30 +40,12 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return state
 
 
-@dataclass
-class CliResult:
-    code: int
-    stdout: str
-    stderr: str
-
-
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> object:
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
     """Run the real entry point (`main`) in-process; returns exit code and output."""
-    from inferfleet.cli.app import main
 
     def run(*args: str) -> CliResult:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(sys, "argv", ["inferfleet", *args])
-        # Wide fake terminal so rich does not wrap long messages mid-word.
-        monkeypatch.setenv("COLUMNS", "250")
-        code = 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return CliResult(code, out.getvalue(), err.getvalue())
+        return run_cli(monkeypatch, *args)
 
     return run
 
@@ -70,3 +64,10 @@ def reap() -> Iterator[list[psutil.Process]]:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
             proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """One real llama-server per test module (ctx 4096 per slot x 2 slots), stopped by pid."""
+    with running_server(tmp_path_factory.mktemp("llama")) as running:
+        yield running

@@ -1,7 +1,8 @@
 """One output object for every command: human (rich), ``--json`` or quiet.
 
 JSON documents are versioned: every one carries ``"schema":
-"inferfleet.<what>/v<N>"`` so scripts can check what they parse. Names that
+"inferfleet.<what>/v<N>"`` so scripts can check what they parse; their
+types and JSON Schemas are in :mod:`inferfleet.documents`. Names that
 come from files or servers are escaped before rich sees them, so a model
 called ``[bold]x`` prints as itself.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich import box
@@ -47,11 +49,17 @@ class Output:
     def human(self) -> bool:
         return not self.json_mode and not self.quiet
 
-    def document(self, schema: str, payload: dict[str, Any]) -> None:
-        """Print a versioned JSON document (``--json`` mode)."""
-        doc = {"schema": schema, **payload}
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    def emit(self, document: Mapping[str, object]) -> None:
+        """Print a typed document of :mod:`inferfleet.documents` (``--json`` mode)."""
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
         sys.stdout.flush()
+
+    def document(self, schema: str, payload: dict[str, Any]) -> None:
+        """Print a versioned JSON document from an untyped payload.
+
+        Prefer :meth:`emit` with the document's type from inferfleet.documents.
+        """
+        self.emit({"schema": schema, **payload})
 
     def line(self, text: str) -> None:
         """A human line on stdout (markup allowed; escape what you interpolate)."""

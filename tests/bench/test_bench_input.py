@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_server import write_fleet
+from helpers.real_server import fleet_data, write_fleet
 
 from inferfleet.bench import outputs
 from inferfleet.bench.arms import arm_fleet, load_arms
@@ -42,7 +42,7 @@ def test_a_missing_arms_file(tmp_path: Path) -> None:
 
 
 def test_set_is_merged_into_the_service_and_validated(tmp_path: Path) -> None:
-    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", 18000))
+    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", fleet_data(18000)))
     arms = (tmp_path / "arms.yaml", "arms:\n  - {name: q8, start: {service: gemma, set: {}}}")
     arms[0].write_text(arms[1])
     (spec,) = load_arms(arms[0])
@@ -73,29 +73,29 @@ def test_set_is_merged_into_the_service_and_validated(tmp_path: Path) -> None:
     ],
 )
 def test_bad_arguments_exit_2_and_write_nothing(
-    cli_verbs: Callable[..., Any], tmp_path: Path, args: list[str], message: str
+    cli: Callable[..., Any], tmp_path: Path, args: list[str], message: str
 ) -> None:
     out = tmp_path / "results"
-    result = cli_verbs("bench", "http://127.0.0.1:9", "--out", str(out), *args)
+    result = cli("bench", "http://127.0.0.1:9", "--out", str(out), *args)
     assert result.code == 2, result.stderr
     assert message in result.stderr
     assert not out.exists()
 
 
 def test_a_used_results_folder_is_refused_before_measuring(
-    cli_verbs: Callable[..., Any], tmp_path: Path
+    cli: Callable[..., Any], tmp_path: Path
 ) -> None:
     out = tmp_path / "results"
     out.mkdir()
     (out / "summary.json").write_text("{}")
     # Port 9 has no server: the refusal must come before any request.
-    result = cli_verbs("bench", "http://127.0.0.1:9", "--out", str(out))
+    result = cli("bench", "http://127.0.0.1:9", "--out", str(out))
     assert result.code == 2 and "already exists and is not an empty folder" in result.stderr
     assert [p.name for p in out.iterdir()] == ["summary.json"]
 
 
-def test_no_target_and_no_arms(cli_verbs: Callable[..., Any]) -> None:
-    result = cli_verbs("bench")
+def test_no_target_and_no_arms(cli: Callable[..., Any]) -> None:
+    result = cli("bench")
     assert result.code == 2 and "name a SERVICE or URL" in result.stderr
 
 
@@ -108,12 +108,12 @@ def test_outputs_are_all_or_nothing(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_endpoint_fails_clearly_and_writes_nothing(
-    cli_verbs: Callable[..., Any], tmp_path: Path
+    cli: Callable[..., Any], tmp_path: Path
 ) -> None:
-    from real_server import free_port
+    from helpers import free_port
 
     out = tmp_path / "results"
-    result = cli_verbs("bench", f"http://127.0.0.1:{free_port()}", "--out", str(out))
+    result = cli("bench", f"http://127.0.0.1:{free_port()}", "--out", str(out))
     assert result.code == 1
     assert "cannot reach" in result.stderr and "is the server running" in result.stderr
     assert "Traceback" not in result.stderr

@@ -16,10 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import psutil
 import pytest
-from real_server import Running, free_port, write_fleet
+from helpers import free_port
+from helpers.real_server import Running, fleet_data, write_fleet
 
+from inferfleet import documents
 from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.bench.arms import ArmSpec, StartSpec, started
 from inferfleet.bench.battery import load_battery, new_salt
@@ -39,15 +42,16 @@ def bench_json(cli: Callable[..., Any], *args: str) -> tuple[int, dict[str, Any]
     assert result.stdout, result.stderr
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.bench/v1"
+    jsonschema.validate(doc, documents.json_schema("inferfleet.bench/v1"))  # its typed shape
     return result.code, doc, result.stderr
 
 
 def test_accuracy_cache_and_outputs_against_the_real_server(
-    cli_verbs: Callable[..., Any], server: Running, tmp_path: Path
+    cli: Callable[..., Any], server: Running, tmp_path: Path
 ) -> None:
     out = tmp_path / "results"
     code, doc, stderr = bench_json(
-        cli_verbs,
+        cli,
         "gemma",
         "--file",
         str(server.fleet),
@@ -145,9 +149,9 @@ def test_L47_salting_defeats_the_prefix_cache_and_the_count_proves_it(server: Ru
 
 
 def test_arms_started_by_the_bench_are_stopped_and_compared(
-    cli_verbs: Callable[..., Any], tmp_path: Path
+    cli: Callable[..., Any], tmp_path: Path
 ) -> None:
-    fleet = write_fleet(tmp_path / "fleet.yaml", free_port())
+    fleet = write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port()))
     arms = tmp_path / "arms.yaml"
     arms.write_text(
         "arms:\n"
@@ -156,7 +160,7 @@ def test_arms_started_by_the_bench_are_stopped_and_compared(
     )
     out = tmp_path / "results"
     code, doc, stderr = bench_json(
-        cli_verbs,
+        cli,
         "--arms",
         str(arms),
         "--file",
@@ -199,7 +203,7 @@ def test_arms_started_by_the_bench_are_stopped_and_compared(
 
 
 def test_L43_a_started_arm_is_stopped_by_pid_when_the_measurement_fails(tmp_path: Path) -> None:
-    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", free_port()))
+    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port())))
     spec = ArmSpec(name="boom", start=StartSpec(service="gemma"))
     seen: list[int] = []
     with (
@@ -216,7 +220,7 @@ def test_L43_a_started_arm_is_stopped_by_pid_when_the_measurement_fails(tmp_path
 
 def test_L52_no_arm_starts_while_the_production_service_runs(tmp_path: Path) -> None:
     port = free_port()
-    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", port))
+    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", fleet_data(port)))
     me = psutil.Process(os.getpid())
     # A record of a running "production" gemma (this very process stands in for it).
     state = Path(os.environ["INFERFLEET_STATE_DIR"])

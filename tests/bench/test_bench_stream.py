@@ -117,7 +117,7 @@ def test_a_dropped_idle_connection_is_retried_once(base_url: str) -> None:
 
 
 def test_nobody_listening_is_an_error_not_an_exception() -> None:
-    from real_server import free_port
+    from helpers import free_port
 
     with http.client(timeout=5.0, base_url=f"http://127.0.0.1:{free_port()}") as client:
         result = stream(client, "/v1/completions", {"model": "m"})

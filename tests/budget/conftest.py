@@ -1,4 +1,4 @@
-"""Fixtures of the budget tests: shapes built in the test, the CLI with the budget verb."""
+"""Fixtures of the budget tests: shapes built in the test."""
 
 from __future__ import annotations
 
@@ -23,14 +23,3 @@ def shape_of(tmp_path: Path) -> Callable[[GGUFBuilder], ModelShape]:
         return model_shape(inspect(builder.write(tmp_path / f"m{count}.gguf")))
 
     return build
-
-
-@pytest.fixture
-def budget_cli(
-    cli: Callable[..., object], monkeypatch: pytest.MonkeyPatch
-) -> Callable[..., object]:
-    """The real entry point with the budget verb registered (as app.py will have it)."""
-    from inferfleet.cli import app
-
-    monkeypatch.setitem(app.VERBS, "budget", ("budget_cmd", "register"))
-    return cli

@@ -23,18 +23,18 @@ def _doc(result: Any) -> dict[str, Any]:
     return doc
 
 
-def test_human_budget_of_the_real_model(budget_cli: Cli, tmp_path: Path) -> None:
+def test_human_budget_of_the_real_model(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(tmp_path, {})
-    result = budget_cli("budget", "svc", "-f", str(fleet))
+    result = cli("budget", "svc", "-f", str(fleet))
     assert result.code == 0, result.stderr
     assert "KV cache 54.00 MiB (full 2 x 4096 cells, SWA 2 x 1024 cells)" in result.stdout
     assert "235.16" in result.stdout and "fits" in result.stdout  # weights, MiB
     assert "flash_attn auto" in result.stdout  # the assumption is said, not hidden
 
 
-def test_json_document(budget_cli: Cli, tmp_path: Path) -> None:
+def test_json_document(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(tmp_path, {"kv_cache": {"k": "q8_0", "v": "q8_0"}, "flash_attn": "on"})
-    doc = _doc(budget_cli("budget", "-f", str(fleet), "--json"))
+    doc = _doc(cli("budget", "-f", str(fleet), "--json"))
     (service,) = doc["services"]
     assert service["service"] == "svc" and service["fits"] is True
     context = service["context"]
@@ -47,10 +47,8 @@ def test_json_document(budget_cli: Cli, tmp_path: Path) -> None:
     assert service["solve"] is None and service["measured"] is None
 
 
-def test_solve_is_capped_by_the_trained_context(budget_cli: Cli, tmp_path: Path) -> None:
-    doc = _doc(
-        budget_cli("budget", "svc", "-f", str(write_fleet(tmp_path, {})), "--solve", "--json")
-    )
+def test_solve_is_capped_by_the_trained_context(cli: Cli, tmp_path: Path) -> None:
+    doc = _doc(cli("budget", "svc", "-f", str(write_fleet(tmp_path, {})), "--solve", "--json"))
     solve = doc["services"][0]["solve"]
     assert solve == {
         "ctx_per_slot": 32768,
@@ -59,20 +57,20 @@ def test_solve_is_capped_by_the_trained_context(budget_cli: Cli, tmp_path: Path)
     }
 
 
-def test_a_device_too_small_exits_1_with_the_shortfall(budget_cli: Cli, tmp_path: Path) -> None:
+def test_a_device_too_small_exits_1_with_the_shortfall(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(tmp_path, {})
     text = fleet.read_text().replace("memory: 2GiB", "memory: 1GiB")
     fleet.write_text(text)
-    result = budget_cli("budget", "svc", "-f", str(fleet))
+    result = cli("budget", "svc", "-f", str(fleet))
     assert result.code == 1
     assert "does not fit" in result.stdout and "-" in result.stdout
-    solved = budget_cli("budget", "svc", "-f", str(fleet), "--solve")
+    solved = cli("budget", "svc", "-f", str(fleet), "--solve")
     assert solved.code == 1 and "no context fits" in solved.stdout
 
 
-def test_from_log_compares_and_calibrates(budget_cli: Cli, tmp_path: Path) -> None:
+def test_from_log_compares_and_calibrates(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(tmp_path, {})
-    doc = _doc(budget_cli("budget", "svc", "-f", str(fleet), "--from-log", str(JSONL), "--json"))
+    doc = _doc(cli("budget", "svc", "-f", str(fleet), "--from-log", str(JSONL), "--json"))
     service = doc["services"][0]
     (measured,) = service["measured"]
     assert measured["measured"]["context"] == 54 * MIB == measured["predicted"]["context"]
@@ -81,7 +79,7 @@ def test_from_log_compares_and_calibrates(budget_cli: Cli, tmp_path: Path) -> No
     assert device["measured"] is True and device["weights"] == (235 + 12 + 23) * MIB
     assert "one boot + estimated slope" in " ".join(service["notes"])
     two = _doc(
-        budget_cli(
+        cli(
             "budget", "svc", "-f", str(fleet), "--from-log", str(JSONL), "--from-log", str(TEXT),
             "--json",
         )
@@ -91,11 +89,11 @@ def test_from_log_compares_and_calibrates(budget_cli: Cli, tmp_path: Path) -> No
     assert "ran with slots 1 (service: 2)" in notes and "K cache q8_0" in notes
 
 
-def test_two_boots_on_the_command_line(budget_cli: Cli, tmp_path: Path) -> None:
+def test_two_boots_on_the_command_line(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(tmp_path, {})
     # 270 MiB of non-KV at -c 8192 and 310 at -c 65536: 40 MiB over 57344 tokens.
     args = ["budget", "svc", "-f", str(fleet), "--json", "--solve"]
-    doc = _doc(budget_cli(*args, "--boot", "8192=324", "--boot", "65536=532"))
+    doc = _doc(cli(*args, "--boot", "8192=324", "--boot", "65536=532"))
     service = doc["services"][0]
     assert "cpu0: non-KV cost from two boots" in service["notes"]
     device = service["devices"][0]
@@ -112,23 +110,23 @@ def test_two_boots_on_the_command_line(budget_cli: Cli, tmp_path: Path) -> None:
         (["--boot", "8192=300", "--from-log", str(JSONL)], "either --boot or --from-log"),
     ],
 )
-def test_bad_boot_arguments(budget_cli: Cli, tmp_path: Path, args: list[str], message: str) -> None:
-    result = budget_cli("budget", "svc", "-f", str(write_fleet(tmp_path, {})), *args)
+def test_bad_boot_arguments(cli: Cli, tmp_path: Path, args: list[str], message: str) -> None:
+    result = cli("budget", "svc", "-f", str(write_fleet(tmp_path, {})), *args)
     assert result.code == 2 and message in result.stderr
 
 
-def test_missing_model_file_says_what_to_do(budget_cli: Cli, tmp_path: Path) -> None:
+def test_missing_model_file_says_what_to_do(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(tmp_path, {})
     empty = tmp_path / "empty"
     empty.mkdir()
     fleet.write_text(fleet.read_text().replace(str(GEMMA.parent), str(empty)))
-    result = budget_cli("budget", "svc", "-f", str(fleet))
+    result = cli("budget", "svc", "-f", str(fleet))
     assert result.code == 2
     assert "its file is not on this machine" in result.stderr and "inferfleet up" in result.stderr
     # Fleet-wide, the service is reported as skipped and the run exits 1.
-    doc = json.loads(budget_cli("budget", "-f", str(fleet), "--json").stdout)
+    doc = json.loads(cli("budget", "-f", str(fleet), "--json").stdout)
     assert doc["services"] == [] and "not on this machine" in doc["skipped"][0]["reason"]
-    assert budget_cli("budget", "-f", str(fleet)).code == 1
+    assert cli("budget", "-f", str(fleet)).code == 1
 
 
 def _hub_fleet(tmp_path: Path) -> Path:
@@ -142,25 +140,25 @@ def _hub_fleet(tmp_path: Path) -> Path:
     return write_fleet(tmp_path, {}, models=models)
 
 
-def test_hub_model_not_here_suggests_fetch_or_remote(budget_cli: Cli, tmp_path: Path) -> None:
-    result = budget_cli("budget", "svc", "-f", str(_hub_fleet(tmp_path)))
+def test_hub_model_not_here_suggests_fetch_or_remote(cli: Cli, tmp_path: Path) -> None:
+    result = cli("budget", "svc", "-f", str(_hub_fleet(tmp_path)))
     assert result.code == 2
     assert "inferfleet models fetch gemma" in result.stderr and "--remote" in result.stderr
 
 
 def test_remote_reads_the_header_with_few_range_requests(
-    budget_cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = f"/org/gemma-GGUF/resolve/main/{GEMMA.name}"
     with serving({path: GEMMA}) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         fleet = _hub_fleet(tmp_path)
-        doc = _doc(budget_cli("budget", "svc", "-f", str(fleet), "--remote", "--json"))
+        doc = _doc(cli("budget", "svc", "-f", str(fleet), "--remote", "--json"))
     assert doc["services"][0]["context"]["kv_bytes"] == 54 * MIB
     assert 1 <= len(server.requests) <= 4
 
 
-def test_services_budget_does_not_size_are_skipped(budget_cli: Cli, tmp_path: Path) -> None:
+def test_services_budget_does_not_size_are_skipped(cli: Cli, tmp_path: Path) -> None:
     fleet = write_fleet(
         tmp_path,
         {},
@@ -174,18 +172,18 @@ def test_services_budget_does_not_size_are_skipped(budget_cli: Cli, tmp_path: Pa
         text += f"  {name}:\n    host: box\n    runtime: {runtime}\n    model: gemma\n"
         text += f"    port: {port}\n    ctx_per_slot: 4096\n"
     fleet.write_text(text)
-    doc = _doc(budget_cli("budget", "-f", str(fleet), "--json"))
+    doc = _doc(cli("budget", "-f", str(fleet), "--json"))
     assert [s["service"] for s in doc["services"]] == ["svc", "svc2"]
     assert doc["skipped"][0]["service"] == "other" and "vllm" in doc["skipped"][0]["reason"]
-    named = budget_cli("budget", "other", "-f", str(fleet))
+    named = cli("budget", "other", "-f", str(fleet))
     assert named.code == 2 and "budget sizes llama.cpp services" in named.stderr
-    both = budget_cli("budget", "-f", str(fleet), "--boot", "8192=300")
+    both = cli("budget", "-f", str(fleet), "--boot", "8192=300")
     assert both.code == 2 and "name the SERVICE" in both.stderr
-    unknown = budget_cli("budget", "nope", "-f", str(fleet))
+    unknown = cli("budget", "nope", "-f", str(fleet))
     assert unknown.code == 2 and "no service named 'nope'" in unknown.stderr
 
 
-def test_projector_drafter_and_ctx_override(budget_cli: Cli, tmp_path: Path) -> None:
+def test_projector_drafter_and_ctx_override(cli: Cli, tmp_path: Path) -> None:
     # L-28: the projector at 1.5x its declared size; L-15: the drafter (here the
     # model itself) caches the target's whole context.
     files = [
@@ -198,7 +196,7 @@ def test_projector_drafter_and_ctx_override(budget_cli: Cli, tmp_path: Path) -> 
         "speculative": {"types": ["draft-simple"], "draft_model": "gemma"},
     }
     fleet = write_fleet(tmp_path, service, models=models)
-    doc = _doc(budget_cli("budget", "svc", "-f", str(fleet), "--ctx", "16384", "--json"))
+    doc = _doc(cli("budget", "svc", "-f", str(fleet), "--ctx", "16384", "--json"))
     service_doc = doc["services"][0]
     assert service_doc["context"]["ctx"] == 32768
     device = service_doc["devices"][0]

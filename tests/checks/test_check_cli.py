@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from check_helpers import BASE
+from helpers import ROOT
 
 from inferfleet.checks.engine import catalogue
 
-ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "tests" / "fixtures" / "fleets" / "broken.yaml"
 HOMELAB = ROOT / "examples" / "homelab" / "fleet.yaml"
 
 
-def test_broken_fleet_fails_with_every_incident_on_its_line(verbs: Any) -> None:
-    result = verbs("check", str(BROKEN))
+def test_broken_fleet_fails_with_every_incident_on_its_line(cli: Any) -> None:
+    result = cli("check", str(BROKEN))
     assert result.code == 1
     out = result.stdout
     for expected in (
@@ -31,14 +31,14 @@ def test_broken_fleet_fails_with_every_incident_on_its_line(verbs: Any) -> None:
         assert expected in out, out
 
 
-def test_homelab_example_passes(verbs: Any) -> None:
-    result = verbs("check", str(HOMELAB))
+def test_homelab_example_passes(cli: Any) -> None:
+    result = cli("check", str(HOMELAB))
     assert result.code == 0, result.stdout
     assert "passed: 0 error(s), 0 warning(s)" in result.stdout
 
 
-def test_json_document(verbs: Any) -> None:
-    result = verbs("check", str(BROKEN), "--json")
+def test_json_document(cli: Any) -> None:
+    result = cli("check", str(BROKEN), "--json")
     assert result.code == 1
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.check/v1" and doc["ok"] is False
@@ -52,8 +52,8 @@ def test_json_document(verbs: Any) -> None:
     }  # fmt: skip
 
 
-def test_sarif_for_code_scanning(verbs: Any) -> None:
-    result = verbs("check", str(BROKEN), "--sarif")
+def test_sarif_for_code_scanning(cli: Any) -> None:
+    result = cli("check", str(BROKEN), "--sarif")
     assert result.code == 1
     doc = json.loads(result.stdout)
     assert doc["version"] == "2.1.0"
@@ -66,8 +66,8 @@ def test_sarif_for_code_scanning(verbs: Any) -> None:
         assert res["locations"][0]["physicalLocation"]["region"]["startLine"] > 0
 
 
-def test_list_prints_the_catalogue(verbs: Any) -> None:
-    result = verbs("check", "--list", "--json")
+def test_list_prints_the_catalogue(cli: Any) -> None:
+    result = cli("check", "--list", "--json")
     assert result.code == 0
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.check.rules/v1"
@@ -79,29 +79,29 @@ def test_list_prints_the_catalogue(verbs: Any) -> None:
               "L-20", "L-21", "L-22", "L-24", "L-26", "L-31", "L-32", "L-38", "L-39", "L-42",
               "L-55", "L-56"}  # fmt: skip
     assert marked <= lessons
-    human = verbs("check", "--list")
+    human = cli("check", "--list")
     assert "spec-one-drafter" in human.stdout and "L-14" in human.stdout
 
 
-def test_strict_fails_on_warnings(verbs: Any, tmp_path: Path) -> None:
+def test_strict_fails_on_warnings(cli: Any, tmp_path: Path) -> None:
     import yaml
 
     data = json.loads(json.dumps(BASE))
     data["runtimes"]["lcpp"]["source"].pop("commit")  # source-not-pinned: a warning
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert verbs("check", str(path)).code == 0
-    strict = verbs("check", str(path), "--strict")
+    assert cli("check", str(path)).code == 0
+    strict = cli("check", str(path), "--strict")
     assert strict.code == 1 and "warning L-42 source-not-pinned" in strict.stdout
 
 
-def test_invalid_fleet_is_a_usage_error(verbs: Any, tmp_path: Path) -> None:
+def test_invalid_fleet_is_a_usage_error(cli: Any, tmp_path: Path) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text("hosts: {a: {}}\nservices:\n  s: {host: a, port: 1, kind: container}\n")
-    result = verbs("check", str(path))
+    result = cli("check", str(path))
     assert result.code == 2 and "a container service needs image" in result.stderr
 
 
-def test_json_and_sarif_together_is_refused(verbs: Any) -> None:
-    result = verbs("check", str(BROKEN), "--json", "--sarif")
+def test_json_and_sarif_together_is_refused(cli: Any) -> None:
+    result = cli("check", str(BROKEN), "--json", "--sarif")
     assert result.code == 2 and "pick one" in result.stderr

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.git import git
 
 TOKEN = "hf_" + "Q" * 12 + "abcdefghij1234"  # token-shaped, built so this file holds none
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from inferfleet.deploy.apply import lock_for
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.fleetfile.loader import load_fleet
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 HERE = Path(__file__).resolve().parent
 
 

@@ -23,7 +23,7 @@ from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import llamacpp_build
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.needs_root]
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,10 @@ import json
 import os
 import subprocess
 
+import pytest
 from deploy_hosts import REGISTRY, Lab, reap_dead_labs, sh
+
+pytestmark = pytest.mark.needs_root  # creates bridges and network namespaces
 
 
 def _dead_pid() -> int:

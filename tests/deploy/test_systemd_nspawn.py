@@ -28,7 +28,7 @@ from inferfleet.render.facts import HostFacts
 from inferfleet.render.launch import resolve
 from inferfleet.render.systemd import service_unit
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.needs_root]
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 

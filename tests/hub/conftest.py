@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from hub_repos import Blobs, blobs  # noqa: E402
-from hubserver import HubServer  # noqa: E402
+from hub_repos import Blobs, blobs
+from hubserver import HubServer
 
 GOOD_TOKEN = f"hf_good{secrets.token_hex(12)}"
 SCOPED_TOKEN = f"hf_scoped{secrets.token_hex(12)}"  # may read test/other only

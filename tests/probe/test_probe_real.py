@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_server import Running, running_server, write_fleet
+from helpers.real_server import Running, fleet_data, running_server, write_fleet
 
 from inferfleet.client.target import from_service
 from inferfleet.fleetfile.loader import load_fleet
@@ -59,9 +59,9 @@ def session_for(fleet: Path, client: Any) -> Session:
 
 
 def test_probe_of_the_example_service_passes_and_skips_honestly(
-    cli_verbs: Callable[..., Any], server: Running
+    cli: Callable[..., Any], server: Running
 ) -> None:
-    code, doc = probe_json(cli_verbs, "gemma", "--file", str(server.fleet))
+    code, doc = probe_json(cli, "gemma", "--file", str(server.fleet))
     statuses = {c["id"]: c["status"] for c in doc["checks"]}
     assert statuses == EXPECTED, json.dumps(doc["checks"], indent=1)
     assert code == 0 and doc["ok"] is True
@@ -83,13 +83,15 @@ def test_declared_features_the_base_model_lacks_fail_with_evidence(
     """L-18, L-44, L-45: tools, vision and reasoning declared on a model without them."""
     fleet = write_fleet(
         tmp_path / "fleet.yaml",
-        server.port,
-        client={
-            "max_tokens": 512,
-            "tools": True,
-            "input": ["text", "image"],
-            "reasoning_field": "reasoning_content",
-        },
+        fleet_data(
+            server.port,
+            client={
+                "max_tokens": 512,
+                "tools": True,
+                "input": ["text", "image"],
+                "reasoning_field": "reasoning_content",
+            },
+        ),
     )
     with http.client(timeout=300.0, base_url=server.url) as client:
         s = session_for(fleet, client)
@@ -117,7 +119,9 @@ def test_L25_a_fleet_file_that_promises_the_pool_per_slot_fails(
     server: Running, tmp_path: Path
 ) -> None:
     """The server runs 2 x 4096; a fleet file claiming 1 x 8192 is caught three ways."""
-    fleet = write_fleet(tmp_path / "fleet.yaml", server.port, ctx_per_slot=8192, parallel=1)
+    fleet = write_fleet(
+        tmp_path / "fleet.yaml", fleet_data(server.port, ctx_per_slot=8192, parallel=1)
+    )
     with http.client(timeout=300.0, base_url=server.url) as client:
         s = session_for(fleet, client)
         checks_api.models(s)

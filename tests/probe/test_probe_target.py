@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from real_server import write_fleet
+from helpers.real_server import fleet_data, write_fleet
 
 from inferfleet.client.target import from_service, from_url, resolve
 from inferfleet.errors import UsageError
@@ -13,7 +13,9 @@ from inferfleet.fleetfile.loader import load_fleet
 
 
 def test_a_service_brings_its_promises(tmp_path: Path) -> None:
-    fleet = write_fleet(tmp_path / "fleet.yaml", 18123, client={"max_tokens": 300, "tools": True})
+    fleet = write_fleet(
+        tmp_path / "fleet.yaml", fleet_data(18123, client={"max_tokens": 300, "tools": True})
+    )
     target = from_service(load_fleet(fleet), "gemma")
     assert target.base_url == "http://127.0.0.1:18123"
     assert (target.model, target.ctx_per_slot, target.parallel) == ("gemma3-270m", 4096, 2)
@@ -21,7 +23,7 @@ def test_a_service_brings_its_promises(tmp_path: Path) -> None:
 
 
 def test_an_unknown_service_names_the_known_ones(tmp_path: Path) -> None:
-    fleet = write_fleet(tmp_path / "fleet.yaml", 18123)
+    fleet = write_fleet(tmp_path / "fleet.yaml", fleet_data(18123))
     with pytest.raises(UsageError, match="no service named 'gema'") as info:
         resolve("gema", fleet, load_fleet)
     assert "known services: gemma" in info.value.hint

@@ -22,14 +22,13 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from helpers import free_port, require
+from helpers.prometheus import alerts, quick_copy, rendered, running
+from helpers.real_server import fleet_data, wait_for, write_fleet
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
-from prom import alerts, quick_copy, rendered, require, running  # noqa: E402
-from served import fleet_data, free_port, wait_for, write_fleet  # noqa: E402
-
-from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
-from inferfleet.io import process  # noqa: E402
-from inferfleet.relay import alertmanager  # noqa: E402
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.io import process
+from inferfleet.relay import alertmanager
 
 pytestmark = [pytest.mark.slow]
 

@@ -16,19 +16,12 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import require
 from render_helpers import stub_executable
 
 QUADLET_PLACES = ("/usr/libexec/podman/quadlet", "/usr/local/lib/inferfleet/quadlet")
-
-
-def require(tool: str, package: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"{tool} is not installed: apt-get install {package}")
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -51,12 +44,6 @@ def quadlet() -> str:
         "no Quadlet generator here (podman >= 4.4's /usr/libexec/podman/quadlet; Debian 12 "
         "ships 4.3): see tests/render/conftest.py for how to get Debian 13's"
     )
-
-
-@pytest.fixture
-def verbs(cli: Any) -> Any:
-    """The real entry point (the `cli` fixture); app.py registers render and check."""
-    return cli
 
 
 @pytest.fixture

@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from helpers import ROOT
+
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.render.bundle import Artifact, render_fleet
 
-ROOT = Path(__file__).resolve().parents[2]
 FLEETS = {
     "local": ROOT / "examples" / "local" / "fleet.yaml",
     "homelab": ROOT / "examples" / "homelab" / "fleet.yaml",

@@ -12,10 +12,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from inferfleet.bench import plots, report
 from inferfleet.bench.measure import RequestRecord
+from inferfleet.documents import BenchDocument
 from inferfleet.errors import UsageError
 
 FILES = ("requests.jsonl", "summary.json", "levels.csv", "report.md")
@@ -30,7 +30,7 @@ def check_out_dir(out: Path) -> None:
         )
 
 
-def write(out: Path, summary: dict[str, Any], records: list[RequestRecord]) -> list[Path]:
+def write(out: Path, summary: BenchDocument, records: list[RequestRecord]) -> list[Path]:
     check_out_dir(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import matplotlib
+
+from inferfleet.documents import BenchDocument
 
 matplotlib.use("Agg")  # before pyplot: a CLI must never need a display
 
@@ -14,11 +15,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from inferfleet.bench.measure import RequestRecord  # noqa: E402
 
 
-def _arms(summary: dict[str, Any]) -> list[str]:
+def _arms(summary: BenchDocument) -> list[str]:
     return [a["name"] for a in summary["arms"]]
 
 
-def rate_by_concurrency(summary: dict[str, Any], path: Path) -> None:
+def rate_by_concurrency(summary: BenchDocument, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for arm in _arms(summary):
         levels = sorted(
@@ -43,7 +44,7 @@ def rate_by_concurrency(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def ttft_distribution(records: list[RequestRecord], summary: dict[str, Any], path: Path) -> None:
+def ttft_distribution(records: list[RequestRecord], summary: BenchDocument, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for arm in _arms(summary):
         for c in summary["options"]["concurrency"]:
@@ -67,7 +68,7 @@ def ttft_distribution(records: list[RequestRecord], summary: dict[str, Any], pat
     plt.close(fig)
 
 
-def arm_comparison(summary: dict[str, Any], path: Path) -> None:
+def arm_comparison(summary: BenchDocument, path: Path) -> None:
     arms = _arms(summary)
     levels = summary["options"]["concurrency"]
     by_key = {(lv["arm"], lv["concurrency"]): lv for lv in summary["levels"]}
@@ -99,7 +100,7 @@ def arm_comparison(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def draw_all(records: list[RequestRecord], summary: dict[str, Any], folder: Path) -> list[str]:
+def draw_all(records: list[RequestRecord], summary: BenchDocument, folder: Path) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     rate_by_concurrency(summary, folder / "rate_by_concurrency.png")
     ttft_distribution(records, summary, folder / "ttft_distribution.png")

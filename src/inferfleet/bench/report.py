@@ -6,6 +6,8 @@ import csv
 import io
 from typing import Any
 
+from inferfleet.documents import BenchDocument
+
 PLOTS = (
     ("rate_by_concurrency.png", "Per-stream and aggregate output rate by concurrency"),
     ("ttft_distribution.png", "Time to first token, distribution"),
@@ -54,7 +56,7 @@ def _spread(s: dict[str, Any], digits: int = 1) -> str:
     return f"{_num(s['median'], digits)} ({_num(s['p10'], digits)}-{_num(s['p90'], digits)})"
 
 
-def csv_text(summary: dict[str, Any]) -> str:
+def csv_text(summary: BenchDocument) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -90,7 +92,7 @@ def csv_text(summary: dict[str, Any]) -> str:
     return buffer.getvalue()
 
 
-def markdown(summary: dict[str, Any], *, plots: list[str]) -> str:
+def markdown(summary: BenchDocument, *, plots: list[str]) -> str:
     o = summary["options"]
     lines = [
         f"# Benchmark {summary['started_at']}",

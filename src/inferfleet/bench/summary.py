@@ -14,15 +14,16 @@ import platform
 import time
 from collections import defaultdict
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Final, Literal
 
 from inferfleet import __version__
 from inferfleet.bench.campaign import BenchResult
 from inferfleet.bench.measure import MIN_DECODE_TOKENS, RequestRecord
 from inferfleet.bench.runner import LevelResult
 from inferfleet.bench.stats import Spread, compare, median
+from inferfleet.documents import BenchDocument
 
-SCHEMA = "inferfleet.bench/v1"
+SCHEMA: Final[Literal["inferfleet.bench/v1"]] = "inferfleet.bench/v1"
 COMPARED = (
     ("decode_tps", "per-stream decode tok/s", True),
     ("aggregate_tps", "aggregate output tok/s", True),
@@ -102,7 +103,7 @@ def level_summary(arm: str, concurrency: int, levels: list[LevelResult]) -> dict
     }
 
 
-def summarise(result: BenchResult) -> dict[str, Any]:
+def summarise(result: BenchResult) -> BenchDocument:
     options = result.options
     grouped: dict[tuple[str, int], list[LevelResult]] = defaultdict(list)
     for level in result.levels:

@@ -3,94 +3,103 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Final, Literal
 
 from inferfleet.budget.measured import Comparison
 from inferfleet.budget.plan import Budget, DeviceUse, Solution
+from inferfleet.documents import Budget as BudgetData
+from inferfleet.documents import (
+    BudgetComparison,
+    BudgetContext,
+    BudgetDevice,
+    BudgetModel,
+    BudgetSolve,
+    MemoryParts,
+)
 
-SCHEMA = "inferfleet.budget/v1"
+SCHEMA: Final[Literal["inferfleet.budget/v1"]] = "inferfleet.budget/v1"
 
 
-def device_document(use: DeviceUse) -> dict[str, Any]:
+def device_document(use: DeviceUse) -> BudgetDevice:
     target = use.target
-    return {
-        "name": target.name,
-        "kind": target.kind,
-        "runtime_name": target.runtime_name,
-        "memory": target.memory,
-        "weights": use.weights,
-        "kv": use.kv,
-        "state": use.state,
-        "compute": use.compute,
-        "output": use.output,
-        "projector": use.projector,
-        "drafter": use.drafter,
-        "headroom": use.headroom,
-        "used": use.used,
-        "margin": use.margin,
-        "fits": use.fits,
+    return BudgetDevice(
+        name=target.name,
+        kind=target.kind,
+        runtime_name=target.runtime_name,
+        memory=target.memory,
+        weights=use.weights,
+        kv=use.kv,
+        state=use.state,
+        compute=use.compute,
+        output=use.output,
+        projector=use.projector,
+        drafter=use.drafter,
+        headroom=use.headroom,
+        used=use.used,
+        margin=use.margin,
+        fits=use.fits,
         # weights holds the measured non-KV cost (weights + compute) when True.
-        "measured": use.measured,
-    }
+        measured=use.measured,
+    )
 
 
-def budget_document(budget: Budget) -> dict[str, Any]:
+def budget_document(budget: Budget) -> BudgetData:
     request = budget.request
     context = request.context
     cells = budget.cells
-    return {
-        "model": {
-            "location": request.model.location,
-            "architecture": request.model.architecture,
-            "trained_context": request.model.context_length,
-        },
-        "context": {
-            "ctx": cells.n_ctx,
-            "ctx_per_slot": cells.n_ctx // context.parallel,
-            "parallel": context.parallel,
-            "cache_type_k": context.cache_type_k,
-            "cache_type_v": context.cache_type_v,
-            "flash_attn": context.flash_attn,
-            "n_ubatch": context.ubatch,
-            "unified": context.unified,
-            "streams": cells.streams,
-            "cells_full": cells.cells_full,
-            "cells_swa": cells.cells_swa,
-            "kv_bytes": budget.kv_bytes,
-        },
-        "devices": [device_document(d) for d in budget.devices],
-        "fits": budget.fits,
-        "notes": list(budget.notes),
-    }
+    return BudgetData(
+        model=BudgetModel(
+            location=request.model.location,
+            architecture=request.model.architecture,
+            trained_context=request.model.context_length,
+        ),
+        context=BudgetContext(
+            ctx=cells.n_ctx,
+            ctx_per_slot=cells.n_ctx // context.parallel,
+            parallel=context.parallel,
+            cache_type_k=context.cache_type_k,
+            cache_type_v=context.cache_type_v,
+            flash_attn=context.flash_attn,
+            n_ubatch=context.ubatch,
+            unified=context.unified,
+            streams=cells.streams,
+            cells_full=cells.cells_full,
+            cells_swa=cells.cells_swa,
+            kv_bytes=budget.kv_bytes,
+        ),
+        devices=[device_document(d) for d in budget.devices],
+        fits=budget.fits,
+        notes=list(budget.notes),
+    )
 
 
-def solution_document(solution: Solution) -> dict[str, Any]:
+def solution_document(solution: Solution) -> BudgetSolve:
     per_slot = solution.ctx_per_slot
     parallel = solution.budget.request.context.parallel
-    return {
-        "ctx_per_slot": per_slot,
-        "ctx": None if per_slot is None else per_slot * parallel,
-        "limit": solution.limit,
-    }
+    return BudgetSolve(
+        ctx_per_slot=per_slot,
+        ctx=None if per_slot is None else per_slot * parallel,
+        limit=solution.limit,
+    )
 
 
-def comparison_document(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
+def comparison_document(comparisons: Sequence[Comparison]) -> list[BudgetComparison]:
     return [
-        {
-            "device": c.target,
-            "n_ctx": c.n_ctx,
-            "measured": {
-                "model": c.measured_model,
-                "context": c.measured_context,
-                "compute": c.measured_compute,
-                "total": c.measured_total,
-            },
-            "predicted": {
-                "model": c.predicted_model,
-                "context": c.predicted_context,
-                "compute": c.predicted_compute,
-                "total": c.predicted_total,
-            },
-        }
+        BudgetComparison(
+            device=c.target,
+            n_ctx=c.n_ctx,
+            measured=MemoryParts(
+                model=c.measured_model,
+                context=c.measured_context,
+                compute=c.measured_compute,
+                total=c.measured_total,
+            ),
+            predicted=MemoryParts(
+                model=c.predicted_model,
+                context=c.predicted_context,
+                compute=c.predicted_compute,
+                total=c.predicted_total,
+            ),
+        )
         for c in comparisons
     ]

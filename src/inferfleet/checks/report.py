@@ -2,57 +2,74 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, Literal
 
 from inferfleet.checks.engine import Finding, Report, Rule
+from inferfleet.documents import (
+    CheckCounts,
+    CheckDocument,
+    CheckFinding,
+    CheckRule,
+    CheckRulesDocument,
+    CheckSkip,
+)
 
-SCHEMA = "inferfleet.check/v1"
-CATALOGUE_SCHEMA = "inferfleet.check.rules/v1"
+SCHEMA: Final[Literal["inferfleet.check/v1"]] = "inferfleet.check/v1"
+CATALOGUE_SCHEMA: Final[Literal["inferfleet.check.rules/v1"]] = "inferfleet.check.rules/v1"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LESSONS_URI = "../shared/lessons.md"
 
 
-def finding_dict(finding: Finding) -> dict[str, Any]:
-    return {
-        "rule": finding.rule,
-        "lesson": finding.lesson,
-        "severity": finding.severity,
-        "service": finding.service,
-        "field": finding.field,
-        "line": finding.line,
-        "column": finding.column,
-        "message": finding.message,
-        "hint": finding.hint,
-    }
+def finding_document(finding: Finding) -> CheckFinding:
+    return CheckFinding(
+        rule=finding.rule,
+        lesson=finding.lesson,
+        severity=finding.severity,
+        service=finding.service,
+        field=finding.field,
+        line=finding.line,
+        column=finding.column,
+        message=finding.message,
+        hint=finding.hint,
+    )
 
 
-def report_dict(report: Report) -> dict[str, Any]:
-    return {
-        "file": report.file,
-        "ok": not report.errors,
-        "rules_run": report.rules_run,
-        "counts": {
-            "error": len(report.errors),
-            "warning": len(report.warnings),
-            "skipped": len(report.skipped),
-        },
-        "findings": [finding_dict(f) for f in report.findings],
-        "skipped": [
-            {"rule": s.rule, "lesson": s.lesson, "subject": s.subject, "reason": s.reason}
+def report_document(report: Report) -> CheckDocument:
+    """The ``inferfleet.check/v1`` document."""
+    return CheckDocument(
+        schema=SCHEMA,
+        file=report.file,
+        ok=not report.errors,
+        rules_run=report.rules_run,
+        counts=CheckCounts(
+            error=len(report.errors),
+            warning=len(report.warnings),
+            skipped=len(report.skipped),
+        ),
+        findings=[finding_document(f) for f in report.findings],
+        skipped=[
+            CheckSkip(rule=s.rule, lesson=s.lesson, subject=s.subject, reason=s.reason)
             for s in report.skipped
         ],
-    }
+    )
 
 
-def rule_dict(rule: Rule) -> dict[str, Any]:
-    return {
-        "id": rule.id,
-        "lesson": rule.lesson,
-        "severity": rule.severity,
-        "topic": rule.topic,
-        "needs_header": rule.needs_header,
-        "title": rule.title,
-    }
+def catalogue_document(rules: list[Rule]) -> CheckRulesDocument:
+    """The ``inferfleet.check.rules/v1`` document: every rule ``check`` runs."""
+    return CheckRulesDocument(
+        schema=CATALOGUE_SCHEMA,
+        rules=[
+            CheckRule(
+                id=rule.id,
+                lesson=rule.lesson,
+                severity=rule.severity,
+                topic=rule.topic,
+                needs_header=rule.needs_header,
+                title=rule.title,
+            )
+            for rule in rules
+        ],
+    )
 
 
 def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:

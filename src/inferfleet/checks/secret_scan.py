@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import UsageError
-from inferfleet.io import process
 from inferfleet.render.secrets import is_secret_name, redact, secret_in
 
 # Values shorter than this are too likely to occur by chance ("1", "true").
@@ -62,17 +61,6 @@ def read_env_values(path: Path, *, all_values: bool = False) -> dict[str, str]:
         if all_values or is_secret_name(name) or secret_in(value) is not None:
             values[name] = value
     return values
-
-
-def tracked_files(repo: Path) -> list[Path]:
-    """Files git tracks in ``repo`` (what a push publishes)."""
-    done = process.run(["git", "-C", str(repo), "ls-files", "-z"], timeout=60, check=False)
-    if done.returncode != 0:
-        raise UsageError(
-            f"{repo} is not a git repository",
-            hint="run the scan in the fleet repository, or pass files to scan explicitly",
-        )
-    return [repo / name for name in done.stdout.split("\0") if name]
 
 
 def walk(folder: Path) -> list[Path]:

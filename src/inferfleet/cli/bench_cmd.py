@@ -21,9 +21,10 @@ from inferfleet.bench.battery import load_battery
 from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm, run_bench
 from inferfleet.bench.measure import MIN_DECODE_TOKENS, RequestRecord
 from inferfleet.bench.runner import Load
-from inferfleet.bench.summary import SCHEMA, summarise
+from inferfleet.bench.summary import summarise
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.client.target import Target, from_service, from_url, resolve
+from inferfleet.documents import BenchDocument
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.quantities import format_size, parse_size
@@ -149,7 +150,7 @@ def bench(
     written = outputs.write(out_path, summary, result.records)
     failed = [r for r in result.records if not r.ok]
     if json_out:
-        out.document(SCHEMA, {k: v for k, v in summary.items() if k != "schema"})
+        out.emit(summary)
     else:
         _show(out, summary, written)
     if failed or result.aborted:
@@ -160,7 +161,7 @@ def _named(target: Target, name: str, model: str | None = None) -> Target:
     return replace(target, label=name, model=model or target.model)
 
 
-def _show(out: Output, summary: dict[str, Any], written: list[Path]) -> None:
+def _show(out: Output, summary: BenchDocument, written: list[Path]) -> None:
     levels = summary["levels"]
     assert isinstance(levels, list)
     rows = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -32,6 +32,7 @@ from inferfleet.budget.report import (
 from inferfleet.budget.service import assumptions, service_request
 from inferfleet.budget.shape import ModelShape
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import HubSource
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -315,7 +316,7 @@ def budget(
         )
     if boots and logs:
         raise UsageError("give either --boot or --from-log, not both")
-    documents: list[dict[str, Any]] = []
+    documents: list[BudgetService] = []
     all_fit = True
     for name in names:
         try:
@@ -338,17 +339,24 @@ def budget(
         fits = result.fits and (solution is None or solution.ctx_per_slot is not None)
         all_fit = all_fit and fits
         if json_out:
-            doc = {"service": name, **budget_document(result)}
-            doc["solve"] = None if solution is None else solution_document(solution)
-            doc["measured"] = comparison_document(comparisons) if comparisons else None
-            documents.append(doc)
+            documents.append(
+                BudgetService(
+                    service=name,
+                    **budget_document(result),
+                    solve=None if solution is None else solution_document(solution),
+                    measured=comparison_document(comparisons) if comparisons else None,
+                )
+            )
         else:
             _human(out, name, result, solution, comparisons)
     if json_out:
-        skipped_docs = [{"service": s, "reason": r} for s, r in skipped]
-        out.document(
-            SCHEMA,
-            {"file": str(loaded.path), "services": documents, "skipped": skipped_docs},
+        out.emit(
+            BudgetDocument(
+                schema=SCHEMA,
+                file=str(loaded.path),
+                services=documents,
+                skipped=[BudgetSkip(service=s, reason=r) for s, r in skipped],
+            )
         )
     else:
         for skipped_name, reason in skipped:

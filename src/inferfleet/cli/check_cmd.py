@@ -15,13 +15,7 @@ import typer
 from inferfleet import __version__
 from inferfleet.checks.engine import Report, catalogue, run_checks
 from inferfleet.checks.locate import locator
-from inferfleet.checks.report import (
-    CATALOGUE_SCHEMA,
-    SCHEMA,
-    report_dict,
-    rule_dict,
-    sarif,
-)
+from inferfleet.checks.report import catalogue_document, report_document, sarif
 from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.output import Output, esc
@@ -53,7 +47,7 @@ def check(
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:
-        out.document(SCHEMA, report_dict(report))
+        out.emit(report_document(report))
     else:
         _human(out, report)
     if report.errors or (strict and report.warnings):
@@ -63,7 +57,7 @@ def check(
 def _catalogue(out: Output, as_json: bool) -> None:
     rules = catalogue()
     if as_json:
-        out.document(CATALOGUE_SCHEMA, {"rules": [rule_dict(r) for r in rules]})
+        out.emit(catalogue_document(rules))
         return
     rows = [
         [r.id, r.lesson, r.severity, "yes" if r.needs_header else "", esc(r.title)] for r in rules

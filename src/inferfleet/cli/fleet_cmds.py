@@ -6,10 +6,16 @@ import json
 import shlex
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from inferfleet.documents import (
+    FleetCounts,
+    ShowFleetDocument,
+    ShowServiceDocument,
+    ValidateDocument,
+    ValidationIssue,
+)
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
@@ -57,30 +63,37 @@ def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
     except SpecError as exc:
         if json_out:
             errors = getattr(exc, "errors", [exc])
-            out.document(
-                "inferfleet.validate/v1",
-                {
-                    "file": str(target),
-                    "valid": False,
-                    "errors": [
-                        {
-                            "line": e.line,
-                            "column": e.column,
-                            "message": e.message,
-                            "hint": e.hint,
-                        }
+            out.emit(
+                ValidateDocument(
+                    schema="inferfleet.validate/v1",
+                    file=str(target),
+                    valid=False,
+                    errors=[
+                        ValidationIssue(
+                            line=e.line, column=e.column, message=e.message, hint=e.hint
+                        )
                         for e in errors
                     ],
-                },
+                )
             )
             raise typer.Exit(exc.exit_code) from None
         raise
     fleet = loaded.fleet
-    counts = {k: len(getattr(fleet, k)) for k in ("hosts", "runtimes", "models", "services")}
+    counts = FleetCounts(
+        hosts=len(fleet.hosts),
+        runtimes=len(fleet.runtimes),
+        models=len(fleet.models),
+        services=len(fleet.services),
+    )
     if json_out:
-        out.document(
-            "inferfleet.validate/v1",
-            {"file": str(target), "valid": True, "errors": [], "counts": counts},
+        out.emit(
+            ValidateDocument(
+                schema="inferfleet.validate/v1",
+                file=str(target),
+                valid=True,
+                errors=[],
+                counts=counts,
+            )
         )
         return
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -106,7 +119,7 @@ def show(
         )
     detail = service_detail(loaded, service)
     if json_out:
-        out.document("inferfleet.show/v1", {"file": str(loaded.path), **detail})
+        out.emit(detail)
         return
     svc = fleet.services[service]
     rows = [
@@ -122,7 +135,7 @@ def show(
         ["health", f"{svc.health.path} within {format_duration(svc.health.timeout)}"],
     ]
     out.table(f"service {esc(service)}", ["", ""], rows)
-    if detail.get("argv"):
+    if "argv" in detail:
         out.line("argv:\n  " + esc(format_argv(detail["argv"])))
 
 
@@ -139,29 +152,30 @@ def format_argv(argv: list[str]) -> str:
     return " \\\n    ".join(shlex.join(line) for line in lines)
 
 
-def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
+def service_detail(loaded: LoadedFleet, name: str) -> ShowServiceDocument:
     """A service's resolved facts, computed without side effects."""
     fleet = loaded.fleet
     svc = fleet.services[name]
-    data: dict[str, Any] = {
-        "service": name,
-        "spec": svc.model_dump(mode="json"),
-        "ctx_total": svc.ctx_total,
-    }
     # Imported here: validate, schema and init need none of the launch machinery.
     from inferfleet.deploy.facts import host_facts
     from inferfleet.render.facts import facts_for
     from inferfleet.render.pipeline import service_launch
 
-    host = fleet.hosts[svc.host]
-    if host.is_local(svc.host):
+    if fleet.hosts[svc.host].is_local(svc.host):
         facts = host_facts(loaded.root)
     else:
         facts = facts_for(fleet, fleet_subdir=loaded.repo_subdir)[svc.host]
     # The one launch pipeline: exactly what up / apply run and render writes.
     launch = service_launch(fleet, loaded.root, name, facts)
-    data["argv"] = launch.argv
-    data["spec_digest"] = launch.spec
+    data = ShowServiceDocument(
+        schema="inferfleet.show/v1",
+        file=str(loaded.path),
+        service=name,
+        spec=svc.model_dump(mode="json"),
+        ctx_total=svc.ctx_total,
+        argv=launch.argv,
+        spec_digest=launch.spec,
+    )
     if launch.image is not None:
         data["image"] = launch.image
     if launch.model_files:
@@ -172,9 +186,12 @@ def service_detail(loaded: LoadedFleet, name: str) -> dict[str, Any]:
 def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
     fleet = loaded.fleet
     if out.json_mode:
-        out.document(
-            "inferfleet.show/v1",
-            {"file": str(loaded.path), "fleet": fleet.model_dump(mode="json")},
+        out.emit(
+            ShowFleetDocument(
+                schema="inferfleet.show/v1",
+                file=str(loaded.path),
+                fleet=fleet.model_dump(mode="json"),
+            )
         )
         return
     host_rows = []

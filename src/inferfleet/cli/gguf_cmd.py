@@ -9,16 +9,31 @@ GGUF, every part (L-04). Names from the file are escaped before printing.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Final, Literal
 
 import typer
 
+from inferfleet.documents import (
+    ChatTemplateInfo,
+    Experts,
+    GGUFInspectDocument,
+    KVContext,
+    KVPerTokenBytes,
+    KVSizing,
+    LayerBytes,
+    MetadataValue,
+    SplitInfo,
+    SplitPart,
+    TensorRow,
+    TokenizerInfo,
+    TypeCount,
+)
 from inferfleet.errors import UsageError
 from inferfleet.gguf import GGUFError, Inspection, SkippedArray, inspect
 from inferfleet.gguf.model import json_value
 from inferfleet.output import Output, esc
 
-SCHEMA = "inferfleet.gguf.inspect/v1"
+SCHEMA: Final[Literal["inferfleet.gguf.inspect/v1"]] = "inferfleet.gguf.inspect/v1"
 
 app = typer.Typer(
     help="Read GGUF headers (metadata and tensor infos; never tensor data).",
@@ -67,6 +82,11 @@ def _layers_text(layers: tuple[int, ...]) -> str:
     return ", ".join(map(str, layers)) if layers else "none"
 
 
+def _per_layer(value: int | tuple[int, ...] | None) -> int | list[int] | None:
+    """A head count is one number, or one per layer (a JSON array)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def payload(
     result: Inspection,
     *,
@@ -75,16 +95,18 @@ def payload(
     parallel: int,
     cache_type_k: str,
     cache_type_v: str,
-) -> dict[str, Any]:
-    """The ``inferfleet.gguf.inspect/v1`` document (without ``schema``)."""
+) -> GGUFInspectDocument:
+    """The ``inferfleet.gguf.inspect/v1`` document."""
     per_token = result.kv_bytes_per_token(cache_type_k, cache_type_v)
-    kv: dict[str, Any] | None = None
+    kv: KVSizing | None = None
     if per_token is not None:
-        kv = {
-            "cache_type_k": cache_type_k,
-            "cache_type_v": cache_type_v,
-            "per_token": {"full": per_token.full, "swa": per_token.swa, "nextn": per_token.nextn},
-        }
+        kv = KVSizing(
+            cache_type_k=cache_type_k,
+            cache_type_v=cache_type_v,
+            per_token=KVPerTokenBytes(
+                full=per_token.full, swa=per_token.swa, nextn=per_token.nextn
+            ),
+        )
         estimate = (
             None
             if ctx is None
@@ -92,19 +114,20 @@ def payload(
                 ctx, parallel=parallel, cache_type_k=cache_type_k, cache_type_v=cache_type_v
             )
         )
-        if estimate is not None:
-            kv["context"] = {
-                "ctx": ctx,
-                "parallel": parallel,
-                "n_ctx": estimate.n_ctx,
-                "streams": estimate.streams,
-                "cells_full": estimate.cells_full,
-                "cells_swa": estimate.cells_swa,
-                "full_bytes": estimate.full_bytes,
-                "swa_bytes": estimate.swa_bytes,
-                "total_bytes": estimate.total_bytes,
-            }
-    doc: dict[str, Any] = {
+        if estimate is not None and ctx is not None:
+            kv["context"] = KVContext(
+                ctx=ctx,
+                parallel=parallel,
+                n_ctx=estimate.n_ctx,
+                streams=estimate.streams,
+                cells_full=estimate.cells_full,
+                cells_swa=estimate.cells_swa,
+                full_bytes=estimate.full_bytes,
+                swa_bytes=estimate.swa_bytes,
+                total_bytes=estimate.total_bytes,
+            )
+    doc: GGUFInspectDocument = {
+        "schema": SCHEMA,
         "location": result.location,
         "version": result.version,
         "architecture": result.architecture,
@@ -116,51 +139,45 @@ def payload(
         "context_length": result.context_length,
         "block_count": result.block_count,
         "nextn_layers": result.nextn_layers,
-        "head_count": result.head_count,
-        "head_count_kv": result.head_count_kv,
+        "head_count": _per_layer(result.head_count),
+        "head_count_kv": _per_layer(result.head_count_kv),
         "key_length": result.key_length,
         "value_length": result.value_length,
         "sliding_window": result.sliding_window,
         "swa_layers": list(result.swa_layers),
         "full_attention_layers": list(result.full_attention_layers),
         "recurrent_layers": list(result.recurrent_layers),
-        "experts": {"count": result.expert_count, "used": result.expert_used_count},
-        "chat_template": {
-            "present": result.chat_template_length is not None,
-            "length": result.chat_template_length,
-            "named": list(result.named_chat_templates),
-        },
-        "tokenizer": {"model": result.tokenizer_model, "vocab_size": result.vocab_size},
+        "experts": Experts(count=result.expert_count, used=result.expert_used_count),
+        "chat_template": ChatTemplateInfo(
+            present=result.chat_template_length is not None,
+            length=result.chat_template_length,
+            named=list(result.named_chat_templates),
+        ),
+        "tokenizer": TokenizerInfo(model=result.tokenizer_model, vocab_size=result.vocab_size),
         "kv": kv,
         "types": [
-            {
-                "id": s.type_id,
-                "name": s.name,
-                "count": s.count,
-                "bytes": s.n_bytes,
-                "known": s.known,
-            }
+            TypeCount(id=s.type_id, name=s.name, count=s.count, bytes=s.n_bytes, known=s.known)
             for s in result.type_histogram
         ],
-        "layers": [{"layer": k, "bytes": v} for k, v in result.layer_bytes().items()],
+        "layers": [LayerBytes(layer=k, bytes=v) for k, v in result.layer_bytes().items()],
         "split": None
         if result.split_count is None
-        else {
-            "count": result.split_count,
-            "parts": [
-                {
-                    "source": p.source,
-                    "number": p.split_no,
-                    "tensor_count": p.tensor_count,
-                    "tensor_bytes": p.tensor_bytes,
-                    "header_bytes": p.header_bytes,
-                    "file_size": p.file_size,
-                }
+        else SplitInfo(
+            count=result.split_count,
+            parts=[
+                SplitPart(
+                    source=p.source,
+                    number=p.split_no,
+                    tensor_count=p.tensor_count,
+                    tensor_bytes=p.tensor_bytes,
+                    header_bytes=p.header_bytes,
+                    file_size=p.file_size,
+                )
                 for p in result.parts
             ],
-        },
+        ),
         "metadata": {
-            key: {"type": result.value_types.get(key), "value": json_value(value)}
+            key: MetadataValue(type=result.value_types.get(key), value=json_value(value))
             for key, value in result.metadata.items()
         },
         "problems": list(result.problems),
@@ -168,21 +185,21 @@ def payload(
     }
     if with_tensors:
         doc["tensors"] = [
-            {
-                "name": t.name,
-                "shape": list(t.shape),
-                "type": t.type_name,
-                "type_id": t.type_id,
-                "offset": t.offset,
-                "elements": t.n_elements,
-                "bytes": t.n_bytes,
-            }
+            TensorRow(
+                name=t.name,
+                shape=list(t.shape),
+                type=t.type_name,
+                type_id=t.type_id,
+                offset=t.offset,
+                elements=t.n_elements,
+                bytes=t.n_bytes,
+            )
             for t in result.tensors
         ]
     return doc
 
 
-def _human(out: Output, result: Inspection, doc: dict[str, Any], with_tensors: bool) -> None:
+def _human(out: Output, result: Inspection, doc: GGUFInspectDocument, with_tensors: bool) -> None:
     heads = f"{show(_meta_text(result.head_count))} / {show(_meta_text(result.head_count_kv))}"
     template = result.chat_template_length
     rows = [
@@ -304,7 +321,7 @@ def inspect_cmd(
     except ValueError as exc:  # an unknown cache type name
         raise UsageError(str(exc), hint="use a ggml type name such as f16, q8_0, q4_0") from None
     if json_mode:
-        out.document(SCHEMA, doc)
+        out.emit(doc)
     else:
         _human(out, result, doc, tensors)
     if result.problems:

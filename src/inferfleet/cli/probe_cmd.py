@@ -14,7 +14,7 @@ from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.client.target import resolve
 from inferfleet.errors import EXIT_FAILED
 from inferfleet.output import Output, esc
-from inferfleet.probe.contract import SCHEMA, ProbeReport, run_probe
+from inferfleet.probe.contract import ProbeReport, run_probe
 from inferfleet.probe.evidence import CheckResult
 
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
@@ -43,7 +43,7 @@ def probe(
 
     report = run_probe(resolved, on_result=progress)
     if json_out:
-        out.document(SCHEMA, report.to_json())
+        out.emit(report.document())
     else:
         show(out, report, verbose=verbose)
     if not report.ok:

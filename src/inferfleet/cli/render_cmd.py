@@ -14,6 +14,7 @@ import typer
 
 from inferfleet.checks.engine import run_checks
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.documents import DiffChange, DiffDocument, RenderDocument, RenderedFile
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.output import Output, esc
@@ -65,16 +66,16 @@ def render(
     artifacts = _artifacts(loaded, service, facts, not no_check)
     write_bundle(artifacts, out_dir, only=service)
     if json_out:
-        out.document(
-            "inferfleet.render/v1",
-            {
-                "file": str(loaded.path),
-                "out": str(out_dir),
-                "files": [
-                    {"path": a.path, "kind": a.kind, "sha256": a.sha256, "install": a.install}
+        out.emit(
+            RenderDocument(
+                schema="inferfleet.render/v1",
+                file=str(loaded.path),
+                out=str(out_dir),
+                files=[
+                    RenderedFile(path=a.path, kind=a.kind, sha256=a.sha256, install=a.install)
                     for a in artifacts
                 ],
-            },
+            )
         )
         return
     rows = [[esc(a.path), a.kind, esc(a.install or "-")] for a in artifacts]
@@ -94,12 +95,12 @@ def diff(
     artifacts = _artifacts(loaded, service, facts, check=False)
     changes = diff_bundle(artifacts, out_dir, only=service)
     if json_out:
-        out.document(
-            "inferfleet.diff/v1",
-            {
-                "out": str(out_dir),
-                "changes": [{"path": c.path, "status": c.status, "diff": c.diff} for c in changes],
-            },
+        out.emit(
+            DiffDocument(
+                schema="inferfleet.diff/v1",
+                out=str(out_dir),
+                changes=[DiffChange(path=c.path, status=c.status, diff=c.diff) for c in changes],
+            )
         )
     elif not changes:
         out.line(f"no changes against {esc(out_dir)}")

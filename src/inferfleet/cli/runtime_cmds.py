@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.documents import RuntimeDocument, RuntimeRow, RuntimesDocument
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install import llamacpp_build
@@ -89,7 +89,21 @@ def install(
     else:
         record, built = llamacpp_build.install(source)
     if json_out:
-        out.document("inferfleet.runtime/v1", {"runtime": name, "built": built, **asdict(record)})
+        out.emit(
+            RuntimeDocument(
+                schema="inferfleet.runtime/v1",
+                runtime=name,
+                built=built,
+                binary=record.binary,
+                package=record.package,
+                version=record.version,
+                commit=record.commit,
+                cmake_args=list(record.cmake_args),
+                version_text=record.version_text,
+                built_at=record.built_at,
+                build_seconds=record.build_seconds,
+            )
+        )
         return
     verb = f"built in {record.build_seconds:.0f}s" if built else "already built"
     out.line(
@@ -102,23 +116,23 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
     """The fleet's runtimes and whether each is installed here."""
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
-    rows = []
+    rows: list[RuntimeRow] = []
     for name, rt in loaded.fleet.runtimes.items():
         binary = llamacpp_build.server_binary(rt) if rt.kind == "llama.cpp" else None
         done = llamacpp_build.installed(rt.source) if rt.source is not None else None
         rows.append(
-            {
-                "runtime": name,
-                "kind": rt.kind,
-                "pin": rt.image
+            RuntimeRow(
+                runtime=name,
+                kind=rt.kind,
+                pin=rt.image
                 or (f"{rt.source.package}=={rt.source.version}" if rt.source else rt.binary),
-                "installed": binary is not None,
-                "binary": None if binary is None else str(binary),
-                "version": None if done is None else done.version_text,
-            }
+                installed=binary is not None,
+                binary=None if binary is None else str(binary),
+                version=None if done is None else done.version_text,
+            )
         )
     if json_out:
-        out.document("inferfleet.runtimes/v1", {"runtimes": rows})
+        out.emit(RuntimesDocument(schema="inferfleet.runtimes/v1", runtimes=rows))
         return
     out.table(
         None,

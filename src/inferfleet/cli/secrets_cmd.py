@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 
 from inferfleet.checks import secret_scan
-from inferfleet.errors import EXIT_FAILED
+from inferfleet.documents import SecretFinding, SecretsScanDocument
+from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.io import process
 from inferfleet.output import Output, esc
 
 app = typer.Typer(help="Keep secrets out of the repository (L-55).", no_args_is_help=True)
@@ -33,18 +35,21 @@ def scan(
     for path in env_file:
         for name, value in secret_scan.read_env_values(path, all_values=all_values).items():
             secrets[value] = (name, path.name)
-    files = secret_scan.tracked_files(repo)
+    files = tracked_files(repo)
     for folder in rendered:
         files += secret_scan.walk(folder)
     findings = secret_scan.scan(files, secrets, root=repo.resolve())
     if json_out:
-        out.document(
-            "inferfleet.secrets-scan/v1",
-            {
-                "files": len(files),
-                "secret_values": len(secrets),
-                "findings": [f.__dict__ for f in findings],
-            },
+        out.emit(
+            SecretsScanDocument(
+                schema="inferfleet.secrets-scan/v1",
+                files=len(files),
+                secret_values=len(secrets),
+                findings=[
+                    SecretFinding(path=f.path, line=f.line, what=f.what, redacted=f.redacted)
+                    for f in findings
+                ],
+            )
         )
     else:
         for f in findings:
@@ -56,3 +61,14 @@ def scan(
         )
     if findings:
         raise typer.Exit(EXIT_FAILED)
+
+
+def tracked_files(repo: Path) -> list[Path]:
+    """Files git tracks in ``repo`` (what a push publishes); git runs here, not in checks/."""
+    done = process.run(["git", "-C", str(repo), "ls-files", "-z"], timeout=60, check=False)
+    if done.returncode != 0:
+        raise UsageError(
+            f"{repo} is not a git repository",
+            hint="run the scan in the fleet repository, or pass files to scan explicitly",
+        )
+    return [repo / name for name in done.stdout.split("\0") if name]

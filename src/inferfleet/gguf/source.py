@@ -180,7 +180,7 @@ class HTTPSource:
         self._token = token
         self._host = urlsplit(url).hostname or ""
         self._own_client = client is None
-        self._client = client if client is not None else http.client(timeout=30.0)
+        self._client = client if client is not None else http_client()
         self._size: int | None = None
         self._stream: httpx.Response | None = None
         self._chunks: Iterator[bytes] | None = None
@@ -308,6 +308,11 @@ def hf_token_for(url: str) -> str | None:
     if any(host == h or host.endswith("." + h) for h in HF_HOSTS):
         return os.environ.get("HF_TOKEN") or None
     return None
+
+
+def http_client() -> httpx.Client:
+    """The client for header reads; one is shared by the parts of a split GGUF."""
+    return http.client(timeout=30.0)
 
 
 def open_source(location: str | Path, *, client: httpx.Client | None = None) -> ByteSource:

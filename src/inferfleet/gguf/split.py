@@ -21,17 +21,18 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from inferfleet.gguf import kv
 from inferfleet.gguf.constants import REMOVED_GGML_TYPES, ggml_type, ggml_type_name
 from inferfleet.gguf.errors import GGUFError, GGUFNotFound
 from inferfleet.gguf.model import GGUFHeader, Inspection, PartInfo, TensorInfo, TypeStat
 from inferfleet.gguf.reader import read_header
-from inferfleet.gguf.source import is_url, open_source
-from inferfleet.io import http
+from inferfleet.gguf.source import http_client, is_url, open_source
+
+if TYPE_CHECKING:
+    import httpx
 
 _SPLIT = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 _FRAGMENT = re.compile(r"^(?P<base>.+)\.part(?P<no>\d+)of(?P<count>\d+)$", re.IGNORECASE)
@@ -252,7 +253,7 @@ def inspect(
     if frag is not None:
         raise _fragment_error(text, frag)
     own_client = client is None and is_url(text)
-    shared = http.client(timeout=30.0) if own_client else client
+    shared = http_client() if own_client else client
     try:
         return _inspect(text, name, load_arrays, shared)
     finally:

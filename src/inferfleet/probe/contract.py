@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Final, Literal
 
 from inferfleet.client.target import Target
+from inferfleet.documents import ProbeCounts, ProbeDocument, ProbeTarget
 from inferfleet.io import http
 from inferfleet.probe import checks_api, checks_features, checks_slots
 from inferfleet.probe.evidence import CheckResult, Exchange, Findings
 from inferfleet.probe.session import Session
 
-SCHEMA = "inferfleet.probe/v1"
+SCHEMA: Final[Literal["inferfleet.probe/v1"]] = "inferfleet.probe/v1"
 OnResult = Callable[[CheckResult], None]
 
 
@@ -37,18 +38,23 @@ class ProbeReport:
     def ok(self) -> bool:
         return not self.failed
 
-    def counts(self) -> dict[str, int]:
-        return {s: sum(1 for c in self.checks if c.status == s) for s in ("pass", "fail", "skip")}
+    def counts(self) -> ProbeCounts:
+        def count(status: str) -> int:
+            return sum(1 for c in self.checks if c.status == status)
 
-    def to_json(self) -> dict[str, Any]:
+        return {"pass": count("pass"), "fail": count("fail"), "skip": count("skip")}
+
+    def document(self) -> ProbeDocument:
+        """The ``inferfleet.probe/v1`` document."""
         t = self.target
-        return {
-            "target": {
-                "label": t.label,
-                "url": t.base_url,
-                "service": t.service,
-                "model": self.findings.model or t.model,
-                "declared": (
+        return ProbeDocument(
+            schema=SCHEMA,
+            target=ProbeTarget(
+                label=t.label,
+                url=t.base_url,
+                service=t.service,
+                model=self.findings.model or t.model,
+                declared=(
                     {
                         "ctx_per_slot": t.ctx_per_slot,
                         "parallel": t.parallel,
@@ -57,12 +63,12 @@ class ProbeReport:
                     if t.client is not None
                     else None
                 ),
-            },
-            "ok": self.ok,
-            "counts": self.counts(),
-            "checks": [c.to_json() for c in self.checks],
-            "findings": self.findings.to_json(),
-        }
+            ),
+            ok=self.ok,
+            counts=self.counts(),
+            checks=[c.to_json() for c in self.checks],
+            findings=self.findings.to_json(),
+        )
 
 
 def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeReport:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
+
+from inferfleet.documents import ProbeCheck, ProbeEvidence, ProbeFindings
 
 Status = Literal["pass", "fail", "skip"]
 EXCERPT = 400  # characters of a body kept as evidence
@@ -41,10 +43,19 @@ class CheckResult:
     evidence: tuple[Evidence, ...] = ()
     hint: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["evidence"] = [asdict(e) for e in self.evidence]
-        return data
+    def to_json(self) -> ProbeCheck:
+        return ProbeCheck(
+            id=self.id,
+            title=self.title,
+            lesson=self.lesson,
+            status=self.status,
+            summary=self.summary,
+            evidence=[
+                ProbeEvidence(request=e.request, body=e.body, status=e.status, answer=e.answer)
+                for e in self.evidence
+            ],
+            hint=self.hint,
+        )
 
 
 @dataclass
@@ -67,8 +78,24 @@ class Findings:
     vision_ok: bool | None = None
     metrics_ok: bool | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> ProbeFindings:
+        return ProbeFindings(
+            model=self.model,
+            runtime=self.runtime,
+            n_ctx_slot=self.n_ctx_slot,
+            total_slots=self.total_slots,
+            modalities=list(self.modalities),
+            timings_in_body=self.timings_in_body,
+            server_timing=dict(self.server_timing),
+            reasoning_field=self.reasoning_field,
+            content_null_on_budget=self.content_null_on_budget,
+            efforts_accepted=list(self.efforts_accepted),
+            efforts_refused=dict(self.efforts_refused),
+            effort_map=dict(self.effort_map),
+            tools_ok=self.tools_ok,
+            vision_ok=self.vision_ok,
+            metrics_ok=self.metrics_ok,
+        )
 
 
 @dataclass

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from inferfleet.documents import BenchFiguresInfo, BenchLevelFigures
+
 SCHEMA_PREFIX = "inferfleet.bench/v1"
 MAX_SUMMARIES = 200  # newest first; older result folders are history, not status
 MAX_BYTES = 16 * 1024 * 1024
@@ -41,15 +43,23 @@ class BenchFigures:
     max_tokens: int | None
     levels: list[BenchLevel] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "summary": self.summary,
-            "finished_at": self.finished_at,
-            "arm": self.arm,
-            "api": self.api,
-            "max_tokens": self.max_tokens,
-            "levels": [level.__dict__ for level in self.levels],
-        }
+    def to_json(self) -> BenchFiguresInfo:
+        return BenchFiguresInfo(
+            summary=self.summary,
+            finished_at=self.finished_at,
+            arm=self.arm,
+            api=self.api,
+            max_tokens=self.max_tokens,
+            levels=[
+                BenchLevelFigures(
+                    concurrency=level.concurrency,
+                    decode_tps=level.decode_tps,
+                    aggregate_tps=level.aggregate_tps,
+                    ttft_ms=level.ttft_ms,
+                )
+                for level in self.levels
+            ],
+        )
 
 
 @dataclass(frozen=True)

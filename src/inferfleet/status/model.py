@@ -6,12 +6,13 @@ board's JSON endpoint, so the page and the terminal cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
 
+from inferfleet.documents import RevisionInfo, StatusDocument, StatusHost, StatusService
 from inferfleet.status.bench import BenchFigures
 
-SCHEMA = "inferfleet.status/v2"
+SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 
 # healthy: its own process answers its health path (L-33); loading: 503 while the
 # model loads (L-34); down: nothing answers on a reachable host; stopped: a
@@ -83,10 +84,40 @@ class ServiceRow:
     def problem(self) -> bool:
         return self.state in PROBLEMS
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["bench"] = None if self.bench is None else self.bench.to_json()
-        return data
+    def to_json(self) -> StatusService:
+        rev = self.revision
+        return StatusService(
+            service=self.service,
+            host=self.host,
+            kind=self.kind,
+            runtime=self.runtime,
+            backend=self.backend,
+            state=self.state,
+            url=self.url,
+            links=dict(self.links),
+            detail=self.detail,
+            pid=self.pid,
+            pid_source=self.pid_source,
+            uptime_s=self.uptime_s,
+            runtime_version=self.runtime_version,
+            model=self.model,
+            ctx_per_slot=self.ctx_per_slot,
+            parallel=self.parallel,
+            slots=self.slots,
+            busy_slots=self.busy_slots,
+            requests_processing=self.requests_processing,
+            requests_deferred=self.requests_deferred,
+            metrics=self.metrics,
+            revision=RevisionInfo(
+                state=rev.state,
+                deployed=rev.deployed,
+                head=rev.head,
+                applied_at=rev.applied_at,
+                reasons=list(rev.reasons),
+            ),
+            bench=None if self.bench is None else self.bench.to_json(),
+            notes=list(self.notes),
+        )
 
 
 @dataclass(frozen=True)
@@ -101,8 +132,18 @@ class HostRow:
     services: int = 0
     healthy: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> StatusHost:
+        return StatusHost(
+            host=self.host,
+            address=self.address,
+            local=self.local,
+            reach=self.reach,
+            detail=self.detail,
+            checkout_head=self.checkout_head,
+            lock=self.lock,
+            services=self.services,
+            healthy=self.healthy,
+        )
 
 
 @dataclass(frozen=True)
@@ -117,13 +158,21 @@ class FleetStatus:
     def problems(self) -> list[ServiceRow]:
         return [row for row in self.services if row.problem]
 
+    def document(self, *, version: str | None = None) -> StatusDocument:
+        """The ``inferfleet.status/v2`` document; the board stamps inferfleet's ``version``."""
+        doc = StatusDocument(
+            schema=SCHEMA,
+            file=self.file,
+            head=self.head,
+            collected_at=self.collected_at,
+            hosts=[h.to_json() for h in self.hosts],
+            services=[s.to_json() for s in self.services],
+            notes=list(self.notes),
+        )
+        if version is not None:
+            doc["inferfleet"] = version
+        return doc
+
     def to_json(self) -> dict[str, Any]:
-        """The ``inferfleet.status/v2`` document (without its ``schema`` key)."""
-        return {
-            "file": self.file,
-            "head": self.head,
-            "collected_at": self.collected_at,
-            "hosts": [h.to_json() for h in self.hosts],
-            "services": [s.to_json() for s in self.services],
-            "notes": list(self.notes),
-        }
+        """The document without its ``schema`` key (``out.document`` adds it back)."""
+        return {k: v for k, v in self.document().items() if k != "schema"}

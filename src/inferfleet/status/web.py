@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from importlib import resources
 from string import Template
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -23,7 +22,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from inferfleet import __version__
-from inferfleet.status import SCHEMA, Collector
+from inferfleet.documents import StatusDocument
+from inferfleet.status import Collector
 
 STATIC = {
     "board.js": "text/javascript; charset=utf-8",
@@ -52,15 +52,15 @@ class StatusCache:
         self.hosts = list(hosts) if hosts else None
         self.max_age = max_age
         self._lock = threading.Lock()
-        self._doc: dict[str, Any] | None = None
+        self._doc: StatusDocument | None = None
         self._at = 0.0
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> StatusDocument:
         with self._lock:
             if self._doc is not None and time.monotonic() - self._at < self.max_age:
                 return self._doc
             status = self.collector.collect(self.hosts)
-            self._doc = {"schema": SCHEMA, "inferfleet": __version__, **status.to_json()}
+            self._doc = status.document(version=__version__)
             self._at = time.monotonic()
             return self._doc
 

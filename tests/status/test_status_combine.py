@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.real_server import fleet_data, write_fleet
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from served import fleet_data, write_fleet  # noqa: E402
-
-from inferfleet.deploy.facts import ServiceState  # noqa: E402
-from inferfleet.fleetfile.loader import LoadedFleet, load_fleet  # noqa: E402
-from inferfleet.status.combine import Local, decide, host_unreachable, service_row  # noqa: E402
-from inferfleet.status.endpoint import Reading  # noqa: E402
-from inferfleet.status.model import Revision  # noqa: E402
-from inferfleet.status.parse import ServerInfo, SlotUsage  # noqa: E402
-from inferfleet.status.revisions import HostView  # noqa: E402
+from inferfleet.deploy.facts import ServiceState
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
+from inferfleet.status.combine import Local, decide, host_unreachable, service_row
+from inferfleet.status.endpoint import Reading
+from inferfleet.status.model import Revision
+from inferfleet.status.parse import ServerInfo, SlotUsage
+from inferfleet.status.revisions import HostView
 
 HEALTHY = Reading("healthy")
 DOWN = Reading("down", "/health: connection refused or no route")

@@ -21,12 +21,11 @@ from typing import Any
 import httpx
 import psutil
 import pytest
+from helpers import free_port
+from helpers.bench_summaries import summary, write
+from helpers.real_server import SERVICE, Served, fleet_data, served, wait_for, write_fleet
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
-from bench_summaries import summary, write  # noqa: E402
-from served import SERVICE, Served, fleet_data, free_port, served, wait_for, write_fleet  # noqa: E402
-
-from inferfleet.io import process  # noqa: E402
+from inferfleet.io import process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from served import SERVICE, fleet_data, free_port, write_fleet  # noqa: E402
+from helpers import free_port
+from helpers.real_server import SERVICE, fleet_data, write_fleet
 
-from inferfleet import paths  # noqa: E402
-from inferfleet.backends.process import ProcessBackend  # noqa: E402
-from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
-from inferfleet.status import Options, collect  # noqa: E402
+from inferfleet import paths
+from inferfleet.backends.process import ProcessBackend
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.status import Options, collect
 
 
 def test_a_corrupt_record_makes_its_row_unknown_not_the_table_fail(tmp_path: Path) -> None:

@@ -1,17 +1,22 @@
-"""The real llama-server on the real model, started the way users start it: ``inferfleet up``.
+"""The real llama-server on the real model (Gemma 3 270M), for every test that needs one.
 
-``local.up`` (process backend) builds nothing here (the runtime is cached),
-verifies the model by sha256 and records the server's pid in the state dir,
-so the status collector and the board see exactly what a user's machine
-would have. The server is always stopped by its recorded pid (L-43).
-Shared by the board, monitoring and relay tests (tests/ is on the path).
+Two ways to start it, both on a free port and always stopped by pid (L-43):
+
+- :func:`served` starts it the way users do, ``inferfleet up`` (``local.up``,
+  process backend): the model is verified by sha256 and the pid recorded in
+  the state dir, so status, the board and monitoring see what a user's
+  machine would have;
+- :func:`running_server` spawns the prepared argv directly (optionally with
+  flags dropped), for the probe and bench tests that need a server without
+  inferfleet's record of it.
+
+The runtime is built once and cached; nothing here builds it per test.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +26,8 @@ from typing import Any
 import psutil
 import yaml
 
+from helpers import free_port
+from inferfleet.backends import health as gate
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
@@ -30,16 +37,12 @@ SERVICE = "gemma"
 ALIAS = "gemma3-270m"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def fleet_data(port: int) -> dict[str, Any]:
-    """The embedded example fleet (Gemma 3 270M, 4096 per slot x 2) on ``port``."""
+def fleet_data(port: int, **service: Any) -> dict[str, Any]:
+    """The embedded example fleet (Gemma 3 270M, 4096 per slot x 2) on ``port``,
+    with ``service`` keys of its one service replaced (e.g. ``client``)."""
     data: dict[str, Any] = yaml.safe_load(embedded_example().read_text())
     data["services"][SERVICE]["port"] = port
+    data["services"][SERVICE].update(service)
     return data
 
 
@@ -106,3 +109,37 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: 
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+@dataclass(frozen=True)
+class Running:
+    url: str
+    port: int
+    pid: int
+    log: Path
+    fleet: Path
+
+
+@contextlib.contextmanager
+def running_server(folder: Path, *, drop_flags: tuple[str, ...] = ()) -> Iterator[Running]:
+    """The example service, ctx 4096 per slot x 2 slots, spawned from its prepared argv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    fleet = write_fleet(folder / "fleet.yaml", fleet_data(port))
+    prepared = local.prepare(load_fleet(fleet), SERVICE, local.Hooks())
+    argv = [a for a in prepared.argv if a not in drop_flags]
+    log = folder / "llama-server.log"
+    proc = process.spawn_detached(argv, log_path=log, env=prepared.process_env(os.environ))
+    try:
+        gate.wait_healthy(
+            proc,
+            service=SERVICE,
+            bind="127.0.0.1",
+            port=port,
+            path="/health",
+            timeout=300.0,
+            log_path=log,
+        )
+        yield Running(f"http://127.0.0.1:{port}", port, proc.pid, log, fleet)
+    finally:
+        process.terminate(proc)

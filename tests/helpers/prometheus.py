@@ -11,16 +11,15 @@ its pid.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
-import pytest
 import yaml
 
+from helpers import require
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import process
 from inferfleet.render.bundle import fleet_artifacts
@@ -28,12 +27,6 @@ from inferfleet.render.bundle import fleet_artifacts
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 QUICK = "1s"
-
-
-def require(binary: str, package: str) -> str:
-    if shutil.which(binary) is None:
-        pytest.fail(f"{binary} is missing: apt-get install {package}")
-    return binary
 
 
 def rendered(loaded: LoadedFleet) -> tuple[str, str]:

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import free_port
+from helpers.real_server import fleet_data, write_fleet
 from starlette.testclient import TestClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
-from served import fleet_data, free_port, write_fleet  # noqa: E402
-
-from inferfleet.errors import UsageError  # noqa: E402
-from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
-from inferfleet.status import Collector, FleetStatus, Options  # noqa: E402
+from inferfleet.errors import UsageError
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.status import Collector, FleetStatus, Options
 from inferfleet.status.web import (
-    CSP,  # noqa: E402
-    create_app,  # noqa: E402
+    CSP,
+    create_app,
 )
 
 

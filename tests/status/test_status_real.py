@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,40 +20,22 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import free_port
+from helpers.bench_summaries import summary, write
+from helpers.git import git
+from helpers.real_server import SERVICE, Served, fleet_data, served, wait_for, write_fleet
 from rich.console import Console
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_summaries import summary, write  # noqa: E402
-from served import SERVICE, Served, fleet_data, free_port, served, wait_for, write_fleet  # noqa: E402
-
-from inferfleet.deploy import planner  # noqa: E402
-from inferfleet.deploy.gitrepo import Repo  # noqa: E402
-from inferfleet.deploy.markers import Marker, MarkerStore  # noqa: E402
-from inferfleet.errors import UsageError  # noqa: E402
-from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
-from inferfleet.output import Output  # noqa: E402
-from inferfleet.status import SCHEMA, FleetStatus, Options, ServiceRow, collect  # noqa: E402
-from inferfleet.status.view import show  # noqa: E402
+from inferfleet.deploy import planner
+from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.markers import Marker, MarkerStore
+from inferfleet.errors import UsageError
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.output import Output
+from inferfleet.status import SCHEMA, FleetStatus, Options, ServiceRow, collect
+from inferfleet.status.view import show
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Fleet Operator",
-    "GIT_AUTHOR_EMAIL": "ops@example.invalid",
-    "GIT_COMMITTER_NAME": "Fleet Operator",
-    "GIT_COMMITTER_EMAIL": "ops@example.invalid",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, env=GIT_ENV, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_summaries import summary, write  # noqa: E402
+from helpers.bench_summaries import summary, write
 
-from inferfleet.status.bench import BenchReader, scan  # noqa: E402
+from inferfleet.status.bench import BenchReader, scan
 
 ADDRESSES = ["http://127.0.0.1:8080", "127.0.0.1:8080"]
 

@@ -1,7 +1,7 @@
 """Status of a remote host read over real ssh: pids, own-process health (L-33) and markers.
 
 The "remote" hosts are this machine behind a real OpenSSH server on a loopback
-port (see loopback_sshd.py), reached by the deploy connector through an ssh
+port (see tests/helpers/sshd.py), reached by the deploy connector through an ssh
 config, running ``inferfleet apply --facts`` in the host's checkout: the same
 read ``plan`` does. Host ``far`` runs the real llama-server (its state dir
 holds the server's record and a marker); host ``near`` claims a service on
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,42 +20,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import free_port
+from helpers.git import git
+from helpers.real_server import SERVICE, Served, fleet_data, served, write_fleet
+from helpers.sshd import Sshd, loopback_sshd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loopback_sshd import Sshd, loopback_sshd  # noqa: E402
-from served import SERVICE, Served, fleet_data, free_port, served, write_fleet  # noqa: E402
+from inferfleet.deploy import planner
+from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.markers import Marker, MarkerStore
+from inferfleet.deploy.ssh import SshConnector, Target
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.status import Options, collect
 
-from inferfleet.deploy import planner  # noqa: E402
-from inferfleet.deploy.gitrepo import Repo  # noqa: E402
-from inferfleet.deploy.markers import Marker, MarkerStore  # noqa: E402
-from inferfleet.deploy.ssh import SshConnector, Target  # noqa: E402
-from inferfleet.fleetfile.loader import load_fleet  # noqa: E402
-from inferfleet.status import Options, collect  # noqa: E402
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.needs_root]
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Fleet Operator",
-    "GIT_AUTHOR_EMAIL": "ops@example.invalid",
-    "GIT_COMMITTER_NAME": "Fleet Operator",
-    "GIT_COMMITTER_EMAIL": "ops@example.invalid",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-}
 # The hosts run this interpreter's inferfleet, with the deploy verbs registered.
 REMOTE = (
     "from inferfleet.cli import app; "
     "app.VERBS.setdefault('apply', ('deploy_cmd', 'register')); app.main()"
 )
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, env=GIT_ENV, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import no_process_on, server_script  # noqa: E402
+from helpers import no_process_on, server_script
 
 from inferfleet.backends.health import wait_healthy
 from inferfleet.backends.process import ProcessBackend, alive

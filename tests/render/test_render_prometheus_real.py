@@ -10,15 +10,13 @@ endpoint that stops answering /metrics must not drop out silently).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prom import alerts, api, query, quick_copy, rendered, running  # noqa: E402
-from served import SERVICE, fleet_data, free_port, served, wait_for, write_fleet  # noqa: E402
+from helpers import free_port
+from helpers.prometheus import alerts, api, query, quick_copy, rendered, running
+from helpers.real_server import SERVICE, fleet_data, served, wait_for, write_fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -8,12 +8,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from helpers import ROOT
 
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.fleetfile.loader import load_fleet, parse_fleet
 from inferfleet.fleetfile.quantities import format_size, parse_duration, parse_size
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

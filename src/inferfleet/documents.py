@@ -1,0 +1,884 @@
+"""The versioned ``--json`` documents, as types: one TypedDict per document, all in one place.
+
+Every document a command prints with ``--json`` is built as one of these
+types (mypy checks the keys and value types where it is built) and carries
+its version in ``schema`` (``"inferfleet.check/v1"``). :func:`json_schema`
+turns a document type into its JSON Schema (draft 2020-12, unknown keys
+refused), which the tests validate each command's real output against and
+which scripts can use to check what they parse.
+
+Adding a key to a document is compatible; renaming or removing one, or
+changing its meaning, is a new version (``/v2``) with a new type.
+
+Nested parts that are another model's own dump (the fleet file as parsed, a
+service's spec, a runtime's client block) are typed ``dict[str, Any]``: the
+fleet file's schema is ``inferfleet schema``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, Union, get_args, get_type_hints
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# ----------------------------------------------------------- fleet file: validate, show
+
+
+class FleetCounts(TypedDict):
+    hosts: int
+    runtimes: int
+    models: int
+    services: int
+
+
+class ValidationIssue(TypedDict):
+    line: int | None
+    column: int | None
+    message: str
+    hint: str
+
+
+class ValidateDocument(TypedDict):
+    schema: Literal["inferfleet.validate/v1"]
+    file: str
+    valid: bool
+    errors: list[ValidationIssue]
+    counts: NotRequired[FleetCounts]  # only for a valid file
+
+
+class ShowFleetDocument(TypedDict):
+    """``show`` without a service: the whole fleet as parsed."""
+
+    schema: Literal["inferfleet.show/v1"]
+    file: str
+    fleet: dict[str, Any]
+
+
+class ShowServiceDocument(TypedDict):
+    """``show SERVICE``: the service as parsed, and the launch it runs (render/pipeline)."""
+
+    schema: Literal["inferfleet.show/v1"]
+    file: str
+    service: str
+    spec: dict[str, Any]
+    ctx_total: int
+    argv: list[str]
+    spec_digest: str
+    image: NotRequired[str]
+    model_bytes: NotRequired[int]
+
+
+# ----------------------------------------------------------------------- check, secrets
+
+
+class CheckFinding(TypedDict):
+    rule: str
+    lesson: str
+    severity: str  # error | warning
+    service: str | None
+    field: str
+    line: int | None
+    column: int | None
+    message: str
+    hint: str
+
+
+class CheckSkip(TypedDict):
+    rule: str
+    lesson: str
+    subject: str
+    reason: str
+
+
+class CheckCounts(TypedDict):
+    error: int
+    warning: int
+    skipped: int
+
+
+class CheckDocument(TypedDict):
+    schema: Literal["inferfleet.check/v1"]
+    file: str
+    ok: bool
+    rules_run: int
+    counts: CheckCounts
+    findings: list[CheckFinding]
+    skipped: list[CheckSkip]
+
+
+class CheckRule(TypedDict):
+    id: str
+    lesson: str
+    severity: str
+    topic: str
+    needs_header: bool
+    title: str
+
+
+class CheckRulesDocument(TypedDict):
+    schema: Literal["inferfleet.check.rules/v1"]
+    rules: list[CheckRule]
+
+
+class SecretFinding(TypedDict):
+    path: str
+    line: int
+    what: str
+    redacted: str  # never the secret itself
+
+
+class SecretsScanDocument(TypedDict):
+    schema: Literal["inferfleet.secrets-scan/v1"]
+    files: int
+    secret_values: int
+    findings: list[SecretFinding]
+
+
+# --------------------------------------------------------------------------- render, diff
+
+
+class RenderedFile(TypedDict):
+    path: str
+    kind: str
+    sha256: str
+    install: str | None
+
+
+class RenderDocument(TypedDict):
+    schema: Literal["inferfleet.render/v1"]
+    file: str
+    out: str
+    files: list[RenderedFile]
+
+
+class DiffChange(TypedDict):
+    path: str
+    status: str  # added | changed | removed
+    diff: str
+
+
+class DiffDocument(TypedDict):
+    schema: Literal["inferfleet.diff/v1"]
+    out: str
+    changes: list[DiffChange]
+
+
+# ------------------------------------------------------------------------------ runtimes
+
+
+class RuntimeDocument(TypedDict):
+    """``runtime install llama.cpp``: the installed build's record."""
+
+    schema: Literal["inferfleet.runtime/v1"]
+    runtime: str
+    built: bool  # built by this call (False: it was cached)
+    binary: str
+    package: str
+    version: str
+    commit: str | None
+    cmake_args: list[str]
+    version_text: str
+    built_at: float
+    build_seconds: float
+
+
+class RuntimeRow(TypedDict):
+    runtime: str
+    kind: str
+    pin: str | None
+    installed: bool
+    binary: str | None
+    version: str | None
+
+
+class RuntimesDocument(TypedDict):
+    schema: Literal["inferfleet.runtimes/v1"]
+    runtimes: list[RuntimeRow]
+
+
+# -------------------------------------------------------------------------- gguf inspect
+
+
+class KVPerTokenBytes(TypedDict):
+    full: int
+    swa: int
+    nextn: int
+
+
+class KVContext(TypedDict):
+    ctx: int
+    parallel: int
+    n_ctx: int
+    streams: int
+    cells_full: int
+    cells_swa: int
+    full_bytes: int
+    swa_bytes: int
+    total_bytes: int
+
+
+class KVSizing(TypedDict):
+    cache_type_k: str
+    cache_type_v: str
+    per_token: KVPerTokenBytes
+    context: NotRequired[KVContext]  # with --ctx
+
+
+class Experts(TypedDict):
+    count: int | None
+    used: int | None
+
+
+class ChatTemplateInfo(TypedDict):
+    present: bool
+    length: int | None
+    named: list[str]
+
+
+class TokenizerInfo(TypedDict):
+    model: str | None
+    vocab_size: int | None
+
+
+class TypeCount(TypedDict):
+    id: int
+    name: str
+    count: int
+    bytes: int | None  # None: a type whose size is unknown
+    known: bool
+
+
+class LayerBytes(TypedDict):
+    layer: int
+    bytes: int
+
+
+class SplitPart(TypedDict):
+    source: str
+    number: int | None
+    tensor_count: int
+    tensor_bytes: int
+    header_bytes: int
+    file_size: int | None
+
+
+class SplitInfo(TypedDict):
+    count: int
+    parts: list[SplitPart]
+
+
+class MetadataValue(TypedDict):
+    type: str | None
+    value: Any
+
+
+class TensorRow(TypedDict):
+    name: str
+    shape: list[int]
+    type: str
+    type_id: int
+    offset: int
+    elements: int
+    bytes: int | None
+
+
+class GGUFInspectDocument(TypedDict):
+    schema: Literal["inferfleet.gguf.inspect/v1"]
+    location: str
+    version: int
+    architecture: str | None
+    name: str | None
+    file_type: str | None
+    parameters: int
+    tensor_count: int
+    tensor_bytes: int
+    context_length: int | None
+    block_count: int | None
+    nextn_layers: int
+    head_count: int | list[int] | None
+    head_count_kv: int | list[int] | None
+    key_length: int | None
+    value_length: int | None
+    sliding_window: int | None
+    swa_layers: list[int]
+    full_attention_layers: list[int]
+    recurrent_layers: list[int]
+    experts: Experts
+    chat_template: ChatTemplateInfo
+    tokenizer: TokenizerInfo
+    kv: KVSizing | None  # None: an architecture without a known KV layout
+    types: list[TypeCount]
+    layers: list[LayerBytes]
+    split: SplitInfo | None
+    metadata: dict[str, MetadataValue]
+    problems: list[str]
+    notes: list[str]
+    tensors: NotRequired[list[TensorRow]]  # with --tensors
+
+
+# -------------------------------------------------------------------------------- budget
+
+
+class BudgetModel(TypedDict):
+    location: str
+    architecture: str | None
+    trained_context: int | None
+
+
+class BudgetContext(TypedDict):
+    ctx: int
+    ctx_per_slot: int
+    parallel: int
+    cache_type_k: str
+    cache_type_v: str
+    flash_attn: bool
+    n_ubatch: int
+    unified: bool
+    streams: int
+    cells_full: int
+    cells_swa: int
+    kv_bytes: int
+
+
+class BudgetDevice(TypedDict):
+    """One device's share, in bytes."""
+
+    name: str
+    kind: str
+    runtime_name: str | None
+    memory: int | None  # None: the fleet file does not say
+    weights: int
+    kv: int
+    state: int
+    compute: int
+    output: int
+    projector: int
+    drafter: int
+    headroom: int
+    used: int
+    margin: int | None
+    fits: bool | None  # None: unknown memory, so unknown
+    measured: bool  # weights holds the measured non-KV cost (weights + compute)
+
+
+class BudgetSolve(TypedDict):
+    ctx_per_slot: int | None
+    ctx: int | None
+    limit: str
+
+
+class MemoryParts(TypedDict):
+    model: int
+    context: int
+    compute: int
+    total: int
+
+
+class BudgetComparison(TypedDict):
+    device: str
+    n_ctx: int
+    measured: MemoryParts
+    predicted: MemoryParts
+
+
+class Budget(TypedDict):
+    """A budget as data (``budget.report.budget_document``); sizes in bytes."""
+
+    model: BudgetModel
+    context: BudgetContext
+    devices: list[BudgetDevice]
+    fits: bool
+    notes: list[str]
+
+
+class BudgetService(Budget):
+    service: str
+    solve: BudgetSolve | None  # with --solve
+    measured: list[BudgetComparison] | None  # with --from-log
+
+
+class BudgetSkip(TypedDict):
+    service: str
+    reason: str
+
+
+class BudgetDocument(TypedDict):
+    schema: Literal["inferfleet.budget/v1"]
+    file: str
+    services: list[BudgetService]
+    skipped: list[BudgetSkip]
+
+
+# ------------------------------------------------------------------------ up, down, status
+
+
+class MinimalCheck(TypedDict):
+    name: str
+    ok: bool
+    detail: str
+
+
+class UpService(TypedDict):
+    service: str
+    action: str  # started | restarted | unchanged
+    url: str
+    pid: int
+    model: str
+    ctx_per_slot: int
+    parallel: int
+    seconds_to_healthy: float | None
+    checks: list[MinimalCheck]
+    reason: str
+    health: Literal["healthy"]
+
+
+class UpDocument(TypedDict):
+    schema: Literal["inferfleet.up/v1"]
+    file: str
+    services: list[UpService]
+
+
+class DownService(TypedDict):
+    service: str
+    outcome: str  # terminated | killed | gone | stale | not-running
+    pid: int | None
+    detail: str
+
+
+class DownDocument(TypedDict):
+    schema: Literal["inferfleet.down/v1"]
+    services: list[DownService]
+
+
+class RevisionInfo(TypedDict):
+    state: str  # status.model.REVISION_STATES
+    deployed: str | None
+    head: str | None
+    applied_at: float | None
+    reasons: list[str]
+
+
+class BenchLevelFigures(TypedDict):
+    concurrency: int
+    decode_tps: float | None
+    aggregate_tps: float | None
+    ttft_ms: float | None
+
+
+class BenchFiguresInfo(TypedDict):
+    summary: str
+    finished_at: str
+    arm: str
+    api: str | None
+    max_tokens: int | None
+    levels: list[BenchLevelFigures]
+
+
+class StatusService(TypedDict):
+    service: str
+    host: str
+    kind: str
+    runtime: str | None
+    backend: str
+    state: str  # status.model.STATES
+    url: str
+    links: dict[str, str]
+    detail: str
+    pid: int | None
+    pid_source: str | None
+    uptime_s: float | None
+    runtime_version: str | None
+    model: str | None
+    ctx_per_slot: int | None
+    parallel: int | None
+    slots: int | None
+    busy_slots: int | None
+    requests_processing: float | None
+    requests_deferred: float | None
+    metrics: str
+    revision: RevisionInfo
+    bench: BenchFiguresInfo | None
+    notes: list[str]
+
+
+class StatusHost(TypedDict):
+    host: str
+    address: str
+    local: bool
+    reach: str  # local | ssh | http | unreachable
+    detail: str
+    checkout_head: str | None
+    lock: str | None
+    services: int
+    healthy: int
+
+
+class StatusDocument(TypedDict):
+    """``status --json`` and the board's ``/api/status`` (which adds ``inferfleet``)."""
+
+    schema: Literal["inferfleet.status/v2"]
+    inferfleet: NotRequired[str]  # the board's version stamp
+    file: str
+    head: str | None
+    collected_at: float
+    hosts: list[StatusHost]
+    services: list[StatusService]
+    notes: list[str]
+
+
+# --------------------------------------------------------------------------- probe, bench
+
+
+class ProbeEvidence(TypedDict):
+    request: str
+    body: str
+    status: int | None
+    answer: str
+
+
+class ProbeCheck(TypedDict):
+    id: str
+    title: str
+    lesson: str | None
+    status: Literal["pass", "fail", "skip"]
+    summary: str
+    evidence: list[ProbeEvidence]
+    hint: str
+
+
+class ProbeFindings(TypedDict):
+    model: str | None
+    runtime: str | None
+    n_ctx_slot: int | None
+    total_slots: int | None
+    modalities: list[str]
+    timings_in_body: bool
+    server_timing: dict[str, float]
+    reasoning_field: str | None
+    content_null_on_budget: bool | None
+    efforts_accepted: list[str]
+    efforts_refused: dict[str, int | None]
+    effort_map: dict[str, str]
+    tools_ok: bool | None
+    vision_ok: bool | None
+    metrics_ok: bool | None
+
+
+class ProbeTarget(TypedDict):
+    label: str
+    url: str
+    service: str | None
+    model: str | None
+    declared: dict[str, Any] | None  # ctx_per_slot, parallel and the service's client block
+
+
+# "pass" is a Python keyword: the functional form names it.
+ProbeCounts = TypedDict("ProbeCounts", {"pass": int, "fail": int, "skip": int})
+
+
+class ProbeDocument(TypedDict):
+    schema: Literal["inferfleet.probe/v1"]
+    target: ProbeTarget
+    ok: bool
+    counts: ProbeCounts
+    checks: list[ProbeCheck]
+    findings: ProbeFindings
+
+
+class BenchHost(TypedDict):
+    cpus: int | None
+    machine: str
+    python: str
+
+
+class BenchPrompt(TypedDict):
+    id: str
+    kind: str
+    title: str
+    licence: str
+
+
+class BenchBattery(TypedDict):
+    name: str
+    version: int
+    prompts: list[BenchPrompt]
+
+
+class BenchOptions(TypedDict):
+    api: str
+    concurrency: list[int]
+    runs: int
+    max_tokens: int
+    ignore_eos: bool
+    min_decode_tokens: int
+    warmup: bool
+
+
+class BenchArm(TypedDict):
+    name: str
+    kind: str  # running | started
+    url: str
+    service: str | None
+    model: str | None
+    runtime: str | None
+    request_extra: dict[str, Any]
+    server: dict[str, Any] | None  # the started server's life (bench.arms.ServerLife)
+
+
+class BenchCache(TypedDict):
+    requests: int
+    reported: int
+    hits: int
+    max_cached_tokens: int | None
+
+
+class BenchDocument(TypedDict):
+    """``bench --json`` and the ``summary.json`` it writes (one level per arm x concurrency)."""
+
+    schema: Literal["inferfleet.bench/v1"]
+    inferfleet: str
+    started_at: str
+    finished_at: str
+    host: BenchHost
+    battery: BenchBattery
+    options: BenchOptions
+    arms: list[BenchArm]
+    levels: list[dict[str, Any]]  # bench.summary.level_summary: spreads per metric, runs
+    comparisons: list[dict[str, Any]]  # A/B verdicts with their noise (bench.stats)
+    cache: BenchCache
+    aborted: str | None
+
+
+# -------------------------------------------------------------------- plan, deploy, apply
+
+
+class PlanItem(TypedDict):
+    service: str
+    action: str  # deploy | retire | keep
+    reasons: list[str]
+    recorded: str | None
+
+
+class PlannedItem(PlanItem):
+    selected: bool
+
+
+class ActionRow(TypedDict):
+    kind: str
+    service: str
+    detail: str
+
+
+class HostPlanRow(TypedDict):
+    host: str
+    error: str | None
+    lock: str | None
+    items: list[PlannedItem]
+    actions: list[ActionRow]
+
+
+class PlanDocument(TypedDict):
+    schema: Literal["inferfleet.plan/v1"]
+    revision: str
+    hosts: list[HostPlanRow]
+
+
+class DeployPlanDocument(TypedDict):
+    """``deploy --dry-run --json``: the plan with each host's actions."""
+
+    schema: Literal["inferfleet.deploy-plan/v1"]
+    revision: str
+    hosts: list[HostPlanRow]
+
+
+class DeployHost(TypedDict):
+    host: str
+    ok: bool
+    result: dict[str, Any] | None  # the host's inferfleet.apply/v1 document
+    error: dict[str, Any] | None
+
+
+class DeployDocument(TypedDict):
+    schema: Literal["inferfleet.deploy/v1"]
+    revision: str
+    hosts: list[DeployHost]
+
+
+class Failure(TypedDict):
+    service: str
+    error: str  # the error's class name
+    message: str
+    where: str
+    hint: str
+    log_tail: str
+
+
+class ApplyDocument(TypedDict):
+    schema: Literal["inferfleet.apply/v1"]
+    host: str
+    revision: str
+    dry_run: bool
+    ok: bool
+    plan: list[PlanItem]
+    selected: list[str]
+    done: list[dict[str, Any]]  # deploy.apply.Outcome per service
+    failed: Failure | None
+    pending: list[str]
+    actions: list[ActionRow]
+
+
+class FactsDocument(TypedDict):
+    """``apply --facts``: what plan and ``deploy --dry-run`` read from a host."""
+
+    schema: Literal["inferfleet.facts/v1"]
+    host: str
+    head: str
+    dirty: list[str]  # `git status --porcelain` lines of the checkout
+    state_dir: str
+    lock: str | None
+    markers: dict[str, dict[str, Any]]
+    facts: dict[str, Any] | None
+    states: dict[str, dict[str, Any]]
+
+
+# -------------------------------------------------------------------------------- models
+
+
+class ManifestFile(TypedDict):
+    path: str
+    size: int
+    kind: str  # sha256 | git-sha1 | parts
+    hash: str
+
+
+class ModelsManifestDocument(TypedDict):
+    schema: Literal["inferfleet.models.manifest/v1"]
+    repo: str
+    revision: str
+    commit: str
+    out: str | None
+    files: list[ManifestFile]
+
+
+class VerifiedFile(TypedDict):
+    path: str
+    size: int
+    status: str
+    method: str
+    detail: str
+
+
+class ModelsVerifyDocument(TypedDict):
+    schema: Literal["inferfleet.models.verify/v1"]
+    model: str
+    folder: str
+    ok: bool
+    files: list[VerifiedFile]
+
+
+class FetchedFile(TypedDict):
+    path: str
+    size: int
+    status: str
+    fetched: int
+    reused: int
+    seconds: float
+    sha256: str | None
+
+
+class FetchFailure(TypedDict):
+    path: str
+    error: str
+    hint: str
+
+
+class ModelsFetchDocument(TypedDict):
+    schema: Literal["inferfleet.models.fetch/v1"]
+    model: str
+    repo: str
+    commit: str
+    folder: str
+    ok: bool
+    fetched_bytes: int
+    reused_bytes: int
+    seconds: float
+    files: list[FetchedFile]
+    failures: list[FetchFailure]
+
+
+# ---------------------------------------------------------------------------- the registry
+
+DOCUMENT_TYPES: tuple[type, ...] = (
+    ValidateDocument,
+    ShowFleetDocument,
+    ShowServiceDocument,
+    CheckDocument,
+    CheckRulesDocument,
+    SecretsScanDocument,
+    RenderDocument,
+    DiffDocument,
+    RuntimeDocument,
+    RuntimesDocument,
+    GGUFInspectDocument,
+    BudgetDocument,
+    UpDocument,
+    DownDocument,
+    StatusDocument,
+    ProbeDocument,
+    BenchDocument,
+    PlanDocument,
+    DeployPlanDocument,
+    DeployDocument,
+    ApplyDocument,
+    FactsDocument,
+    ModelsManifestDocument,
+    ModelsVerifyDocument,
+    ModelsFetchDocument,
+)
+
+
+def schema_id(document: type) -> str:
+    """The ``schema`` value a document type carries (``inferfleet.check/v1``)."""
+    (value,) = get_args(get_type_hints(document)["schema"])
+    return str(value)
+
+
+def _by_id() -> dict[str, list[type]]:
+    found: dict[str, list[type]] = {}
+    for document in DOCUMENT_TYPES:
+        found.setdefault(schema_id(document), []).append(document)
+    return found
+
+
+SCHEMA_IDS: tuple[str, ...] = tuple(sorted(_by_id()))
+
+
+def json_schema(schema: str) -> dict[str, Any]:
+    """The JSON Schema of the document ``schema`` (an id such as ``inferfleet.status/v2``).
+
+    Objects refuse keys the type does not name, so a document that grows a key
+    without its type fails validation. Documents with two shapes (``show``:
+    the fleet or one service) validate against either.
+    """
+    types = _by_id().get(schema)
+    if types is None:
+        raise KeyError(f"no document type for {schema!r}; known: {', '.join(SCHEMA_IDS)}")
+    target: Any = types[0] if len(types) == 1 else Union[tuple(types)]  # noqa: UP007
+    doc = TypeAdapter(target).json_schema(mode="serialization")
+    _close_objects(doc)
+    return {"$schema": JSON_SCHEMA_DIALECT, "$id": schema, **doc}
+
+
+def _close_objects(node: Any) -> None:
+    """additionalProperties: false on every object with named properties, recursively."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and "properties" in node:
+            node.setdefault("additionalProperties", False)
+        for value in node.values():
+            _close_objects(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close_objects(value)

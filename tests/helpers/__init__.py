@@ -1,0 +1,45 @@
+"""Helpers shared by tests, each defined once (importable as ``helpers``: tests/ is on
+pytest's pythonpath). Topic modules: ``helpers.cli`` (the in-process entry point),
+``helpers.git`` (git with a fixed identity), ``helpers.real_server`` (the real
+llama-server), ``helpers.prometheus``, ``helpers.sshd``, ``helpers.bench_summaries``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_script(name: str) -> list[str]:
+    """argv of one of the small real servers under tests/fixtures/servers."""
+    return [sys.executable, str(FIXTURES / "servers" / name)]
+
+
+def no_process_on(port_number: int) -> bool:
+    """True when nothing listens on the TCP port."""
+    return not any(
+        c.laddr and c.laddr.port == port_number and c.status == psutil.CONN_LISTEN
+        for c in psutil.net_connections(kind="tcp")
+    )
+
+
+def require(tool: str, package: str) -> str:
+    """The path of a system tool the test needs; a missing one fails with the install command."""
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: apt-get install {package}")
+    return path
