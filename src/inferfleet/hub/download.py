@@ -132,7 +132,7 @@ def download(session: Session, target: Target) -> Outcome:
             problem = _check(target, sink)
             if problem is None:
                 sink.close()
-                os.replace(partial, final)
+                promote(partial, final)
                 return Outcome(
                     target.path,
                     "resumed" if have else "downloaded",

@@ -20,14 +20,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.io.files import atomic_write
 from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
 from inferfleet.render.facts import HostFacts, facts_for
@@ -161,11 +160,11 @@ def write_bundle(artifacts: list[Artifact], out: Path, *, only: str | None = Non
     kept = [e for e in previous if only is not None and e.get("service") != only]
     ours = [e for e in previous if e not in kept]
     for artifact in artifacts:
-        _atomic_write(out / artifact.path, artifact.content)
+        _write(out / artifact.path, artifact.content)
     current = {a.path for a in artifacts}
     for stale in sorted({e["path"] for e in ours} - current):
         (out / stale).unlink(missing_ok=True)
-    _atomic_write(out / MANIFEST, manifest(kept + [_entry(a) for a in artifacts]))
+    _write(out / MANIFEST, manifest(kept + [_entry(a) for a in artifacts]))
     return [a.path for a in artifacts]
 
 
@@ -189,17 +188,9 @@ def read_manifest(out: Path) -> list[dict[str, str]]:
     return [e for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, text, mode=0o644)
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,12 @@ when it changed (re-rendering is idempotent).
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from inferfleet.errors import FleetError, UsageError
+from inferfleet.io.files import write_if_changed
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOSE = re.compile(r"\$\{[^}]*\}?")
@@ -99,19 +98,4 @@ def write_settings(dest: Path, text: str, *, repo_root: Path) -> bool:
             f"refusing to write rendered settings inside the repository: {dest}",
             hint="choose a destination outside the fleet checkout (e.g. under /etc or ~/.config)",
         )
-    try:
-        if target.read_text(encoding="utf-8") == text:
-            return False
-    except FileNotFoundError:
-        pass
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return True
+    return write_if_changed(target, text, mode=0o600)

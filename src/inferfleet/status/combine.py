@@ -10,10 +10,7 @@ the pid is unverified.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-
-import psutil
 
 from inferfleet import paths
 from inferfleet.deploy.facts import host_facts, service_state
@@ -21,6 +18,7 @@ from inferfleet.deploy.local import ServiceStatus
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.io import pids
 from inferfleet.runtimes.registry import traits
 from inferfleet.status.bench import BenchFigures
 from inferfleet.status.endpoint import Reading
@@ -70,16 +68,9 @@ class Local:
             None,
             state.pid,
             "MainPID" if state.units else "record",
-            _uptime(state.pid),
+            pids.uptime(state.pid),
             own_answer=state.healthy,
         )
-
-
-def _uptime(pid: int) -> float | None:
-    try:
-        return round(time.time() - psutil.Process(pid).create_time(), 1)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
 
 
 def host_unreachable(is_local: bool, view: HostView, readings: list[Reading]) -> bool:
