@@ -101,7 +101,7 @@ def test_a_killed_holder_never_leaves_a_stale_lock(tmp_path: Path) -> None:
     lock = HostLock(path, "h1")
     lock.acquire("after the crash")
     assert json.loads(lock.record_path.read_text())["what"] == "after the crash"
-    assert path.read_text() == ""  # the locked file is never renamed over (its inode holds the lock)
+    assert path.read_text() == ""  # never renamed over: its inode holds the lock
     lock.release()
     assert not lock.record_path.exists()
 

@@ -22,6 +22,7 @@ from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.errors import BackendError, PortInUseError
 from inferfleet.io import pids, process
 
+
 @dataclass(frozen=True)
 class StopResult:
     service: str

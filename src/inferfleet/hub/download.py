@@ -14,7 +14,6 @@ from zero, and never kept.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -28,6 +27,7 @@ from inferfleet.hub import wire
 from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import FetchError, IntegrityError
 from inferfleet.hub.sink import CHUNK, Cancelled, Sink
+from inferfleet.io.files import promote
 
 __all__ = ["CHUNK", "Cancelled", "Events", "Outcome", "Retry", "Session", "Target", "download"]
 
