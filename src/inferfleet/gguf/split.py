@@ -252,7 +252,7 @@ def inspect(
     if frag is not None:
         raise _fragment_error(text, frag)
     own_client = client is None and is_url(text)
-    shared = http.client(timeout=30.0) if own_client else client
+    shared = http.client(purpose="remote", timeout=30.0) if own_client else client
     try:
         return _inspect(text, name, load_arrays, shared)
     finally:

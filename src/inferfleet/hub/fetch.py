@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inferfleet.errors import FleetError
+from inferfleet.errors import AuthError, FleetError
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import Token
 from inferfleet.hub.download import (
@@ -40,7 +40,7 @@ from inferfleet.hub.download import (
     download,
     partial_path,
 )
-from inferfleet.hub.errors import AuthError, FetchError, FetchFailures, IntegrityError, NoSpaceError
+from inferfleet.hub.errors import FetchError, FetchFailures, IntegrityError, NoSpaceError
 from inferfleet.hub.verified import Record, file_digests
 from inferfleet.io import http
 from inferfleet.io.files import atomic_writer
@@ -129,7 +129,7 @@ def fetch(
     jobs = max(1, min(jobs, MAX_JOBS))
     job.folder.mkdir(parents=True, exist_ok=True)
     report = FetchReport()
-    with _exclusive(job.folder), http.client(timeout=stall_timeout) as client:
+    with _exclusive(job.folder), http.client(purpose="remote", timeout=stall_timeout) as client:
         record = Record(job.folder)
         vouched = {t.path for t in job.targets if _vouched(job.folder, record, t)}
         check_free_space(job, vouched, record)
