@@ -164,3 +164,12 @@ def is_stale_connection(exc: BaseException) -> bool:
     seconds).
     """
     return isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError)
+
+
+def failure_reason(exc: httpx.TransportError) -> str:
+    """A few words for a request that got no answer, for tables and notes."""
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ReadTimeout):
+        return "timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused or no route"
+    return type(exc).__name__
