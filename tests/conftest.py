@@ -37,6 +37,10 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"
     monkeypatch.setenv("INFERFLEET_STATE_DIR", str(state))
     monkeypatch.delenv("INFERFLEET_DEBUG", raising=False)
+    # Remote requests honour proxies (io/http.py); every test server is on loopback.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
     return state
 
 

@@ -134,4 +134,58 @@ class ContractError(FleetError):
 
 
 class HTTPError(FleetError, OSError):
-    """An HTTP request failed or answered with an unexpected status."""
+    """An HTTP request failed or answered with an unexpected status.
+
+    :func:`inferfleet.io.http_errors.status_error` is the one place that turns
+    a status into one of these; ``status`` is None for a failure below HTTP
+    (refused, reset, timed out).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str = "",
+        where: str = "",
+        status: int | None = None,
+        url: str = "",
+    ) -> None:
+        super().__init__(message, hint=hint, where=where)
+        self.status = status
+        self.url = url
+
+
+class TransientError(HTTPError):
+    """Worth retrying: 408, 429, 5xx, a dropped or refused connection, a stall.
+
+    :mod:`inferfleet.io.retry` retries it; when the tries are spent the caller
+    reports it like any other error.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str = "",
+        where: str = "",
+        status: int | None = None,
+        url: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, where=where, status=status, url=url)
+        self.retry_after = retry_after
+
+
+class AuthError(HTTPError, PermissionError):
+    """A credential is refused (401, 403) or unusable (a token file others can read).
+
+    Final: the same token gets the same answer on the next try (L-06, L-07).
+    """
+
+
+class GatedError(AuthError):
+    """The repo is gated and this account has not accepted its terms (L-07)."""
+
+
+class RemoteNotFoundError(HTTPError, FileNotFoundError):
+    """The server has no such repo, revision or file (any more, L-09)."""

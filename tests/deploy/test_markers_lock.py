@@ -100,8 +100,10 @@ def test_a_killed_holder_never_leaves_a_stale_lock(tmp_path: Path) -> None:
     assert HostLock(path, "h1").holder() is None  # the record is left, its holder is gone
     lock = HostLock(path, "h1")
     lock.acquire("after the crash")
-    assert json.loads(path.read_text())["what"] == "after the crash"
+    assert json.loads(lock.record_path.read_text())["what"] == "after the crash"
+    assert path.read_text() == ""  # never renamed over: its inode holds the lock
     lock.release()
+    assert not lock.record_path.exists()
 
 
 def test_git_refuses_dirty_trees_and_diverged_checkouts(tmp_path: Path) -> None:

@@ -174,26 +174,43 @@ def test_big_header_takes_few_round_trips_and_little_data(server: FileServer) ->
         assert server.bytes_sent < served.size // 2
 
 
-def test_token_goes_only_to_the_urls_own_host(range_server: FileServer) -> None:
+def test_token_goes_only_to_the_endpoints_origin_never_to_a_redirect(
+    range_server: FileServer,
+) -> None:
     port = range_server.server_address[1]
     range_server.files["/cdn/m.gguf"] = Served(gemma3_like().build())
     range_server.redirects["/resolve/m.gguf"] = f"http://localhost:{port}/cdn/m.gguf"
-    source = HTTPSource(f"{range_server.url}/resolve/m.gguf", token="s3cret")
+    source = HTTPSource(
+        f"{range_server.url}/resolve/m.gguf", token="s3cret", endpoint=range_server.url
+    )
     try:
         assert read_header(source).metadata["general.architecture"] == "gemma3"
     finally:
         source.close()
     first, second = range_server.seen
     assert first.authorization == "Bearer s3cret" and first.host.startswith("127.0.0.1")
+    # Same host, another name: another origin, so no token (io/token_scope).
     assert second.host.startswith("localhost") and second.authorization is None
 
 
-def test_hf_token_is_read_only_for_hugging_face_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_token_goes_by_origin_to_the_hub_and_a_configured_mirror(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_x")
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     assert hf_token_for("https://huggingface.co/o/r/resolve/main/m.gguf") == "hf_x"
-    assert hf_token_for("https://cdn-lfs.hf.co/x") == "hf_x"
-    assert hf_token_for("http://127.0.0.1:8000/m.gguf") is None
-    assert hf_token_for("https://huggingface.co.evil.example/m.gguf") is None
+    assert hf_token_for("https://hf.co/o/r/resolve/main/m.gguf") == "hf_x"
+    for elsewhere in (
+        "https://cdn-lfs.hf.co/x",  # a CDN: signed URLs, never the token
+        "http://huggingface.co/o/r/resolve/main/m.gguf",  # another scheme
+        "https://huggingface.co:8443/m.gguf",  # another port
+        "https://huggingface.co.evil.example/m.gguf",
+        "http://127.0.0.1:8000/m.gguf",
+    ):
+        assert hf_token_for(elsewhere) is None, elsewhere
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:8000/")  # a mirror, as `hf` allows
+    assert hf_token_for("http://127.0.0.1:8000/o/r/resolve/main/m.gguf") == "hf_x"
+    assert hf_token_for("http://127.0.0.1:8001/m.gguf") is None
     monkeypatch.delenv("HF_TOKEN")
     assert hf_token_for("https://huggingface.co/o/r/resolve/main/m.gguf") is None
 

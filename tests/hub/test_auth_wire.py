@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from inferfleet.errors import AuthError, GatedError, HTTPError, RemoteNotFoundError, TransientError
 from inferfleet.hub import wire
 from inferfleet.hub.auth import Token, auth_headers, read_token_file, resolve_token
-from inferfleet.hub.errors import AuthError, FetchError, GatedRepoError, HubNotFoundError
 
 SHA = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 ENDPOINT = "http://127.0.0.1:8000"
@@ -118,12 +118,12 @@ def _error(status: int, headers: dict[str, str], token: Token | None = None) -> 
 def test_gated_answers_say_accept_the_gate_L07() -> None:
     token = Token("hf_x", "HF_TOKEN")
     error = _error(403, {"X-Error-Code": "GatedRepo", "X-Error-Message": "not in list"}, token)
-    assert isinstance(error, GatedRepoError)
+    assert isinstance(error, GatedError)
     assert "has not been granted access" in error.message and "HF_TOKEN" in error.message
     assert f"{ENDPOINT}/org/repo" in error.hint and "accept the terms" in error.hint
     assert "Not retried" in error.hint
     anonymous = _error(401, {"X-Error-Code": "GatedRepo"})
-    assert isinstance(anonymous, GatedRepoError) and "no token was given" in anonymous.message
+    assert isinstance(anonymous, GatedError) and "no token was given" in anonymous.message
 
 
 def test_401_and_403_name_the_token_problem_L07() -> None:
@@ -141,8 +141,9 @@ def test_401_and_403_name_the_token_problem_L07() -> None:
 
 def test_transient_and_other_statuses() -> None:
     burst = _error(503, {"Retry-After": "7"})
-    assert isinstance(burst, wire.Transient) and burst.retry_after == 7.0
-    assert isinstance(_error(429, {}), wire.Transient)
+    assert isinstance(burst, TransientError) and burst.retry_after == 7.0
+    assert isinstance(_error(429, {}), TransientError)
     gone = _error(404, {"X-Error-Code": "EntryNotFound"})
-    assert isinstance(gone, HubNotFoundError) and "model.gguf is not in the repo" in gone.message
-    assert isinstance(_error(418, {}), FetchError)
+    assert isinstance(gone, RemoteNotFoundError) and "model.gguf is not in the repo" in gone.message
+    other = _error(418, {})
+    assert type(other) is HTTPError and "unexpected HTTP 418" in other.message

@@ -14,12 +14,14 @@ from hub_repos import SMALL_SIZE, small_repo
 from hubserver import Blob, HubServer, Repo, RepoFile
 
 from inferfleet.artifacts.record import Record
+from inferfleet.errors import AuthError, GatedError
 from inferfleet.hub.auth import Token
-from inferfleet.hub.download import CHUNK, Retry
-from inferfleet.hub.errors import AuthError, FetchError, GatedRepoError, IntegrityError
+from inferfleet.hub.download import CHUNK
+from inferfleet.hub.errors import FetchError, IntegrityError
 from inferfleet.hub.fetch import FetchJob, FetchReport, fetch
 from inferfleet.hub.fetch_plan import split_entries
 from inferfleet.hub.manifest import build_manifest
+from inferfleet.io.retry import Retry
 
 FAST = Retry(attempts=4, base=0.01, cap=0.05)
 MODEL = "model-small.gguf"
@@ -232,7 +234,7 @@ def test_gated_repo_is_one_request_and_the_exact_fix_L07(hub: HubServer, tmp_pat
     repo = hub.add(small_repo("test/gated", gated=True, extra=2))
     token = Token(GOOD_TOKEN, "HF_TOKEN")
     job = gated_job(hub, repo, tmp_path / "m")
-    with pytest.raises(GatedRepoError) as info:
+    with pytest.raises(GatedError) as info:
         run(job, token, jobs=1)
     assert "has not been granted access" in info.value.message
     assert f"{hub.endpoint}/test/gated" in info.value.hint and "accept the terms" in info.value.hint
@@ -248,9 +250,9 @@ def test_gated_repo_is_one_request_and_the_exact_fix_L07(hub: HubServer, tmp_pat
 def test_gated_repo_without_a_token_L07(hub: HubServer, tmp_path: Path) -> None:
     repo = hub.add(small_repo("test/gated", gated=True))
     job = gated_job(hub, repo, tmp_path / "m")
-    with pytest.raises(GatedRepoError, match="no token was given"):
+    with pytest.raises(GatedError, match="no token was given"):
         run(job)
-    with pytest.raises(GatedRepoError, match="no token was given"):
+    with pytest.raises(GatedError, match="no token was given"):
         job_for(hub, repo, tmp_path / "other")  # the manifest meets the same gate
 
 

@@ -181,7 +181,7 @@ def test_a_wrong_whole_file_hash_keeps_the_fragments_and_no_whole_file_L05(
     assert "concatenated fragments have sha256" in result.stderr
     folder = fleet.parent / "models" / "m"
     assert not (folder / MODEL_NAME).exists()
-    assert not list(folder.glob("*.assembling"))
+    assert not list(folder.glob(f".{MODEL_NAME}.*.tmp"))  # no temp of the whole file left
     assert len(list(folder.glob("*.part*of11"))) == 11
 
 

@@ -156,3 +156,24 @@ def test_a_planted_effect_in_the_core_is_reported_with_its_import_chain(tmp_path
         "inferfleet.render.systemd -> subprocess\n"
         "    inferfleet/render/systemd.py:4: inferfleet.render.systemd imports subprocess",
     ]
+
+
+# Lower layers never import upper ones (design.md): the model-files package sits
+# below the Hub wire and everything that deploys or renders.
+BELOW = {
+    "artifacts": {"hub", "deploy", "cli", "render", "status", "probe", "bench"},
+    "fleetfile": {"artifacts", "hub", "gguf", "deploy", "cli", "render", "status", "backends"},
+    "io": {"fleetfile", "artifacts", "hub", "deploy", "cli", "render", "status", "backends"},
+    "client": {"probe", "bench", "deploy", "cli", "status"},
+}
+
+
+def test_lower_layers_never_import_upper_ones() -> None:
+    edges = ImportGraph.scan(SRC, PACKAGE).unit_edges()
+    wrong = [
+        f"{low} imports {high}: {edges[low][high].where(SRC)}"
+        for low, highs in BELOW.items()
+        for high in sorted(highs)
+        if high in edges.get(low, {})
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -7,15 +7,11 @@ from pathlib import Path
 import pytest
 from render_helpers import ROOT
 
+from inferfleet.cli.render_files import write_settings
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.envfile import EnvFileError, env_file
-from inferfleet.render.settings import (
-    SettingsError,
-    read_env_files,
-    render_settings,
-    write_settings,
-)
+from inferfleet.render.settings import SettingsError, read_env_files, render_settings
 
 
 def service(**fields: object) -> Service:

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from render_helpers import load, render, run
 
+from inferfleet.cli.render_files import write_bundle
 from inferfleet.render import prometheus
-from inferfleet.render.bundle import write_bundle
 from inferfleet.render.grafana import dashboard
 
 

@@ -20,10 +20,7 @@ import psutil
 from inferfleet.backends.ports import Listener, listeners
 from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.errors import BackendError, PortInUseError
-from inferfleet.io import process
-
-# Create times are read from /proc with clock-tick resolution.
-_CREATE_TIME_SLACK = 0.05
+from inferfleet.io import pids, process
 
 
 @dataclass(frozen=True)
@@ -36,15 +33,7 @@ class StopResult:
 
 def alive(record: ServiceRecord) -> psutil.Process | None:
     """The recorded process if it still runs AND is the same process (create time)."""
-    try:
-        proc = psutil.Process(record.pid)
-        if abs(proc.create_time() - record.create_time) > _CREATE_TIME_SLACK:
-            return None  # the pid was reused by an unrelated process
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return None
+    return pids.same_process(record.pid, record.create_time)
 
 
 class ProcessBackend:

@@ -2,17 +2,17 @@
 
 A record is the only way we find a server again: pid plus the process's
 create time (a pid alone may by now belong to an unrelated process), argv,
-port and log. Written atomically (temp file + rename).
+port and log. Written with :func:`~inferfleet.io.files.atomic_write`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from inferfleet.errors import BackendError
+from inferfleet.io.files import atomic_write
 
 RECORD_VERSION = 1
 
@@ -70,10 +70,7 @@ class RecordStore:
 
     def write(self, record: ServiceRecord) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.path(record.service)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(record), indent=2) + "\n")
-        os.replace(tmp, path)
+        atomic_write(self.path(record.service), json.dumps(asdict(record), indent=2) + "\n")
 
     def remove(self, service: str) -> None:
         self.path(service).unlink(missing_ok=True)

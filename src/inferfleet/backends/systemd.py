@@ -10,10 +10,7 @@ process holding the port is not it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +20,7 @@ import psutil
 from inferfleet.backends import health as gate
 from inferfleet.errors import BackendError, HealthError
 from inferfleet.io import process
+from inferfleet.io.files import write_if_changed
 
 LINGER_DIR = Path("/var/lib/systemd/linger")
 # `systemctl show` properties the gate and the facts read.
@@ -134,19 +132,7 @@ def file_sha256(path: Path) -> str | None:
 
 def install_file(path: Path, content: str, *, mode: int = 0o644) -> bool:
     """Write ``content`` atomically; returns False (and writes nothing) when it is already there."""
-    if file_sha256(path) == hashlib.sha256(content.encode()).hexdigest():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return True
+    return write_if_changed(path, content, mode=mode)
 
 
 def wait_unit_healthy(

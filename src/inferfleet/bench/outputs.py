@@ -1,22 +1,20 @@
 """Writing a benchmark's results: all files or none.
 
-Everything is written into a temporary folder beside the target and renamed
-into place at the end, so an interrupted run never leaves a half-written
-report that looks complete.
+Everything is written into a staging folder beside the target and renamed
+into place at the end (:func:`~inferfleet.io.files.staged_directory`), so an
+interrupted run never leaves a half-written report that looks complete.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from inferfleet.bench import plots, report
 from inferfleet.bench.measure import RequestRecord
 from inferfleet.documents import BenchDocument
 from inferfleet.errors import UsageError
+from inferfleet.io.files import staged_directory
 
 FILES = ("requests.jsonl", "summary.json", "levels.csv", "report.md")
 
@@ -32,10 +30,7 @@ def check_out_dir(out: Path) -> None:
 
 def write(out: Path, summary: BenchDocument, records: list[RequestRecord]) -> list[Path]:
     check_out_dir(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; results are for reading
-    try:
+    with staged_directory(out) as staging:
         with (staging / "requests.jsonl").open("w", encoding="utf-8") as handle:
             for rec in records:
                 handle.write(json.dumps(rec.to_json(), sort_keys=True) + "\n")
@@ -43,10 +38,4 @@ def write(out: Path, summary: BenchDocument, records: list[RequestRecord]) -> li
         (staging / "levels.csv").write_text(report.csv_text(summary), "utf-8")
         drawn = plots.draw_all(records, summary, staging / "plots") if records else []
         (staging / "report.md").write_text(report.markdown(summary, plots=drawn), "utf-8")
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return [out / name for name in FILES] + [out / "plots" / name for name in drawn]

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 import typer
 
 from inferfleet.errors import UsageError
+from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
 from inferfleet.relay import alertmanager
 from inferfleet.relay.app import ALERTS_PATH, create_app
@@ -130,12 +130,4 @@ def config(
         typer.echo(text, nl=False)
         return
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_file.parent, prefix=f".{out_file.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_file)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(out_file, text, mode=0o644)

@@ -14,13 +14,14 @@ import typer
 
 from inferfleet.checks.engine import run_checks
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.render_files import write_bundle, write_settings
 from inferfleet.documents import DiffChange, DiffDocument, RenderDocument, RenderedFile
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.output import Output, esc
-from inferfleet.render.bundle import Artifact, diff_bundle, render_fleet, write_bundle
+from inferfleet.render.bundle import Artifact, diff_bundle, render_fleet
 from inferfleet.render.facts import load_facts
-from inferfleet.render.settings import read_env_files, render_settings, write_settings
+from inferfleet.render.settings import read_env_files, render_settings
 
 ServiceArg = typer.Argument(None, help="Only this service's artifacts (default: all).")
 OutOpt = typer.Option(..., "--out", "-o", help="Directory of rendered artifacts.")

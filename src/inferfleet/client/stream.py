@@ -17,6 +17,7 @@ from typing import Any, Literal
 import httpx
 
 from inferfleet.client.sse import SseFramer
+from inferfleet.io import http
 
 Api = Literal["chat", "completions"]
 PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -76,19 +77,18 @@ def stream(client: httpx.Client, path: str, body: dict[str, Any]) -> StreamResul
     few seconds); such a request never reached the model and is sent once
     more on a fresh connection, as OpenAI's own client does.
     """
-    result = _stream_once(client, path, body)
-    if result.status is None and result.first_byte_ns is None and _stale(result.error):
-        retried = _stream_once(client, path, body)
+    result, stale = _stream_once(client, path, body)
+    if stale:
+        retried, _stale = _stream_once(client, path, body)
         retried.retries = 1
         return retried
     return result
 
 
-def _stale(error: str | None) -> bool:
-    return error is not None and error.startswith(("RemoteProtocolError", "ReadError"))
-
-
-def _stream_once(client: httpx.Client, path: str, body: dict[str, Any]) -> StreamResult:
+def _stream_once(
+    client: httpx.Client, path: str, body: dict[str, Any]
+) -> tuple[StreamResult, bool]:
+    """One try; the flag says it failed on a stale pooled connection, before any answer."""
     framer = SseFramer()
     raw_events: list[tuple[int, str]] = []
     sent_ns = time.perf_counter_ns()
@@ -104,7 +104,7 @@ def _stream_once(client: httpx.Client, path: str, body: dict[str, Any]) -> Strea
                 result.error_body = response.read().decode("utf-8", "replace")[:2000]
                 result.error = f"HTTP {response.status_code}"
                 result.done_ns = time.perf_counter_ns()
-                return result
+                return result, False
             for piece in response.iter_raw():
                 now = time.perf_counter_ns()
                 if result.first_byte_ns is None:
@@ -115,6 +115,8 @@ def _stream_once(client: httpx.Client, path: str, body: dict[str, Any]) -> Strea
     except httpx.HTTPError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
         result.done_ns = time.perf_counter_ns()
+        if result.status is None and result.first_byte_ns is None and http.is_stale_connection(exc):
+            return result, True
     # Parse only now: the clock readings above are already taken.
     for arrived_ns, data in raw_events:
         if data.strip() == "[DONE]":
@@ -129,7 +131,7 @@ def _stream_once(client: httpx.Client, path: str, body: dict[str, Any]) -> Strea
             if "error" in parsed and "choices" not in parsed:
                 result.error = result.error or f"error event: {json.dumps(parsed)[:300]}"
             result.chunks.append(Chunk(arrived_ns, parsed))
-    return result
+    return result, False
 
 
 # Where chat answers carry reasoning text, by server (L-45).

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from inferfleet.deploy.errors import DirtyTreeError, GitError
 from inferfleet.errors import ProcessError
 from inferfleet.io import process
+from inferfleet.io.files import staged_directory
 
 _GIT_TIMEOUT = 120.0
 # Pulls and pushes must never stop to ask for a password or an editor.
@@ -167,15 +167,8 @@ class Repo:
         if dest.is_dir():
             return dest
         data = _git_bytes(self.root, "archive", "--format=tar", rev)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-                archive.extractall(tmp, filter="data")
-            os.replace(tmp, dest)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with staged_directory(dest) as staging, tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            archive.extractall(staging, filter="data")
         return dest
 
 

@@ -3,12 +3,15 @@
 A kernel ``flock`` on a file in the checkout's git directory (one checkout
 per host, and untouched by pulls or ``git clean``). The kernel drops the lock
 when its process ends, so a crashed or killed deploy never leaves a stale
-lock behind; the file's content only says who holds it, for the error.
+lock behind. Who holds it is written, atomically, to a record beside it
+(``<lock>.json``): the locked file itself must keep its inode, since a
+rename over it would hand a second deploy a fresh, unlocked file. A record
+whose process is gone (pid + create time, :mod:`inferfleet.io.pids`) names
+no holder.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import getpass
 import json
@@ -19,9 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
-import psutil
-
 from inferfleet.deploy.errors import LockHeldError
+from inferfleet.io import pids
+from inferfleet.io.files import atomic_write
 
 LOCK_NAME = "inferfleet-deploy.lock"
 
@@ -34,6 +37,7 @@ class Holder:
     origin: str  # the ssh client's address, or "local"
     since: float
     what: str
+    create_time: float = 0.0  # of the holding process: a pid alone may be reused
 
     def describe(self, now: float | None = None) -> str:
         age = (now if now is not None else time.time()) - self.since
@@ -54,6 +58,7 @@ def current_holder_fields(what: str) -> Holder:
         origin=client[0] if client else "local",
         since=time.time(),
         what=what,
+        create_time=pids.own_create_time(),
     )
 
 
@@ -63,14 +68,19 @@ class HostLock:
         self.host = host
         self._handle: IO[str] | None = None
 
+    @property
+    def record_path(self) -> Path:
+        """Who holds the lock: written after it is taken, removed before it is let go."""
+        return self.path.with_name(self.path.name + ".json")
+
     def acquire(self, what: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.path.open("a+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _parse(handle)
             handle.close()
+            holder = self._read_record()
             who = holder.describe() if holder is not None else "another process"
             raise LockHeldError(
                 f"host {self.host} is locked by {who}",
@@ -78,19 +88,17 @@ class HostLock:
                 hint="wait for that deploy to finish and run this one again; the lock goes "
                 "away by itself when its process ends",
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps(asdict(current_holder_fields(what))))
-        handle.flush()
         self._handle = handle
+        try:
+            atomic_write(self.record_path, json.dumps(asdict(current_holder_fields(what))) + "\n")
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
         if self._handle is None:
             return
-        with contextlib.suppress(OSError):
-            self._handle.seek(0)
-            self._handle.truncate()
-            self._handle.flush()
+        self.record_path.unlink(missing_ok=True)
         fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
         self._handle.close()
         self._handle = None
@@ -98,33 +106,23 @@ class HostLock:
     def holder(self) -> Holder | None:
         """Who holds the lock now (None when it is free).
 
-        Read from the file without touching the lock itself: a probe with
+        Read from the record without touching the lock itself: a probe with
         ``flock`` could make a deploy starting at that instant fail.
         """
-        try:
-            with self.path.open("r", encoding="utf-8") as handle:
-                holder = _parse(handle)
-        except FileNotFoundError:
-            return None
+        holder = self._read_record()
         if holder is None:
             return None
+        # The kernel lock died with its process; a leftover record is not a holder.
+        return holder if pids.same_process(holder.pid, holder.create_time) else None
+
+    def _read_record(self) -> Holder | None:
         try:
-            # The kernel lock died with its process; a leftover record is not a holder.
-            alive = psutil.Process(holder.pid).create_time() <= holder.since + 1.0
-        except psutil.NoSuchProcess:
-            alive = False
-        return holder if alive else None
+            return Holder(**json.loads(self.record_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
 
     def __enter__(self) -> HostLock:
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.release()
-
-
-def _parse(handle: IO[str]) -> Holder | None:
-    try:
-        handle.seek(0)
-        return Holder(**json.loads(handle.read()))
-    except (OSError, ValueError, TypeError):
-        return None

@@ -11,13 +11,13 @@ it) and the revisions it ran before (so a rollback knows where to go).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.errors import FleetError
+from inferfleet.io.files import atomic_write
 
 MARKER_VERSION = 1
 HISTORY = 20  # earlier revisions kept per service, newest first
@@ -102,9 +102,7 @@ class MarkerStore:
         if previous is not None:
             marker = previous.succeeded_by(marker)
         path = self.path(marker.service)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(marker.to_json(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(marker.to_json(), indent=2) + "\n")
         return path
 
     def remove(self, service: str) -> None:

@@ -16,18 +16,20 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
+from inferfleet.errors import HTTPError, RemoteNotFoundError
 from inferfleet.gguf.errors import GGUFError, GGUFNotFound
-from inferfleet.io import http
+from inferfleet.io import http, http_errors, token_scope
+from inferfleet.io.retry import GaveUp, Retry, retrying
 
-# Hosts whose token is HF_TOKEN. The token is never sent anywhere else, and
-# only to the URL's own host: a redirect to a CDN gets no Authorization (L-06
-# spirit: a credential goes only where it is meant to go).
-HF_HOSTS = ("huggingface.co", "hf.co")
-_MAX_REDIRECTS = 5
+# A header read retries a busy server or a dropped connection a few times,
+# with the same backoff as every other request (io/retry.py), but briefly:
+# it is an interactive command.
+HEADER_RETRY = Retry(attempts=3, base=0.25, cap=2.0)
+_RESOLVE = re.compile(r"^/([^/]+/[^/]+)/resolve/")
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
 
@@ -131,31 +133,6 @@ class FileSource:
             self._fd = -1
 
 
-def _status_error(url: str, status: int) -> GGUFError:
-    """One place that turns an HTTP status into a message with the fix."""
-    if status == 401:
-        return GGUFError(
-            "HTTP 401: authentication required",
-            source=url,
-            hint="export HF_TOKEN with a token that can read this repository",
-        )
-    if status == 403:
-        return GGUFError(
-            "HTTP 403: access refused",
-            source=url,
-            # L-07: gated repos answer 403 even with a token until the gate is accepted.
-            hint="if the repository is gated, accept its terms on the Hub with the account "
-            "whose token is in HF_TOKEN; otherwise the token lacks read access",
-        )
-    if status == 404:
-        return GGUFNotFound(
-            "HTTP 404: not found",
-            source=url,
-            hint="check the repository, the revision and the file name in the URL",
-        )
-    return GGUFError(f"HTTP {status} while reading the header", source=url)
-
-
 class HTTPSource:
     """A GGUF at an HTTP(S) URL, read with as few round trips as possible.
 
@@ -163,7 +140,8 @@ class HTTPSource:
     reader asks for 1 MiB first and grows it fourfold, so a typical header
     costs one to three requests. A server that ignores ``Range`` (200) is read
     as a stream up to what is needed and then closed. ``requests`` counts the
-    requests sent, redirects included.
+    requests sent, redirects and retries included. Statuses become errors in
+    :mod:`inferfleet.io.http_errors`, like every other HTTP caller's.
     """
 
     growth = 4
@@ -173,12 +151,14 @@ class HTTPSource:
         url: str,
         *,
         token: str | None = None,
+        endpoint: str | None = None,
         client: httpx.Client | None = None,
     ) -> None:
         self._url = url
         self._target = url  # after redirects: reused so later reads skip them
         self._token = token
-        self._host = urlsplit(url).hostname or ""
+        # The token goes only where io/token_scope allows, on every hop.
+        self._endpoint = endpoint if endpoint is not None else token_scope.hub_endpoint()
         self._own_client = client is None
         self._client = client if client is not None else http_client()
         self._size: int | None = None
@@ -197,31 +177,56 @@ class HTTPSource:
         return self._size
 
     def _headers(self, url: str, start: int, end: int) -> dict[str, str]:
+        self.requests += 1  # asked once per hop
         headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
-        if self._token and urlsplit(url).hostname == self._host:
-            headers["Authorization"] = f"Bearer {self._token}"
+        headers.update(token_scope.bearer(url, endpoint=self._endpoint, token=self._token))
         return headers
 
-    def _open(self, start: int, end: int) -> httpx.Response:
-        url = self._target
-        for _ in range(_MAX_REDIRECTS + 1):
-            request = self._client.build_request("GET", url, headers=self._headers(url, start, end))
-            self.requests += 1
-            try:
-                response = self._client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                raise GGUFError(
-                    f"cannot fetch the header: {exc}",
-                    source=self._url,
-                    hint="check the URL and the network",
-                ) from None
-            if response.is_redirect and "location" in response.headers:
-                response.close()
-                url = urljoin(url, response.headers["location"])
-                continue
-            self._target = url
+    def _asked(self, url: str) -> http_errors.Asked:
+        hub_repo = _RESOLVE.match(urlsplit(url).path)
+        on_hub = hub_repo is not None and token_scope.may_send_token(url, endpoint=self._endpoint)
+        return http_errors.Asked(
+            subject="the GGUF file",
+            url=url,
+            repo=hub_repo[1] if on_hub and hub_repo else None,
+            endpoint=self._endpoint,
+            token="HF_TOKEN" if self._token else None,
+            token_options="export HF_TOKEN with a token that can read this repository",
+            fix="check the URL; the server may not serve files",
+        )
+
+    def _open_once(self, start: int, end: int) -> httpx.Response:
+        response = http.send(
+            self._client,
+            "GET",
+            self._target,
+            headers_for=lambda url: self._headers(url, start, end),
+            stream=True,
+        )
+        if response.is_success or response.status_code == 416:
             return response
-        raise GGUFError(f"more than {_MAX_REDIRECTS} redirects", source=self._url)
+        try:
+            http_errors.raise_for_status(response, self._asked(str(response.url)))
+        finally:
+            response.close()
+        raise AssertionError("raise_for_status returned on an error status")
+
+    def _open(self, start: int, end: int) -> httpx.Response:
+        """A 2xx or 416 answer for bytes ``[start, end)``; the rest becomes a GGUFError."""
+        try:
+            response = retrying(lambda: self._open_once(start, end), policy=HEADER_RETRY)
+        except GaveUp as spent:
+            raise GGUFError(
+                f"cannot fetch the header: {spent.last.message}",
+                source=self._url,
+                hint="check the URL, the network and any proxy (HTTPS_PROXY / NO_PROXY)",
+            ) from None
+        except RemoteNotFoundError as exc:
+            raise GGUFNotFound(exc.message, source=self._url, hint=exc.hint) from None
+        except HTTPError as exc:
+            raise GGUFError(exc.message, source=self._url, hint=exc.hint) from None
+        self._target = str(response.url)
+        return response
 
     def read(self, start: int, end: int) -> bytes:
         if end <= start:
@@ -258,7 +263,7 @@ class HTTPSource:
             self._chunks = response.iter_bytes()
             return self._read_stream(start, end)
         response.close()
-        raise _status_error(self._url, status)
+        raise GGUFError(f"unexpected HTTP {status} while reading the header", source=self._url)
 
     def _take(self, chunks: Iterator[bytes], n: int, *, keep_rest: bool) -> bytes:
         """Up to ``n`` bytes from ``chunks``; with ``keep_rest`` the surplus of
@@ -303,16 +308,15 @@ class HTTPSource:
 
 
 def hf_token_for(url: str) -> str | None:
-    """``HF_TOKEN`` if ``url`` is on a Hugging Face host, else ``None``."""
-    host = (urlsplit(url).hostname or "").lower()
-    if any(host == h or host.endswith("." + h) for h in HF_HOSTS):
+    """``HF_TOKEN`` if a Hub token may go to ``url`` (:mod:`inferfleet.io.token_scope`)."""
+    if token_scope.may_send_token(url, endpoint=token_scope.hub_endpoint()):
         return os.environ.get("HF_TOKEN") or None
     return None
 
 
 def http_client() -> httpx.Client:
     """The client for header reads; one is shared by the parts of a split GGUF."""
-    return http.client(timeout=30.0)
+    return http.client(purpose="remote", timeout=30.0)
 
 
 def open_source(location: str | Path, *, client: httpx.Client | None = None) -> ByteSource:

@@ -9,9 +9,14 @@ The token is read from (first match wins):
 
 It never travels on a command line (L-06: ``/proc/<pid>/cmdline`` is
 readable by every user): inferfleet takes no ``--token VALUE`` option and
-starts no child process with it. It is sent only to the configured endpoint
-(scheme, host and port); the CDN a download is redirected to gets a signed
-URL and no ``Authorization`` header.
+starts no child process with it. Where it may be sent is decided by
+:mod:`inferfleet.io.token_scope` (the endpoint's origin and Hugging Face's
+own); the CDN a download is redirected to gets a signed URL and no
+``Authorization`` header.
+
+huggingface_hub's ``get_token`` is not used: it reads the stored login
+without checking who else can read it (L-06), and knows no token file of
+ours. Its login file's location is used as is.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from inferfleet.hub.errors import AuthError
+from inferfleet.errors import AuthError
+from inferfleet.io.token_scope import bearer
 
 TOKEN_FILE_ENV = "INFERFLEET_HF_TOKEN_FILE"
 
@@ -97,16 +102,6 @@ def read_token_file(path: Path, *, source: str) -> Token:
     return Token(value, source)
 
 
-def origin(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) with the default port filled in."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or (443 if scheme == "https" else 80)
-    return scheme, (parts.hostname or "").lower(), port
-
-
 def auth_headers(url: str, *, endpoint: str, token: Token | None) -> dict[str, str]:
-    """``Authorization`` for ``url`` only if it is on the endpoint's origin."""
-    if token is None or origin(url) != origin(endpoint):
-        return {}
-    return {"Authorization": f"Bearer {token.value}"}
+    """``Authorization`` for ``url`` only where :mod:`inferfleet.io.token_scope` allows it."""
+    return bearer(url, endpoint=endpoint, token=None if token is None else token.value)

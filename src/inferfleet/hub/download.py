@@ -14,7 +14,6 @@ from zero, and never kept.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -24,10 +23,13 @@ from typing import Protocol
 
 import httpx
 
+from inferfleet.errors import TransientError
 from inferfleet.hub import wire
 from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import FetchError, IntegrityError
 from inferfleet.hub.sink import CHUNK, Cancelled, Sink
+from inferfleet.io.files import promote
+from inferfleet.io.retry import Attempts, GaveUp, Retry
 
 __all__ = ["CHUNK", "Cancelled", "Events", "Outcome", "Retry", "Session", "Target", "download"]
 
@@ -56,20 +58,6 @@ class Outcome:
     seconds: float
     sha256: str | None
     gitsha1: str | None
-
-
-@dataclass(frozen=True)
-class Retry:
-    """Bounded backoff: ``attempts`` tries in a row that bring no new byte."""
-
-    attempts: int = 8
-    base: float = 0.5
-    cap: float = 30.0
-
-    def delay(self, number: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.cap)
-        return min(self.base * 2.0 ** (number - 1), self.cap)
 
 
 class Events(Protocol):
@@ -132,7 +120,7 @@ def download(session: Session, target: Target) -> Outcome:
             problem = _check(target, sink)
             if problem is None:
                 sink.close()
-                os.replace(partial, final)
+                promote(partial, final)
                 return Outcome(
                     target.path,
                     "resumed" if have else "downloaded",
@@ -173,7 +161,7 @@ def _check(target: Target, sink: Sink) -> str | None:
 
 def _until_complete(session: Session, target: Target, sink: Sink) -> int:
     """Requests, with bounded backoff, until every byte is on disk; returns bytes fetched."""
-    failures = 0
+    attempts = Attempts(session.retry)
     fetched = 0
     while sink.received < target.size:
         if session.cancel.is_set():
@@ -184,21 +172,21 @@ def _until_complete(session: Session, target: Target, sink: Sink) -> int:
             _one_request(session, target, sink, got)
             fetched += got[0]
             continue
-        except wire.Transient as exc:
+        except TransientError as exc:
             reason = exc
         fetched += got[0]
         if sink.received > before:
-            failures = 0  # bytes arrived: the next failure starts a new count
-        failures += 1
-        if failures >= session.retry.attempts:
+            attempts.progressed()  # bytes arrived: the next failure starts a new count
+        try:
+            delay = attempts.failed(reason)
+        except GaveUp as spent:
             raise FetchError(
-                f"{target.path}: gave up after {failures} attempts in a row without a new "
-                f"byte; last error: {reason}",
+                f"{target.path}: gave up after {spent.failures} attempts in a row without a "
+                f"new byte; last error: {reason.message}",
                 hint="run the same command again later: it resumes where it stopped",
                 where=session.endpoint,
-            )
-        delay = session.retry.delay(failures, reason.retry_after)
-        session.events.note(f"{target.path}: {reason}; retrying in {delay:.1f} s")
+            ) from None
+        session.events.note(f"{target.path}: {reason.message}; retrying in {delay:.1f} s")
         if session.cancel.wait(delay):
             raise Cancelled
     return fetched
@@ -238,9 +226,11 @@ def _one_request(session: Session, target: Target, sink: Sink, got: list[int]) -
             if session.cancel.is_set() and sink.received < target.size:
                 raise Cancelled
         if sink.received < target.size:
-            raise wire.Transient(f"connection closed at byte {sink.received:,}")
+            raise TransientError(
+                f"connection closed at byte {sink.received:,}", where=str(response.url)
+            )
     except httpx.TransportError as exc:
-        raise wire.Transient(f"{type(exc).__name__}: {exc}") from exc
+        raise TransientError(f"{type(exc).__name__}: {exc}", where=str(response.url)) from exc
     finally:
         response.close()
         sink.flush()

@@ -1,9 +1,12 @@
 """Errors of talking to a Hugging Face Hub (or a mirror) and fetching from it.
 
 They are :class:`~inferfleet.errors.FleetError` subclasses, so the CLI prints
-``where: message -- hint`` without a traceback. Each says what the fix is:
-accept the gate, check the token's scope, regenerate the manifest. None of
-them ever carries the token itself.
+``where: message -- hint`` without a traceback. Each says what the fix is.
+What an HTTP status means (a gate, a refused token, a missing file, a busy
+server) is decided for every caller by :mod:`inferfleet.io.http_errors`,
+with the classes of :mod:`inferfleet.errors` (``AuthError``, ``GatedError``,
+``RemoteNotFoundError``, ``TransientError``); these are what is left: a
+download's own failures. None of them ever carries the token itself.
 """
 
 from __future__ import annotations
@@ -13,18 +16,6 @@ from inferfleet.errors import FleetError
 
 class HubError(FleetError, OSError):
     """The Hub (or a mirror, or its CDN) answered something we cannot use."""
-
-
-class AuthError(HubError, PermissionError):
-    """401, a token the Hub refuses, or a token file others can read (L-06, L-07)."""
-
-
-class GatedRepoError(AuthError):
-    """The repo is gated and this account has not accepted its terms (L-07)."""
-
-
-class HubNotFoundError(HubError, FileNotFoundError):
-    """The repo, the revision or a file is not on the Hub (any more, L-09)."""
 
 
 class FetchError(HubError):

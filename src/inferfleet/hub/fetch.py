@@ -29,7 +29,7 @@ from pathlib import Path
 
 from inferfleet.artifacts.digests import file_digests
 from inferfleet.artifacts.record import Record
-from inferfleet.errors import FleetError
+from inferfleet.errors import AuthError, FleetError
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import Token
 from inferfleet.hub.download import (
@@ -42,8 +42,9 @@ from inferfleet.hub.download import (
     download,
     partial_path,
 )
-from inferfleet.hub.errors import AuthError, FetchError, FetchFailures, IntegrityError, NoSpaceError
+from inferfleet.hub.errors import FetchError, FetchFailures, IntegrityError, NoSpaceError
 from inferfleet.io import http
+from inferfleet.io.files import atomic_writer
 
 MAX_JOBS = 32
 _COPY_BLOCK = 8 << 20
@@ -129,7 +130,7 @@ def fetch(
     jobs = max(1, min(jobs, MAX_JOBS))
     job.folder.mkdir(parents=True, exist_ok=True)
     report = FetchReport()
-    with _exclusive(job.folder), http.client(timeout=stall_timeout) as client:
+    with _exclusive(job.folder), http.client(purpose="remote", timeout=stall_timeout) as client:
         record = Record(job.folder)
         vouched = {t.path for t in job.targets if _vouched(job.folder, record, t)}
         check_free_space(job, vouched, record)
@@ -324,19 +325,16 @@ def _assemble(folder: Path, assembly: Assembly, record: Record, events: Events) 
             events.started(assembly.path, assembly.size)
             return Outcome(assembly.path, "present", assembly.size, 0, 0, 0.0, None, None)
     events.started(assembly.path, assembly.size)
-    tmp = final.with_name(f"{final.name}.assembling")
     digest = hashlib.sha256()
-    try:
-        with tmp.open("wb") as out:
-            for name in assembly.fragments:
-                with (folder / name).open("rb") as part:
-                    while block := part.read(_COPY_BLOCK):
-                        digest.update(block)
-                        out.write(block)
-                        events.advanced(assembly.path, len(block), fetched=False)
-            out.flush()
-            os.fsync(out.fileno())
-        size = tmp.stat().st_size
+    # The whole file appears under its name only once its size and hash are right.
+    with atomic_writer(final) as out:
+        for name in assembly.fragments:
+            with (folder / name).open("rb") as part:
+                while block := part.read(_COPY_BLOCK):
+                    digest.update(block)
+                    out.write(block)
+                    events.advanced(assembly.path, len(block), fetched=False)
+        size = out.tell()
         if size != assembly.size:
             raise IntegrityError(
                 f"{assembly.path}: the fragments add up to {size:,} bytes, "
@@ -350,9 +348,6 @@ def _assemble(folder: Path, assembly: Assembly, record: Record, events: Events) 
                 hint="each fragment matched its own hash, so the declared whole-file hash is "
                 "wrong or for another file: check it against the publisher's",
             )
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
     st = final.stat()
     record.put(assembly.path, st, sha256=digest.hexdigest(), gitsha1=None)
     return Outcome(

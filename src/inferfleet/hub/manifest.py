@@ -10,10 +10,9 @@ a 307 redirect page (L-02).
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -29,6 +28,9 @@ from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import HubError
 from inferfleet.io import http
 from inferfleet.io.files import atomic_write
+from inferfleet.io.retry import GaveUp, Retry, retrying
+
+T = TypeVar("T")
 
 
 def selected(path: str, includes: Sequence[str]) -> bool:
@@ -92,7 +94,7 @@ def build_manifest(
         token,
     )
     entries: list[ManifestEntry] = []
-    with http.client(timeout=30.0) as client:
+    with http.client(purpose="remote", timeout=30.0) as client:
         for item in tree:
             if not hasattr(item, "blob_id") or not selected(item.path, includes):
                 continue  # folders, and files the globs leave out
@@ -199,12 +201,13 @@ def _is_transport_error(exc: BaseException) -> bool:
     return bool(names & {"TransportError", "ConnectionError", "Timeout", "TimeoutException"})
 
 
-def _with_retries(fn: Callable[[], Any], *, attempts: int = 4, base: float = 0.5) -> Any:
-    for number in range(attempts):
-        try:
-            return fn()
-        except wire.Transient as exc:
-            if number == attempts - 1:
-                raise
-            time.sleep(exc.retry_after if exc.retry_after is not None else base * 2**number)
-    raise AssertionError("unreachable")
+# Listing and probing are small requests: a few quick tries, the shared policy's shape.
+_RETRY = Retry(attempts=4, base=0.5, cap=8.0)
+
+
+def _with_retries(fn: Callable[[], T]) -> T:
+    """``fn()`` under the one retry policy (io/retry.py); the last transient error if all fail."""
+    try:
+        return retrying(fn, policy=_RETRY)
+    except GaveUp as exc:
+        raise exc.last from None

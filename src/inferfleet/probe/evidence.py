@@ -15,6 +15,7 @@ from typing import Any, Literal
 import httpx
 
 from inferfleet.documents import ProbeCheck, ProbeEvidence, ProbeFindings
+from inferfleet.io import http
 
 Status = Literal["pass", "fail", "skip"]
 EXCERPT = 400  # characters of a body kept as evidence
@@ -148,10 +149,10 @@ class Exchange:
         try:
             try:
                 response = self.client.request(method, path, json=body)
-            except (httpx.RemoteProtocolError, httpx.ReadError):
-                # An idle pooled connection the server had closed: the request
-                # never reached it, so it is sent once more on a fresh one.
-                start = time.perf_counter()
+            except httpx.HTTPError as exc:
+                if not http.is_stale_connection(exc):
+                    raise
+                start = time.perf_counter()  # never reached the server: once more
                 response = self.client.request(method, path, json=body)
         except httpx.HTTPError as exc:
             return Answer(

@@ -20,8 +20,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,25 +148,6 @@ def manifest(entries: list[dict[str, str]]) -> str:
     return json.dumps({"schema": MANIFEST_SCHEMA, "files": files}, indent=2) + "\n"
 
 
-def write_bundle(artifacts: list[Artifact], out: Path, *, only: str | None = None) -> list[str]:
-    """Write the artifacts under ``out`` (each file atomically); returns the paths written.
-
-    Files a previous render listed but this one does not are removed, so
-    ``out`` mirrors the fleet; with ``only`` (one service) just that
-    service's files are replaced and the rest of the manifest is kept.
-    """
-    previous = read_manifest(out)
-    kept = [e for e in previous if only is not None and e.get("service") != only]
-    ours = [e for e in previous if e not in kept]
-    for artifact in artifacts:
-        _atomic_write(out / artifact.path, artifact.content)
-    current = {a.path for a in artifacts}
-    for stale in sorted({e["path"] for e in ours} - current):
-        (out / stale).unlink(missing_ok=True)
-    _atomic_write(out / MANIFEST, manifest(kept + [_entry(a) for a in artifacts]))
-    return [a.path for a in artifacts]
-
-
 def read_manifest(out: Path) -> list[dict[str, str]]:
     """The entries of a previous render's manifest ([] when there is none)."""
     try:
@@ -187,19 +166,6 @@ def read_manifest(out: Path) -> list[dict[str, str]]:
         )
     files = doc.get("files", [])
     return [e for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,11 @@ when it changed (re-rendering is idempotent).
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from inferfleet.errors import FleetError, UsageError
+from inferfleet.errors import FleetError
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOSE = re.compile(r"\$\{[^}]*\}?")
@@ -84,34 +82,3 @@ def render_settings(
         )
     # One pass over the template: a value that itself contains ${X} stays literal.
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
-
-
-def write_settings(dest: Path, text: str, *, repo_root: Path) -> bool:
-    """Write ``text`` to ``dest`` (mode 600) unless already there; True when it changed.
-
-    Refuses any destination inside the repository: rendered settings hold
-    secrets and must never be committed (L-54, L-55).
-    """
-    target = dest.resolve()
-    root = repo_root.resolve()
-    if target == root or root in target.parents:
-        raise UsageError(
-            f"refusing to write rendered settings inside the repository: {dest}",
-            hint="choose a destination outside the fleet checkout (e.g. under /etc or ~/.config)",
-        )
-    try:
-        if target.read_text(encoding="utf-8") == text:
-            return False
-    except FileNotFoundError:
-        pass
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return True

@@ -10,10 +10,7 @@ the pid is unverified.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-
-import psutil
 
 from inferfleet import paths
 from inferfleet.deploy.facts import host_facts, service_state
@@ -21,6 +18,7 @@ from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import STOPPED
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.io import pids
 from inferfleet.runtimes.registry import traits
 from inferfleet.status.bench import BenchFigures
 from inferfleet.status.endpoint import Reading
@@ -61,11 +59,7 @@ class Local:
             name_of_state, detail = "down", "deployed here, but its unit is not running"
         elif state.state == STOPPED:
             detail = "not running"
-        uptime = (
-            round(time.time() - state.started_at, 1)
-            if state.started_at is not None
-            else (_uptime(state.pid) if state.pid is not None else None)
-        )
+        uptime = None if state.pid is None else pids.uptime(state.pid)
         return cls(
             name_of_state,
             state.pid,
@@ -74,13 +68,6 @@ class Local:
             state.runtime_version or None,
             detail,
         )
-
-
-def _uptime(pid: int) -> float | None:
-    try:
-        return round(time.time() - psutil.Process(pid).create_time(), 1)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
 
 
 def host_unreachable(is_local: bool, view: HostView, readings: list[Reading]) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from inferfleet.io import http
 from inferfleet.status import parse
 from inferfleet.status.parse import AnswerError, ServerInfo, SlotUsage
 
@@ -43,7 +44,7 @@ def read(
     try:
         answer = client.get(base + health_path)
     except httpx.TransportError as exc:
-        return Reading("down", f"{health_path}: {_reason(exc)}")
+        return Reading("down", f"{health_path}: {http.failure_reason(exc)}")
     health = parse.health_state(answer.status_code)
     detail = "" if health == "healthy" else f"{health_path}: HTTP {answer.status_code}"
     notes: list[str] = []
@@ -74,7 +75,7 @@ def _get(client: httpx.Client, base: str, path: str, parser: Any, notes: list[st
     try:
         answer = client.get(base + path)
     except httpx.TransportError as exc:
-        notes.append(f"{path}: {_reason(exc)}")
+        notes.append(f"{path}: {http.failure_reason(exc)}")
         return None
     if answer.status_code != 200:
         hint = (
@@ -97,7 +98,7 @@ def _metrics(
     try:
         answer = client.get(base + "/metrics")
     except httpx.TransportError as exc:
-        return None, f"error: {_reason(exc)}"
+        return None, f"error: {http.failure_reason(exc)}"
     if answer.status_code == 501:
         # L-56: the server was started without its metrics flag; Prometheus loses it silently.
         notes.append("/metrics: HTTP 501: started without its metrics flag (L-56)")
@@ -109,11 +110,3 @@ def _metrics(
     except AnswerError as exc:
         notes.append(exc.message)
         return None, "unparsable"
-
-
-def _reason(exc: httpx.TransportError) -> str:
-    if isinstance(exc, httpx.ConnectTimeout | httpx.ReadTimeout):
-        return "timed out"
-    if isinstance(exc, httpx.ConnectError):
-        return "connection refused or no route"
-    return type(exc).__name__
