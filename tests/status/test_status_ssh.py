@@ -110,5 +110,6 @@ def test_remote_facts_over_ssh_give_pid_own_process_health_and_revision(
     ghost = rows["ghost"]
     assert hosts["near"].reach == "ssh"
     assert ghost.state == "foreign"
-    assert "no process of this service runs on the host (L-33)" in ghost.detail
+    # Decided on the host (deploy.state.decide): it names the stranger holding the port.
+    assert f"port held by pid {gemma.pid}" in ghost.detail and "(L-35)" in ghost.detail
     assert ghost.revision.state == "new"
