@@ -425,13 +425,14 @@ class UpService(TypedDict):
     service: str
     action: str  # started | restarted | unchanged
     url: str
-    pid: int
+    pid: int | None  # None for a systemd / Quadlet service (its unit owns the process)
     model: str
     ctx_per_slot: int
     parallel: int
     seconds_to_healthy: float | None
     checks: list[MinimalCheck]
     reason: str
+    revision: str  # the checkout's HEAD, or "untracked" outside a clean git checkout
     health: Literal["healthy"]
 
 
@@ -666,6 +667,15 @@ class PlannedItem(PlanItem):
     selected: bool
 
 
+class Failure(TypedDict):
+    service: str
+    error: str  # the error's class name
+    message: str
+    where: str
+    hint: str
+    log_tail: str
+
+
 class ActionRow(TypedDict):
     kind: str
     service: str
@@ -674,7 +684,7 @@ class ActionRow(TypedDict):
 
 class HostPlanRow(TypedDict):
     host: str
-    error: str | None
+    error: Failure | None  # why the host could not be planned
     lock: str | None
     items: list[PlannedItem]
     actions: list[ActionRow]
@@ -698,22 +708,13 @@ class DeployHost(TypedDict):
     host: str
     ok: bool
     result: dict[str, Any] | None  # the host's inferfleet.apply/v1 document
-    error: dict[str, Any] | None
+    error: Failure | None
 
 
 class DeployDocument(TypedDict):
     schema: Literal["inferfleet.deploy/v1"]
     revision: str
     hosts: list[DeployHost]
-
-
-class Failure(TypedDict):
-    service: str
-    error: str  # the error's class name
-    message: str
-    where: str
-    hint: str
-    log_tail: str
 
 
 class ApplyDocument(TypedDict):

@@ -4,31 +4,12 @@ one checkout per test host cloned from the remote (each with its own state dir).
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Fleet Operator",
-    "GIT_AUTHOR_EMAIL": "ops@example.invalid",
-    "GIT_COMMITTER_NAME": "Fleet Operator",
-    "GIT_COMMITTER_EMAIL": "ops@example.invalid",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, env=GIT_ENV, timeout=60
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} in {cwd}: {done.stderr.strip()}")
-    return done.stdout
+from helpers.git import git
 
 
 @dataclass

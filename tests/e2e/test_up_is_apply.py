@@ -9,37 +9,18 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 import yaml
+from helpers.git import git
 
 from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.paths import cache_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Fleet Operator",
-    "GIT_AUTHOR_EMAIL": "ops@example.invalid",
-    "GIT_COMMITTER_NAME": "Fleet Operator",
-    "GIT_COMMITTER_EMAIL": "ops@example.invalid",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, env=GIT_ENV, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def fleet_repo(folder: Path, port: int, *, subdir: str = "", **service: Any) -> Path:

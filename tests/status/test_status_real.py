@@ -32,7 +32,7 @@ from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.output import Output
-from inferfleet.status import SCHEMA, FleetStatus, Options, ServiceRow, collect
+from inferfleet.status import FleetStatus, Options, ServiceRow, collect
 from inferfleet.status.view import show
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -75,7 +75,7 @@ def test_the_running_server_reads_healthy_with_its_own_numbers(
     assert got.revision.state == "untracked"  # a fleet file outside any git repository
     assert got.bench is not None and got.bench.levels[0].decode_tps == 38.5
     assert status.hosts[0].reach == "local" and status.hosts[0].healthy == 1
-    doc = json.loads(json.dumps({"schema": SCHEMA, **status.to_json()}))
+    doc = json.loads(json.dumps(status.document()))
     assert doc["services"][0]["bench"]["levels"][1]["aggregate_tps"] == 52.4
 
 

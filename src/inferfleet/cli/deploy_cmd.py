@@ -6,6 +6,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,14 @@ from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
 from inferfleet.deploy.planner import KEEP
 from inferfleet.deploy.state import Emit
+from inferfleet.documents import (
+    DeployDocument,
+    DeployHost,
+    DeployPlanDocument,
+    HostPlanRow,
+    PlanDocument,
+    PlannedItem,
+)
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.output import Output, esc
@@ -54,9 +63,12 @@ def plan(
     side = rollout.Fleetside.of(_loaded(file))
     results = rollout.plan_hosts(side, side.hosts(hosts or []))
     if json_out:
-        out.document(
-            "inferfleet.plan/v1",
-            {"revision": side.revision, "hosts": [_plan_json(r) for r in results]},
+        out.emit(
+            PlanDocument(
+                schema="inferfleet.plan/v1",
+                revision=side.revision,
+                hosts=[_plan_json(r) for r in results],
+            )
         )
     else:
         out.line(f"plan for {side.revision[:12]} ({esc(side.fleet_path)})")
@@ -65,16 +77,16 @@ def plan(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _plan_json(r: rollout.HostPlanResult) -> dict[str, Any]:
+def _plan_json(r: rollout.HostPlanResult) -> HostPlanRow:
     items = [] if r.plan is None else r.plan.items
     chosen = {i.service for i in r.selected}
-    return {
-        "host": r.host,
-        "error": r.error,
-        "lock": r.lock,
-        "items": [{**i.to_json(), "selected": i.service in chosen} for i in items],
-        "actions": [a.to_json() for a in r.actions],
-    }
+    return HostPlanRow(
+        host=r.host,
+        error=r.error,
+        lock=r.lock,
+        items=[PlannedItem(**i.to_json(), selected=i.service in chosen) for i in items],
+        actions=[a.to_json() for a in r.actions],
+    )
 
 
 def _print_plans(out: Output, results: list[rollout.HostPlanResult], *, actions: bool) -> None:
@@ -134,9 +146,12 @@ def deploy(
     if dry_run or not yes:
         results = rollout.plan_hosts(side, names, services=service, drain=drain, actions=dry_run)
         if json_out and dry_run:
-            out.document(
-                "inferfleet.deploy-plan/v1",
-                {"revision": side.revision, "hosts": [_plan_json(r) for r in results]},
+            out.emit(
+                DeployPlanDocument(
+                    schema="inferfleet.deploy-plan/v1",
+                    revision=side.revision,
+                    hosts=[_plan_json(r) for r in results],
+                )
             )
         else:
             _print_plans(out, results, actions=dry_run)
@@ -187,14 +202,14 @@ def _progress(out: Output) -> rollout.OnEvent:
 
 def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_out: bool) -> None:
     if json_out:
-        out.document(
-            "inferfleet.deploy/v1",
-            {
-                "revision": revision,
-                "hosts": [
-                    {"host": r.host, "ok": r.ok, "result": r.result, "error": r.error} for r in runs
+        out.emit(
+            DeployDocument(
+                schema="inferfleet.deploy/v1",
+                revision=revision,
+                hosts=[
+                    DeployHost(host=r.host, ok=r.ok, result=r.result, error=r.error) for r in runs
                 ],
-            },
+            )
         )
     rows = []
     failures: list[str] = []
@@ -228,7 +243,7 @@ def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_o
         )
 
 
-def _failure_text(host: str, failed: dict[str, Any], pending: list[str]) -> str:
+def _failure_text(host: str, failed: Mapping[str, Any], pending: list[str]) -> str:
     where = failed.get("where") or f"host {host}"
     text = f"{host}: {where}: {failed.get('message', '')}"
     if pending:
@@ -289,7 +304,7 @@ def apply(
     if machine:
         emit({"event": "result", "result": doc})
     elif json_out:
-        out.document(host_apply.APPLY_SCHEMA, doc)
+        out.emit(doc)
     else:
         _print_apply(out, result)
     if not result.ok:

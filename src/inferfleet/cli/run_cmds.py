@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -24,6 +23,7 @@ from rich.progress import (
 from inferfleet.backends.health import tail
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.deploy import local
+from inferfleet.documents import DownDocument, DownService, MinimalCheck, UpDocument, UpService
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.output import Output, esc
 
@@ -130,9 +130,12 @@ def up(
         if progress is not None:
             progress.stop()
     if json_out:
-        out.document(
-            "inferfleet.up/v1",
-            {"file": str(loaded.path), "services": [_up_json(r) for r in results]},
+        out.emit(
+            UpDocument(
+                schema="inferfleet.up/v1",
+                file=str(loaded.path),
+                services=[_up_json(r) for r in results],
+            )
         )
         return
     rows = []
@@ -168,10 +171,21 @@ def up(
             )
 
 
-def _up_json(r: local.UpResult) -> dict[str, object]:
-    data = asdict(r)
-    data["health"] = "healthy"
-    return data
+def _up_json(r: local.UpResult) -> UpService:
+    return UpService(
+        service=r.service,
+        action=r.action,
+        url=r.url,
+        pid=r.pid,
+        model=r.model,
+        ctx_per_slot=r.ctx_per_slot,
+        parallel=r.parallel,
+        seconds_to_healthy=r.seconds_to_healthy,
+        checks=[MinimalCheck(name=c.name, ok=c.ok, detail=c.detail) for c in r.checks],
+        reason=r.reason,
+        revision=r.revision,
+        health="healthy",
+    )
 
 
 def down(
@@ -186,7 +200,15 @@ def down(
     names = local.local_services(loaded, service)
     results = [local.down(loaded, name, grace=grace) for name in names]
     if json_out:
-        out.document("inferfleet.down/v1", {"services": [asdict(r) for r in results]})
+        out.emit(
+            DownDocument(
+                schema="inferfleet.down/v1",
+                services=[
+                    DownService(service=r.service, outcome=r.outcome, pid=r.pid, detail=r.detail)
+                    for r in results
+                ],
+            )
+        )
         return
     for r in results:
         pid = f" (pid {r.pid})" if r.pid else ""
@@ -207,7 +229,7 @@ def status(
     ),
 ) -> None:
     """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem."""
-    from inferfleet.status import SCHEMA, Collector, Options
+    from inferfleet.status import Collector, Options
     from inferfleet.status.view import show
 
     out = Output(json_mode=json_out)
@@ -218,7 +240,7 @@ def status(
     while True:
         current = collector.collect(hosts or None)
         if json_out:
-            out.document(SCHEMA, current.to_json())
+            out.emit(current.document())
             break
         if watch > 0:
             out.console.clear()

@@ -19,6 +19,7 @@ from inferfleet.backends.health import url_for
 from inferfleet.deploy.gates import Gate
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
+from inferfleet.documents import ActionRow
 from inferfleet.render.pipeline import UNIT_KINDS, ServiceLaunch
 
 
@@ -31,8 +32,8 @@ class Action:
     detail: str
     target: str = ""  # the gate's check, the unit's scope:name, the file's path
 
-    def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "service": self.service, "detail": self.detail}
+    def to_json(self) -> ActionRow:
+        return ActionRow(kind=self.kind, service=self.service, detail=self.detail)
 
 
 def service_actions(

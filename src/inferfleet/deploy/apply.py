@@ -16,9 +16,10 @@ service's last log lines) and which are pending (L-40).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from inferfleet import paths
 from inferfleet.deploy import planner
@@ -28,12 +29,13 @@ from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, HostLock
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import Emit
+from inferfleet.documents import ApplyDocument, Failure
 from inferfleet.errors import FleetError, UsageError
 
 if TYPE_CHECKING:
     from inferfleet.deploy.actions import Action
 
-APPLY_SCHEMA = "inferfleet.apply/v1"
+APPLY_SCHEMA: Final = "inferfleet.apply/v1"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class ApplyResult:
     selected: list[str] = field(default_factory=list)
     done: list[Outcome] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
-    failed: dict[str, str] | None = None
+    failed: Failure | None = None
     actions: list[Action] = field(default_factory=list)
     dry_run: bool = False
 
@@ -71,30 +73,48 @@ class ApplyResult:
     def ok(self) -> bool:
         return self.failed is None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "revision": self.revision,
-            "dry_run": self.dry_run,
-            "ok": self.ok,
-            "plan": [i.to_json() for i in self.plan],
-            "selected": self.selected,
-            "done": [o.__dict__ for o in self.done],
-            "failed": self.failed,
-            "pending": self.pending,
-            "actions": [a.to_json() for a in self.actions],
-        }
+    def to_json(self) -> ApplyDocument:
+        return ApplyDocument(
+            schema=APPLY_SCHEMA,
+            host=self.host,
+            revision=self.revision,
+            dry_run=self.dry_run,
+            ok=self.ok,
+            plan=[i.to_json() for i in self.plan],
+            selected=self.selected,
+            done=[dict(o.__dict__) for o in self.done],
+            failed=self.failed,
+            pending=self.pending,
+            actions=[a.to_json() for a in self.actions],
+        )
 
 
-def failure_json(service: str | None, exc: FleetError) -> dict[str, str]:
-    return {
-        "service": service or "",
-        "error": type(exc).__name__,
-        "message": exc.message,
-        "where": exc.where,
-        "hint": exc.hint,
-        "log_tail": getattr(exc, "log_tail", ""),
-    }
+def failure_from_report(data: Mapping[str, Any]) -> Failure:
+    """A failure as a host reported it (one JSON line): known keys only, all text."""
+
+    def text(key: str) -> str:
+        value = data.get(key, "")
+        return value if isinstance(value, str) else str(value)
+
+    return Failure(
+        service=text("service"),
+        error=text("error"),
+        message=text("message"),
+        where=text("where"),
+        hint=text("hint"),
+        log_tail=text("log_tail"),
+    )
+
+
+def failure_json(service: str | None, exc: FleetError) -> Failure:
+    return Failure(
+        service=service or "",
+        error=type(exc).__name__,
+        message=exc.message,
+        where=exc.where,
+        hint=exc.hint,
+        log_tail=getattr(exc, "log_tail", ""),
+    )
 
 
 def lock_for(repo: Repo, host: str) -> HostLock:

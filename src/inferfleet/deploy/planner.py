@@ -17,6 +17,7 @@ from pathlib import Path
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import INPUTS_VERSION, FleetAtRevision, ServiceInputs, fleet_inputs
 from inferfleet.deploy.markers import Marker
+from inferfleet.documents import PlanItem as PlanItemDoc
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.loader import parse_fleet
 
@@ -36,13 +37,10 @@ class PlanItem:
     def new(self) -> bool:
         return self.action == DEPLOY and self.recorded is None
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "service": self.service,
-            "action": self.action,
-            "reasons": self.reasons,
-            "recorded": self.recorded,
-        }
+    def to_json(self) -> PlanItemDoc:
+        return PlanItemDoc(
+            service=self.service, action=self.action, reasons=self.reasons, recorded=self.recorded
+        )
 
 
 @dataclass(frozen=True)

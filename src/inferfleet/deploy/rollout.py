@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inferfleet.deploy import planner
-from inferfleet.deploy.apply import failure_json
+from inferfleet.deploy.apply import failure_from_report, failure_json
 from inferfleet.deploy.errors import RemoteError, SshError
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.ssh import Connector, connector_for, quote_path
 from inferfleet.deploy.state import ServiceState
+from inferfleet.documents import Failure
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -158,7 +159,7 @@ class HostPlanResult:
     selected: list[planner.PlanItem] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     lock: str | None = None
-    error: dict[str, str] | None = None
+    error: Failure | None = None
 
 
 def plan_hosts(
@@ -228,7 +229,7 @@ def _tree_at_head(side: Fleetside) -> Path:
 class HostRun:
     host: str
     result: dict[str, Any] | None = None  # the host's apply document
-    error: dict[str, str] | None = None  # why it failed, when it did
+    error: Failure | None = None  # why it failed, when it did
 
     @property
     def ok(self) -> bool:
@@ -292,7 +293,7 @@ def run_apply(side: Fleetside, host: str, args: list[str], on_event: OnEvent | N
         if doc.get("event") == "result":
             run.result = doc.get("result")
         elif doc.get("event") == "error":
-            run.error = {k: str(v) for k, v in doc.items() if k != "event"}
+            run.error = failure_from_report(doc)
         if on_event is not None:
             on_event(host, doc)
 

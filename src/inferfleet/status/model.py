@@ -7,7 +7,7 @@ board's JSON endpoint, so the page and the terminal cannot disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from inferfleet.documents import RevisionInfo, StatusDocument, StatusHost, StatusService
 from inferfleet.status.bench import BenchFigures
@@ -172,7 +172,3 @@ class FleetStatus:
         if version is not None:
             doc["inferfleet"] = version
         return doc
-
-    def to_json(self) -> dict[str, Any]:
-        """The document without its ``schema`` key (``out.document`` adds it back)."""
-        return {k: v for k, v in self.document().items() if k != "schema"}
