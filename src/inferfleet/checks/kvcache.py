@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from inferfleet.checks.engine import Hit, Subject, service_rule
 from inferfleet.runtimes.base import gpu_devices
+from inferfleet.runtimes.llamacpp import UNQUANTIZED
 from inferfleet.runtimes.registry import takes_cache_type
 
-UNQUANTIZED = frozenset({"f32", "f16", "bf16"})
 # K/V pairs a CUDA build compiles flash-attention kernels for without
 # GGML_CUDA_FA_ALL_QUANTS (ggml-cuda/fattn.cu's default instances).
 _CUDA_DEFAULT_FA = frozenset({("f16", "f16"), ("q4_0", "q4_0"), ("q8_0", "q8_0"), ("bf16", "bf16")})
