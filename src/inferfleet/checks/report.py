@@ -12,18 +12,28 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LESSONS_URI = "../shared/lessons.md"
 
 
+# The JSON document's keys, in document order; each is the attribute of that name.
+_FINDING_KEYS = (
+    "rule",
+    "lesson",
+    "severity",
+    "service",
+    "field",
+    "line",
+    "column",
+    "message",
+    "hint",
+)
+_SKIPPED_KEYS = ("rule", "lesson", "subject", "reason")
+_RULE_KEYS = ("id", "lesson", "severity", "topic", "needs_header", "title")
+
+
+def _fields(item: object, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: getattr(item, key) for key in keys}
+
+
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    return {
-        "rule": finding.rule,
-        "lesson": finding.lesson,
-        "severity": finding.severity,
-        "service": finding.service,
-        "field": finding.field,
-        "line": finding.line,
-        "column": finding.column,
-        "message": finding.message,
-        "hint": finding.hint,
-    }
+    return _fields(finding, _FINDING_KEYS)
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -37,22 +47,12 @@ def report_dict(report: Report) -> dict[str, Any]:
             "skipped": len(report.skipped),
         },
         "findings": [finding_dict(f) for f in report.findings],
-        "skipped": [
-            {"rule": s.rule, "lesson": s.lesson, "subject": s.subject, "reason": s.reason}
-            for s in report.skipped
-        ],
+        "skipped": [_fields(s, _SKIPPED_KEYS) for s in report.skipped],
     }
 
 
 def rule_dict(rule: Rule) -> dict[str, Any]:
-    return {
-        "id": rule.id,
-        "lesson": rule.lesson,
-        "severity": rule.severity,
-        "topic": rule.topic,
-        "needs_header": rule.needs_header,
-        "title": rule.title,
-    }
+    return _fields(rule, _RULE_KEYS)
 
 
 def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:
