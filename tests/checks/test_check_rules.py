@@ -12,7 +12,7 @@ import pytest
 from check_helpers import DIGEST, Patch, check, rule_ids
 from test_check_header_rules import HEADER_RULES
 
-from inferfleet.checks.engine import catalogue
+from inferfleet.checks.engine import Hit, Subject, catalogue, service_rule
 
 S = "services"
 DRAFT = {"types": ["draft-simple"], "draft_model": "d"}
@@ -258,3 +258,14 @@ def test_findings_point_at_the_line_of_the_field(tmp_path: Path) -> None:
     (finding,) = report.findings
     lines = (tmp_path / "fleet.yaml").read_text().splitlines()
     assert lines[finding.line - 1].strip() == "gpu_memory_utilization: 1.0"  # type: ignore[operator]
+
+
+def test_a_rule_without_a_docstring_is_refused() -> None:
+    # The docstring is the rule's title in `check --rules`, the JSON catalogue and SARIF.
+    def untitled(s: Subject) -> list[Hit]:
+        return []
+
+    with pytest.raises(ValueError, match="'untitled-rule' has no docstring"):
+        service_rule("untitled-rule", "L-25", "error")(untitled)
+    assert "untitled-rule" not in {r.id for r in catalogue()}
+    assert all(r.title and "\n" not in r.title for r in catalogue())

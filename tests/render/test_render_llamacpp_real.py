@@ -119,10 +119,10 @@ def test_real_llama_server_takes_the_rendered_argv_and_serves_the_metrics_we_ale
         assert models_doc["data"][0]["id"] == "gemma-under-test"
         assert models_doc["data"][0]["meta"]["n_ctx"] == 1024  # the per-slot window (L-25)
         for series in (
-            llamacpp.METRICS.running,
-            llamacpp.METRICS.waiting,
-            llamacpp.METRICS.prompt_tokens,
-            llamacpp.METRICS.generation_tokens,
+            llamacpp.TRAITS.metrics.running,
+            llamacpp.TRAITS.metrics.waiting,
+            llamacpp.TRAITS.metrics.prompt_tokens,
+            llamacpp.TRAITS.metrics.generation_tokens,
         ):
             assert f"\n{series} " in metrics, series
     finally:

@@ -18,7 +18,7 @@ still has a first token and a decode rate (L-45); its time to first
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from inferfleet.client import server_timing
@@ -30,14 +30,24 @@ HEADER_PREFILL = ("prefill", "prompt", "prompt_eval")
 HEADER_DECODE = ("decode", "generation", "gen")
 
 
-@dataclass
-class RequestRecord:
+@dataclass(frozen=True)
+class RequestId:
+    """Which request this is: arm, concurrency level, run, prompt, its salt and the API."""
+
     arm: str
     concurrency: int
     run: int
     prompt_id: str
     salt: str
     api: str
+
+    def id_fields(self) -> dict[str, Any]:
+        """The identity alone, as keyword arguments (a record starts with them)."""
+        return {f.name: getattr(self, f.name) for f in fields(RequestId)}
+
+
+@dataclass(frozen=True)
+class RequestRecord(RequestId):
     status: int | None
     ok: bool
     error: str | None
@@ -77,13 +87,9 @@ class RequestRecord:
 
 
 @dataclass(frozen=True)
-class Context:
-    arm: str
-    concurrency: int
-    run: int
-    prompt_id: str
-    salt: str
-    api: str
+class Context(RequestId):
+    """A request about to be measured: its identity and the clock readings it starts from."""
+
     enqueued_ns: int
     level_start_ns: int
 
@@ -174,12 +180,7 @@ def record(result: StreamResult, ctx: Context) -> RequestRecord:
     if result.error_body:
         error = f"{error}: {result.error_body[:300]}"
     return RequestRecord(
-        arm=ctx.arm,
-        concurrency=ctx.concurrency,
-        run=ctx.run,
-        prompt_id=ctx.prompt_id,
-        salt=ctx.salt,
-        api=ctx.api,
+        **ctx.id_fields(),
         status=result.status,
         ok=ok,
         error=error,

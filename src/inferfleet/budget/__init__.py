@@ -13,12 +13,7 @@ from __future__ import annotations
 
 from inferfleet.budget.boots import BootPoint, Calibration, DeviceFit, fit_one, fit_two
 from inferfleet.budget.compute import ComputeEstimate, device_compute, output_buffer
-from inferfleet.budget.context import (
-    CACHE_TYPES,
-    ContextMemory,
-    ContextShape,
-    context_memory,
-)
+from inferfleet.budget.context import ContextMemory, ContextShape, context_memory
 from inferfleet.budget.errors import BudgetError
 from inferfleet.budget.memreport import BootReport, Breakdown, BreakdownRow, parse_lines, parse_log
 from inferfleet.budget.placement import HOST, Target
@@ -34,6 +29,7 @@ from inferfleet.budget.plan import (
     solve,
 )
 from inferfleet.budget.shape import ModelShape, RecurrentState, model_shape
+from inferfleet.runtimes.llamacpp import CACHE_TYPES
 
 __all__ = [
     "CACHE_TYPES",

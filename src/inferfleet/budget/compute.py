@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferfleet.budget.context import UNQUANTIZED, ContextShape
+from inferfleet.budget.context import ContextShape
 from inferfleet.budget.shape import ModelShape
 from inferfleet.gguf.constants import ggml_type_by_name
 from inferfleet.gguf.kv import CacheCells
+from inferfleet.runtimes.llamacpp import UNQUANTIZED
 
 FLOAT = 4
 HALF = 2

@@ -22,10 +22,7 @@ from inferfleet.budget.errors import BudgetError
 from inferfleet.budget.shape import ModelShape
 from inferfleet.gguf import GGUFError
 from inferfleet.gguf.kv import DEFAULT_UBATCH, CacheCells, cache_cells, layer_cell_bytes
-
-# llama.cpp's kv_cache_types (common/arg.cpp): what -ctk / -ctv accept.
-CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
-UNQUANTIZED = frozenset({"f32", "f16", "bf16"})
+from inferfleet.runtimes.llamacpp import CACHE_TYPES, UNQUANTIZED
 
 
 @dataclass(frozen=True)

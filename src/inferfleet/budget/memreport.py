@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,7 @@ from inferfleet.budget.errors import BudgetError
 
 MAX_LINE = 1 << 16  # longer lines are cut: the report's lines are short
 Phase = Literal["projected", "loaded"]
+RowKind = Literal["device", "host", "buffer_type"]
 
 _BUFFER = re.compile(
     r"(?P<buffer>[A-Za-z][\w.-]*)\s+(?P<what>model|KV|RS|compute|output) buffer size\s*=\s*"
@@ -67,7 +68,7 @@ _LOAD_STARTED = "load_tensors:"
 
 @dataclass(frozen=True)
 class BreakdownRow:
-    kind: Literal["device", "host", "buffer_type"]
+    kind: RowKind
     name: str
     self_mib: int
     model_mib: int
@@ -168,6 +169,28 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_PARTS = ("self", "model", "context", "compute")  # every row has them
+_NUMBERS = (*_PARTS, "total", "free")  # a device row adds these
+
+
+def _row(kind: RowKind, name: str, numbers: Mapping[str, int | None]) -> BreakdownRow | None:
+    """A breakdown row from its numbers by key (JSON keys and table groups agree); None
+    when one of the parts every row has is missing."""
+    self_mib, model, context, compute = (numbers.get(k) for k in _PARTS)
+    if self_mib is None or model is None or context is None or compute is None:
+        return None
+    return BreakdownRow(
+        kind,
+        name,
+        self_mib,
+        model,
+        context,
+        compute,
+        total_mib=numbers.get("total"),
+        free_mib=numbers.get("free"),
+    )
+
+
 def _json_rows(data: Any) -> list[BreakdownRow] | None:
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         return None
@@ -176,24 +199,12 @@ def _json_rows(data: Any) -> list[BreakdownRow] | None:
         if not isinstance(raw, dict):
             return None
         kind, name = raw.get("kind"), raw.get("name")
-        numbers = [_int(raw.get(k)) for k in ("self", "model", "context", "compute")]
         if kind not in ("device", "host", "buffer_type") or not isinstance(name, str):
             return None
-        if any(n is None for n in numbers):
+        row = _row(kind, name, {k: _int(raw.get(k)) for k in _NUMBERS})
+        if row is None:
             return None
-        self_mib, model, context, compute = (n or 0 for n in numbers)
-        rows.append(
-            BreakdownRow(
-                kind,
-                name,
-                self_mib,
-                model,
-                context,
-                compute,
-                total_mib=_int(raw.get("total")),
-                free_mib=_int(raw.get("free")),
-            )
-        )
+        rows.append(row)
     return rows
 
 
@@ -203,23 +214,11 @@ def _table_row(text: str) -> BreakdownRow | None:
     if match is None:
         return None
     name = match.group("name").strip()
-    self_mib, model, context, compute = (
-        int(match.group(k)) for k in ("self", "model", "context", "compute")
-    )
+    numbers = {k: int(v) for k, v in match.groupdict().items() if k != "name"}
     if device is not None:
         # "CUDA0 (RTX 3090)": the JSON rows carry the name alone.
-        return BreakdownRow(
-            "device",
-            name.split(" (", 1)[0],
-            self_mib,
-            model,
-            context,
-            compute,
-            total_mib=int(device.group("total")),
-            free_mib=int(device.group("free")),
-        )
-    kind: Literal["host", "buffer_type"] = "host" if name == "Host" else "buffer_type"
-    return BreakdownRow(kind, name, self_mib, model, context, compute)
+        return _row("device", name.split(" (", 1)[0], numbers)
+    return _row("host" if name == "Host" else "buffer_type", name, numbers)
 
 
 def _message(state: _State, text: str) -> None:

@@ -1,10 +1,12 @@
 """The rule engine: a catalogue of rules, each the encoding of one lesson.
 
 A rule has an id, the lesson it encodes (``L-xx`` in lessons.md), a severity
-and a one-line title; its function yields :class:`Hit` (a problem, naming
+and a one-line title (its function's docstring); its function yields :class:`Hit` (a problem, naming
 the service and the field) or :class:`Skip` (it could not judge, and why).
-Rules that need GGUF header facts read the local file through the context;
-when the file is not here they skip with the reason instead of guessing.
+Most rules judge one service at a time (:func:`service_rule`); rules that
+need GGUF header facts (:func:`header_rule`) read the local file through the
+context, and when the file is not here they skip with the reason instead of
+guessing.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Literal
 
 from inferfleet.artifacts.locate import main_path
 from inferfleet.errors import SpecError
-from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
+from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
+from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 Severity = Literal["error", "warning"]
 
@@ -61,6 +64,11 @@ class Skipped:
 
 
 RuleFn = Callable[["CheckContext"], Iterable[Hit | Skip]]
+ServiceRuleFn = Callable[["Subject"], Iterable[Hit]]
+HeaderRuleFn = Callable[["Subject", str, Inspection], Iterable[Hit]]
+# Which services a per-service rule judges: every one, the llm ones, or the llm
+# ones whose runtime serves GGUF files (where header facts and GGUF flags apply).
+Services = Literal["all", "llm", "gguf"]
 
 
 @dataclass(frozen=True)
@@ -77,16 +85,82 @@ class Rule:
 _RULES: dict[str, Rule] = {}
 
 
-def rule(
-    rule_id: str, lesson: str, severity: Severity, title: str, *, header: bool = False
-) -> Callable[[RuleFn], RuleFn]:
-    """Register a rule function in the catalogue (ids are unique)."""
+def _register(
+    rule_id: str,
+    lesson: str,
+    severity: Severity,
+    fn: Callable[..., object],
+    run: RuleFn,
+    *,
+    header: bool,
+) -> None:
+    """Add a rule to the catalogue: its title is ``fn``'s docstring, its topic ``fn``'s module."""
+    if rule_id in _RULES:
+        raise ValueError(f"rule id {rule_id!r} is registered twice")
+    if not fn.__doc__:
+        raise ValueError(f"rule {rule_id!r} has no docstring (it is the rule's title)")
+    topic = fn.__module__.rsplit(".", 1)[-1]
+    _RULES[rule_id] = Rule(rule_id, lesson, severity, fn.__doc__, header, run, topic)
+
+
+def rule(rule_id: str, lesson: str, severity: Severity) -> Callable[[RuleFn], RuleFn]:
+    """Register a rule over the whole fleet; the function's docstring is its title."""
 
     def register(fn: RuleFn) -> RuleFn:
-        if rule_id in _RULES:
-            raise ValueError(f"rule id {rule_id!r} is registered twice")
-        topic = fn.__module__.rsplit(".", 1)[-1]
-        _RULES[rule_id] = Rule(rule_id, lesson, severity, title, header, fn, topic)
+        _register(rule_id, lesson, severity, fn, fn, header=False)
+        return fn
+
+    return register
+
+
+def service_rule(
+    rule_id: str, lesson: str, severity: Severity, *, services: Services = "llm"
+) -> Callable[[ServiceRuleFn], ServiceRuleFn]:
+    """Register a rule judged once per service of ``services``, in fleet order."""
+
+    def register(fn: ServiceRuleFn) -> ServiceRuleFn:
+        def run(ctx: CheckContext) -> Iterator[Hit]:
+            for subject in ctx.subjects(services):
+                yield from fn(subject)
+
+        _register(rule_id, lesson, severity, fn, run, header=False)
+        return fn
+
+    return register
+
+
+def main_model(subject: Subject) -> str | None:
+    return subject.service.model
+
+
+def header_rule(
+    rule_id: str,
+    lesson: str,
+    severity: Severity,
+    *,
+    services: Services = "gguf",
+    model: Callable[[Subject], str | None] = main_model,
+) -> Callable[[HeaderRuleFn], HeaderRuleFn]:
+    """Register a per-service rule over the GGUF header of the model ``model`` picks.
+
+    ``model`` returns None where the rule does not apply to the service. The
+    rule function gets the subject, the model's name and its header facts;
+    where the header cannot be read on this machine the rule skips, saying why.
+    """
+
+    def register(fn: HeaderRuleFn) -> HeaderRuleFn:
+        def run(ctx: CheckContext) -> Iterator[Hit | Skip]:
+            for subject in ctx.subjects(services):
+                chosen = model(subject)
+                if chosen is None:
+                    continue
+                facts = ctx.header(chosen)
+                if isinstance(facts, str):
+                    yield Skip(subject.name, facts)
+                else:
+                    yield from fn(subject, chosen, facts)
+
+        _register(rule_id, lesson, severity, fn, run, header=True)
         return fn
 
     return register
@@ -117,11 +191,15 @@ class CheckContext:
     def root(self) -> Path:
         return self.loaded.root
 
-    def llm(self) -> Iterator[tuple[str, Service, Runtime]]:
-        """(name, service, runtime) of every llm service."""
+    def subjects(self, services: Services) -> Iterator[Subject]:
+        """The services a per-service rule over ``services`` judges, in fleet order."""
         for name, service in self.fleet.services.items():
-            if service.kind == "llm" and service.runtime is not None:
-                yield name, service, self.fleet.runtimes[service.runtime]
+            subject = Subject(self, name, service)
+            if services != "all" and (service.kind != "llm" or service.runtime is None):
+                continue
+            if services == "gguf" and not subject.traits.gguf:
+                continue
+            yield subject
 
     def model_file(self, model_name: str) -> Path | str:
         """The model's main GGUF on this machine, or why there is none to read."""
@@ -150,6 +228,33 @@ class CheckContext:
             return inspect(path)
         except GGUFError as exc:
             return f"model {model_name!r}: header unreadable: {exc.message}"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One service as a per-service rule judges it."""
+
+    ctx: CheckContext
+    name: str
+    service: Service
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime of an llm service (rules over "llm" or "gguf" services)."""
+        assert self.service.runtime is not None, f"service {self.name!r} has no runtime"
+        return self.ctx.fleet.runtimes[self.service.runtime]
+
+    @property
+    def traits(self) -> RuntimeTraits:
+        return traits(self.runtime.kind)
+
+    @property
+    def host(self) -> Host:
+        return self.ctx.fleet.hosts[self.service.host]
+
+    def hit(self, field: str, message: str, hint: str) -> Hit:
+        """A finding on ``services.<name>.<field>``."""
+        return Hit(self.name, f"services.{self.name}.{field}", message, hint)
 
 
 # ---------------------------------------------------------------- running

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from posixpath import normpath
 
-from inferfleet.checks.engine import CheckContext, Hit, rule
+from inferfleet.checks.engine import CheckContext, Hit, Subject, rule, service_rule
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.launch import CACHE_MOUNT
 
@@ -22,76 +22,51 @@ def _image(ctx: CheckContext, service: Service) -> str | None:
     return None if runtime is None else runtime.image
 
 
-@rule(
-    "container-without-unit",
-    "L-38",
-    "error",
-    "a container with no unit is not deployed: nothing restarts it or starts it at boot",
-)
-def container_unit(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service in ctx.fleet.services.items():
-        if _image(ctx, service) is not None and service.backend == "process":
-            yield Hit(
-                name,
-                f"services.{name}.backend",
-                f"container service {name!r} has backend process (no unit)",
-                "use backend: quadlet (or systemd) so it is boot-persistent and self-healing",
-            )
+@service_rule("container-without-unit", "L-38", "error", services="all")
+def container_unit(s: Subject) -> Iterator[Hit]:
+    """a container with no unit is not deployed: nothing restarts it or starts it at boot"""
+    if _image(s.ctx, s.service) is not None and s.service.backend == "process":
+        yield s.hit(
+            "backend",
+            f"container service {s.name!r} has backend process (no unit)",
+            "use backend: quadlet (or systemd) so it is boot-persistent and self-healing",
+        )
 
 
-@rule(
-    "restart-disabled",
-    "L-38",
-    "error",
-    "a unit with Restart=no does not heal itself",
-)
-def restart_off(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service in ctx.fleet.services.items():
-        if service.backend != "process" and service.unit.restart == "no":
-            yield Hit(
-                name,
-                f"services.{name}.unit.restart",
-                f"service {name!r} is never restarted after a crash",
-                "use restart: always (the default) or on-failure",
-            )
+@service_rule("restart-disabled", "L-38", "error", services="all")
+def restart_off(s: Subject) -> Iterator[Hit]:
+    """a unit with Restart=no does not heal itself"""
+    if s.service.backend != "process" and s.service.unit.restart == "no":
+        yield s.hit(
+            "unit.restart",
+            f"service {s.name!r} is never restarted after a crash",
+            "use restart: always (the default) or on-failure",
+        )
 
 
-@rule(
-    "user-unit-without-linger",
-    "L-38",
-    "error",
-    "a user unit starts at boot only when its user lingers",
-)
-def linger(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service in ctx.fleet.services.items():
-        if service.backend == "process" or service.unit.scope != "user":
-            continue
-        if not ctx.fleet.hosts[service.host].linger:
-            yield Hit(
-                name,
-                f"services.{name}.unit.scope",
-                f"service {name!r} is a user unit on {service.host!r}, which has no linger",
-                "run `loginctl enable-linger <user>` on the host and set linger: true on it",
-            )
+@service_rule("user-unit-without-linger", "L-38", "error", services="all")
+def linger(s: Subject) -> Iterator[Hit]:
+    """a user unit starts at boot only when its user lingers"""
+    user_unit = s.service.backend != "process" and s.service.unit.scope == "user"
+    if user_unit and not s.host.linger:
+        yield s.hit(
+            "unit.scope",
+            f"service {s.name!r} is a user unit on {s.service.host!r}, which has no linger",
+            "run `loginctl enable-linger <user>` on the host and set linger: true on it",
+        )
 
 
-@rule(
-    "container-without-health",
-    "L-38",
-    "warning",
-    "a container without a health check looks deployed while it crash-loops",
-)
-def container_health(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service in ctx.fleet.services.items():
-        unhealthy = service.kind == "container" and service.container.health_cmd is None
-        if unhealthy and service.backend == "quadlet":
-            yield Hit(
-                name,
-                f"services.{name}.container.health_cmd",
-                f"container service {name!r} has no health_cmd",
-                "give the command that proves it answers (e.g. wget -q -O /dev/null "
-                "http://127.0.0.1:8080/healthz)",
-            )
+@service_rule("container-without-health", "L-38", "warning", services="all")
+def container_health(s: Subject) -> Iterator[Hit]:
+    """a container without a health check looks deployed while it crash-loops"""
+    unhealthy = s.service.kind == "container" and s.service.container.health_cmd is None
+    if unhealthy and s.service.backend == "quadlet":
+        yield s.hit(
+            "container.health_cmd",
+            f"container service {s.name!r} has no health_cmd",
+            "give the command that proves it answers (e.g. wget -q -O /dev/null "
+            "http://127.0.0.1:8080/healthz)",
+        )
 
 
 def _writable_mounts(service: Service) -> list[str]:
@@ -101,61 +76,50 @@ def _writable_mounts(service: Service) -> list[str]:
     return [normpath(m) for m in mounts]
 
 
-@rule(
-    "container-home-not-writable",
-    "L-39",
-    "error",
-    "HOME inside the container is not on a writable mount",
-)
-def home_writable(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service in ctx.fleet.services.items():
-        home = service.container.home
-        if home is None or _image(ctx, service) is None:
-            continue
-        home = normpath(home)
-        places = [*_writable_mounts(service), "/tmp"]
-        if not any(home == m or home.startswith(m.rstrip("/") + "/") for m in places):
-            yield Hit(
-                name,
-                f"services.{name}.container.home",
-                f"HOME {home} of container service {name!r} is not on a writable mount",
-                f"put HOME under {CACHE_MOUNT} (the persistent cache mount) or a writable "
-                "volume; a root-owned WORKDIR broke a cache write",
-            )
+@service_rule("container-home-not-writable", "L-39", "error", services="all")
+def home_writable(s: Subject) -> Iterator[Hit]:
+    """HOME inside the container is not on a writable mount"""
+    home = s.service.container.home
+    if home is None or _image(s.ctx, s.service) is None:
+        return
+    home = normpath(home)
+    places = [*_writable_mounts(s.service), "/tmp"]
+    if not any(home == m or home.startswith(m.rstrip("/") + "/") for m in places):
+        yield s.hit(
+            "container.home",
+            f"HOME {home} of container service {s.name!r} is not on a writable mount",
+            f"put HOME under {CACHE_MOUNT} (the persistent cache mount) or a writable "
+            "volume; a root-owned WORKDIR broke a cache write",
+        )
 
 
-@rule(
-    "image-not-pinned",
-    "L-42",
-    "error",
-    "a container image is not pinned by digest",
-)
+def _unpinned(image: str | None) -> bool:
+    return image is not None and not _DIGEST.search(image)
+
+
+@rule("image-not-pinned", "L-42", "error")
 def image_pinned(ctx: CheckContext) -> Iterator[Hit]:
+    """a container image is not pinned by digest"""
     for name, runtime in ctx.fleet.runtimes.items():
-        if runtime.image is not None and not _DIGEST.search(runtime.image):
+        if _unpinned(runtime.image):
             yield Hit(
                 None,
                 f"runtimes.{name}.image",
                 f"runtime {name!r} uses image {runtime.image!r} without a digest",
                 "pin it: name@sha256:<digest> (`podman inspect --format '{{.Digest}}' IMAGE`)",
             )
-    for name, service in ctx.fleet.services.items():
-        if service.image is not None and not _DIGEST.search(service.image):
-            yield Hit(
-                name,
-                f"services.{name}.image",
-                f"service {name!r} uses image {service.image!r} without a digest",
+    for s in ctx.subjects("all"):
+        if _unpinned(s.service.image):
+            yield s.hit(
+                "image",
+                f"service {s.name!r} uses image {s.service.image!r} without a digest",
                 "pin it: name@sha256:<digest> (a tag moves; a fork's later build segfaulted)",
             )
 
 
-@rule(
-    "source-not-pinned",
-    "L-42",
-    "warning",
-    "a runtime built from source does not name the commit it vendors",
-)
+@rule("source-not-pinned", "L-42", "warning")
 def source_pinned(ctx: CheckContext) -> Iterator[Hit]:
+    """a runtime built from source does not name the commit it vendors"""
     for name, runtime in ctx.fleet.runtimes.items():
         if runtime.source is not None and runtime.source.commit is None:
             yield Hit(
@@ -167,21 +131,15 @@ def source_pinned(ctx: CheckContext) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "metrics-off",
-    "L-56",
-    "error",
-    "an llm endpoint without metrics silently drops out of monitoring",
-)
-def metrics_off(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service, _ in ctx.llm():
-        if not service.metrics_on or any(a == "--no-metrics" for a in service.extra_args):
-            yield Hit(
-                name,
-                f"services.{name}.metrics",
-                f"service {name!r} runs without its metrics endpoint (/metrics answers 501)",
-                "remove `metrics: false`: every endpoint gets a scrape job and alerts",
-            )
+@service_rule("metrics-off", "L-56", "error")
+def metrics_off(s: Subject) -> Iterator[Hit]:
+    """an llm endpoint without metrics silently drops out of monitoring"""
+    if not s.service.metrics_on or any(a == "--no-metrics" for a in s.service.extra_args):
+        yield s.hit(
+            "metrics",
+            f"service {s.name!r} runs without its metrics endpoint (/metrics answers 501)",
+            "remove `metrics: false`: every endpoint gets a scrape job and alerts",
+        )
 
 
 def _host_network_ports(ctx: CheckContext, host: str) -> set[int]:
@@ -195,28 +153,20 @@ def _host_network_ports(ctx: CheckContext, host: str) -> set[int]:
     return ports
 
 
-@rule(
-    "container-host-lan-address",
-    "L-57",
-    "warning",
-    "a container reaches a host-network service at the host's address instead of the gateway",
-)
-def host_address(ctx: CheckContext) -> Iterator[Hit]:
-    for name, service in ctx.fleet.services.items():
-        if _image(ctx, service) is None or service.container.network == "host":
-            continue
-        host = ctx.fleet.hosts[service.host]
-        own = {host.address or service.host, service.host, "localhost", "127.0.0.1"}
-        ports = _host_network_ports(ctx, service.host)
-        for key, value in {**service.env, **service.container.env}.items():
-            for address, port in _URL.findall(value):
-                if address in own and int(port) in ports:
-                    yield Hit(
-                        name,
-                        f"services.{name}.container.env.{key}"
-                        if key in service.container.env
-                        else f"services.{name}.env.{key}",
-                        f"container service {name!r} reaches {address}:{port} from inside its "
-                        "container; only published ports are forwarded there",
-                        f"use {HOST_GATEWAY}:{port} (the host gateway name podman provides)",
-                    )
+@service_rule("container-host-lan-address", "L-57", "warning", services="all")
+def host_address(s: Subject) -> Iterator[Hit]:
+    """a container reaches a host-network service at the host's address instead of the gateway"""
+    service = s.service
+    if _image(s.ctx, service) is None or service.container.network == "host":
+        return
+    own = {s.host.address or service.host, service.host, "localhost", "127.0.0.1"}
+    ports = _host_network_ports(s.ctx, service.host)
+    for key, value in {**service.env, **service.container.env}.items():
+        for address, port in _URL.findall(value):
+            if address in own and int(port) in ports:
+                yield s.hit(
+                    f"container.env.{key}" if key in service.container.env else f"env.{key}",
+                    f"container service {s.name!r} reaches {address}:{port} from inside its "
+                    "container; only published ports are forwarded there",
+                    f"use {HOST_GATEWAY}:{port} (the host gateway name podman provides)",
+                )

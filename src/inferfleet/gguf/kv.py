@@ -19,7 +19,7 @@ calls in llama.cpp; a file can override them with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 from inferfleet.gguf.constants import ggml_type_by_name
@@ -106,22 +106,6 @@ class KVPerToken:
     def uncapped(self) -> int:
         """Per token when the context fits in the window (SWA uncapped)."""
         return self.full + self.swa
-
-
-@dataclass(frozen=True)
-class KVEstimate:
-    """The KV buffers llama.cpp allocates for a context (main model only)."""
-
-    n_ctx: int  # after llama.cpp's padding
-    streams: int  # one per slot unless the cache is unified
-    cells_full: int  # per stream
-    cells_swa: int  # per stream; 0 without SWA layers
-    full_bytes: int
-    swa_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.full_bytes + self.swa_bytes
 
 
 def _pad(value: int, to: int) -> int:
@@ -316,6 +300,18 @@ class CacheCells:
         return self.cells_full if kind in ("full", "nextn") else 0
 
 
+@dataclass(frozen=True)
+class KVEstimate(CacheCells):
+    """The KV buffers llama.cpp allocates for a context (main model only): cells and bytes."""
+
+    full_bytes: int
+    swa_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.full_bytes + self.swa_bytes
+
+
 def cache_cells(
     layout: AttentionLayout,
     ctx: int,
@@ -367,10 +363,7 @@ def kv_bytes(
         layout, ctx, parallel=parallel, n_ubatch=n_ubatch, unified=unified, swa_full=swa_full
     )
     return KVEstimate(
-        n_ctx=cells.n_ctx,
-        streams=cells.streams,
-        cells_full=cells.cells_full,
-        cells_swa=cells.cells_swa,
+        **asdict(cells),
         full_bytes=per_token.full * cells.cells_full * cells.streams,
         swa_bytes=per_token.swa * cells.cells_swa * cells.streams,
     )

@@ -270,30 +270,13 @@ class Inspection:
             return None
         return kv.kv_bytes_per_token(self.layout, cache_type_k, cache_type_v)
 
-    def kv_bytes(
-        self,
-        ctx: int,
-        *,
-        parallel: int = 1,
-        cache_type_k: str = "f16",
-        cache_type_v: str = "f16",
-        n_ubatch: int = kv.DEFAULT_UBATCH,
-        unified: bool = False,
-        swa_full: bool = False,
-    ) -> kv.KVEstimate | None:
-        """KV buffers for ``-c ctx --parallel N`` (SWA layers capped at the window)."""
+    def kv_bytes(self, ctx: int, **options: Any) -> kv.KVEstimate | None:
+        """KV buffers for ``-c ctx``: :func:`kv.kv_bytes` with its options
+        (``parallel``, cache types, ``n_ubatch``, ``unified``, ``swa_full``), on
+        this file's layout (SWA layers capped at the window)."""
         if self.layout is None:
             return None
-        return kv.kv_bytes(
-            self.layout,
-            ctx,
-            parallel=parallel,
-            cache_type_k=cache_type_k,
-            cache_type_v=cache_type_v,
-            n_ubatch=n_ubatch,
-            unified=unified,
-            swa_full=swa_full,
-        )
+        return kv.kv_bytes(self.layout, ctx, **options)
 
 
 def layout_problems(

@@ -149,23 +149,28 @@ def build_inspection(
     )
 
 
-def parse_split_name(name: str) -> SplitName | None:
-    match = _SPLIT.match(name)
+def _numbered(pattern: re.Pattern[str], name: str) -> tuple[re.Match[str], int, int] | None:
+    """A match of a ``N of COUNT`` name pattern whose N lies in 1..COUNT, with N and COUNT."""
+    match = pattern.match(name)
     if match is None:
         return None
     number, count = int(match.group("no")), int(match.group("count"))
-    if not 1 <= number <= count:
+    return (match, number, count) if 1 <= number <= count else None
+
+
+def parse_split_name(name: str) -> SplitName | None:
+    found = _numbered(_SPLIT, name)
+    if found is None:
         return None
+    match, number, count = found
     return SplitName(match.group("prefix"), number, count)
 
 
 def parse_fragment_name(name: str) -> FragmentName | None:
-    match = _FRAGMENT.match(name)
-    if match is None:
+    found = _numbered(_FRAGMENT, name)
+    if found is None:
         return None
-    number, count = int(match.group("no")), int(match.group("count"))
-    if not 1 <= number <= count:
-        return None
+    match, number, count = found
     spelling = name[len(match.group("base")) + 1 :][:4]
     return FragmentName(match.group("base"), number, count, spelling)
 

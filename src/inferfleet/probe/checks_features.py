@@ -69,21 +69,17 @@ def tools(s: Session) -> CheckResult:
         "tools need --jinja and a chat template that supports them (L-18), and a model "
         "trained to call tools"
     )
+
+    def fail(summary: str, *evidence: Evidence) -> CheckResult:
+        s.findings.tools_ok = False
+        return CheckResult("tools", title, "L-18", "fail", summary, evidence, hint)
+
     if first.status != 200:
-        s.findings.tools_ok = False
-        return CheckResult(
-            "tools", title, "L-18", "fail", f"HTTP {first.status}", (first.evidence(),), hint
-        )
+        return fail(f"HTTP {first.status}", first.evidence())
     if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
-        s.findings.tools_ok = False
-        return CheckResult(
-            "tools",
-            title,
-            "L-18",
-            "fail",
+        return fail(
             f"the answer has no tool_calls (finish_reason: {_finish(first)})",
-            (first.evidence(shown),),
-            hint,
+            first.evidence(shown),
         )
     call = calls[0]
     raw_function = call.get("function")
@@ -93,15 +89,9 @@ def tools(s: Session) -> CheckResult:
     except ValueError:
         arguments = None
     if function.get("name") != "get_weather" or not isinstance(arguments, dict):
-        s.findings.tools_ok = False
-        return CheckResult(
-            "tools",
-            title,
-            "L-18",
-            "fail",
+        return fail(
             "the tool call names another function or its arguments are not JSON",
-            (first.evidence(shown),),
-            hint,
+            first.evidence(shown),
         )
     follow = s.chat_body(question, max_tokens=64, tools=[WEATHER_TOOL])
     follow["messages"] += [
@@ -115,18 +105,9 @@ def tools(s: Session) -> CheckResult:
     second = s.exchange.post("/v1/chat/completions", follow)
     reply = _message(second).get("content")
     evidence = (first.evidence(shown), second.evidence({"content": reply}))
-    ok = second.status == 200 and isinstance(reply, str) and reply.strip() != ""
-    s.findings.tools_ok = ok
-    if not ok:
-        return CheckResult(
-            "tools",
-            title,
-            "L-18",
-            "fail",
-            f"the tool result was not answered (HTTP {second.status})",
-            evidence,
-            hint,
-        )
+    if second.status != 200 or not isinstance(reply, str) or reply.strip() == "":
+        return fail(f"the tool result was not answered (HTTP {second.status})", *evidence)
+    s.findings.tools_ok = True
     return CheckResult(
         "tools", title, "L-18", "pass", f"get_weather({arguments}) called and answered", evidence
     )

@@ -61,34 +61,37 @@ def service_artifacts(resolved: Resolved) -> list[Artifact]:
     if service.kind == "llm":
         argv = json.dumps({"service": name, "argv": resolved.argv}, indent=2) + "\n"
         found.append(Artifact(f"{base}/{name}.argv.json", argv, "argv", name, host))
-    scope = service.unit.scope
+    unit = _unit_artifact(resolved)
+    if unit is not None:
+        found.append(unit)
+    return found
+
+
+def _unit_artifact(resolved: Resolved) -> Artifact | None:
+    """The systemd unit or Quadlet file of a service with one, and where it is installed."""
+    service = resolved.service
+    system = service.unit.scope == "system"
     home = resolved.facts.home
     if service.backend == "systemd":
-        folder = "systemd" if scope == "system" else "systemd-user"
-        install = (
-            f"/etc/systemd/system/{resolved.unit}.service"
-            if scope == "system"
-            else f"{home}/.config/systemd/user/{resolved.unit}.service"
-        )
+        folder = "systemd" if system else "systemd-user"
+        installed_in = "/etc/systemd/system" if system else f"{home}/.config/systemd/user"
+        file = f"{resolved.unit}.service"
         text = systemd.service_unit(resolved).text()
-        found.append(
-            Artifact(
-                f"{base}/{folder}/{resolved.unit}.service", text, "systemd", name, host, install
-            )
-        )
     elif service.backend == "quadlet":
-        install = (
-            f"/etc/containers/systemd/{resolved.unit}.container"
-            if scope == "system"
-            else f"{home}/.config/containers/systemd/{resolved.unit}.container"
-        )
+        folder = "quadlet"
+        installed_in = "/etc/containers/systemd" if system else f"{home}/.config/containers/systemd"
+        file = f"{resolved.unit}.container"
         text = quadlet.container_unit(resolved).text()
-        found.append(
-            Artifact(
-                f"{base}/quadlet/{resolved.unit}.container", text, "quadlet", name, host, install
-            )
-        )
-    return found
+    else:
+        return None
+    return Artifact(
+        f"hosts/{resolved.host_name}/{folder}/{file}",
+        text,
+        service.backend,
+        resolved.name,
+        resolved.host_name,
+        f"{installed_in}/{file}",
+    )
 
 
 def fleet_artifacts(loaded: LoadedFleet) -> list[Artifact]:

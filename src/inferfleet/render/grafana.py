@@ -8,7 +8,7 @@ fleet's contract per service (per-slot window x slots, L-25).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import endpoint, llm_services
@@ -20,26 +20,62 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 SERVICE_FILTER = 'service=~"$service"'
 
 
-def _target(expr: str, legend: str, ref: str = "A") -> dict[str, Any]:
-    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+def _per_service(metric: str, *matchers: str, legend: str = "{{service}}") -> tuple[str, str]:
+    """A PromQL selector for ``metric`` on the services picked in the dashboard, and its legend."""
+    return f"{metric}{{{','.join((*matchers, SERVICE_FILTER))}}}", legend
 
 
-def _panel(
-    panel_id: int,
-    title: str,
-    kind: str,
-    grid: tuple[int, int, int, int],
-    targets: list[dict[str, Any]],
-    unit: str = "short",
-) -> dict[str, Any]:
-    x, y, w, h = grid
+class _Panel(NamedTuple):
+    title: str
+    grid: tuple[int, int, int, int]  # x, y, w, h
+    series: tuple[tuple[str, str], ...]  # (expr, legend) of each target, refIds A, B, ...
+    unit: str = "short"
+    kind: str = "timeseries"
+
+
+_PANELS = (
+    _Panel("Endpoints up", (0, 0, 8, 6), (_per_service("up", JOB_MATCH),), kind="stat"),
+    _Panel(
+        "Generated tokens / s",
+        (8, 0, 16, 6),
+        (_per_service("inferfleet:generation_tokens:rate5m"),),
+        "none",
+    ),
+    _Panel(
+        "Busy slots vs slots",
+        (0, 6, 12, 8),
+        (
+            _per_service("inferfleet:requests_running", legend="{{service}} busy"),
+            _per_service("inferfleet:slots", legend="{{service}} slots"),
+        ),
+    ),
+    _Panel(
+        "Requests deferred (all slots busy)",
+        (12, 6, 12, 8),
+        (_per_service("inferfleet:requests_waiting"),),
+    ),
+    _Panel(
+        "Prompt tokens / s",
+        (0, 14, 12, 8),
+        (_per_service("inferfleet:prompt_tokens:rate5m"),),
+        "none",
+    ),
+)
+
+
+def _panel(panel_id: int, spec: _Panel) -> dict[str, Any]:
+    x, y, w, h = spec.grid
+    targets = [
+        {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": chr(ord("A") + i)}
+        for i, (expr, legend) in enumerate(spec.series)
+    ]
     return {
         "id": panel_id,
-        "type": kind,
-        "title": title,
+        "type": spec.kind,
+        "title": spec.title,
         "datasource": DATASOURCE,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "fieldConfig": {"defaults": {"unit": spec.unit}, "overrides": []},
         "options": {},
         "targets": targets,
     }
@@ -60,51 +96,9 @@ def _contract_table(fleet: Fleet) -> str:
 
 
 def dashboard(fleet: Fleet) -> dict[str, Any]:
-    f = SERVICE_FILTER
-    panels = [
-        _panel(
-            1,
-            "Endpoints up",
-            "stat",
-            (0, 0, 8, 6),
-            [_target(f"up{{{JOB_MATCH},{f}}}", "{{service}}")],
-        ),
-        _panel(
-            2,
-            "Generated tokens / s",
-            "timeseries",
-            (8, 0, 16, 6),
-            [_target(f"inferfleet:generation_tokens:rate5m{{{f}}}", "{{service}}")],
-            "none",
-        ),
-        _panel(
-            3,
-            "Busy slots vs slots",
-            "timeseries",
-            (0, 6, 12, 8),
-            [
-                _target(f"inferfleet:requests_running{{{f}}}", "{{service}} busy", "A"),
-                _target(f"inferfleet:slots{{{f}}}", "{{service}} slots", "B"),
-            ],
-        ),
-        _panel(
-            4,
-            "Requests deferred (all slots busy)",
-            "timeseries",
-            (12, 6, 12, 8),
-            [_target(f"inferfleet:requests_waiting{{{f}}}", "{{service}}")],
-        ),
-        _panel(
-            5,
-            "Prompt tokens / s",
-            "timeseries",
-            (0, 14, 12, 8),
-            [_target(f"inferfleet:prompt_tokens:rate5m{{{f}}}", "{{service}}")],
-            "none",
-        ),
-    ]
+    panels = [_panel(i, spec) for i, spec in enumerate(_PANELS, start=1)]
     contract = {
-        "id": 6,
+        "id": len(panels) + 1,
         "type": "text",
         "title": "Client contract (from the fleet file)",
         "gridPos": {"x": 12, "y": 14, "w": 12, "h": 8},

@@ -8,6 +8,7 @@ the renderer passes the facts in.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferfleet.errors import UsageError
@@ -48,6 +49,29 @@ class Launch:
     @property
     def alias(self) -> str:
         return self.service.alias or self.service_name
+
+
+@dataclass(frozen=True)
+class RuntimeTraits:
+    """What the rest of inferfleet asks of a runtime; each adapter module exports its ``TRAITS``."""
+
+    kind: str
+    argv: Callable[[Launch], list[str]]
+    reasoning_field: str  # where chat answers carry reasoning text (L-45)
+    metrics: MetricNames  # how its /metrics names the series we alert on
+    stop_grace_s: float  # how long it takes to stop cleanly after SIGTERM
+    container_program: tuple[str, ...]  # argv prefix inside its container image
+    cache_env: Mapping[str, str]  # compile/download caches on the /cache mount (L-37)
+    cache_types: frozenset[str]  # KV cache types it takes
+    asymmetric_kv: bool  # K and V cache types may differ (L-21)
+    # Inherited environment variables the server would read as flags; a
+    # process-backend launch drops them so only the fleet file configures it.
+    stray_env_prefixes: tuple[str, ...] = ()
+    # Serves GGUF files: their header facts (windows, tensor types, templates,
+    # nextn layers) apply, and so do the GGUF-level flags (overrides, drafters).
+    gguf: bool = False
+    slots_endpoint: bool = False  # per-slot state at /slots
+    pinned_build: bool = False  # `runtime install` builds it from a pinned source (L-42)
 
 
 def gpu_devices(service: Service, host: Host) -> list[tuple[int, Device]]:

@@ -24,23 +24,15 @@ from inferfleet.runtimes.base import (
     AdapterError,
     Launch,
     MetricNames,
+    RuntimeTraits,
     device_index,
     gpu_devices,
     require_ctx,
 )
 
-KIND = "llama.cpp"
-REASONING_FIELD = "reasoning_content"  # L-45
-STOP_GRACE_S = 10.0
-# The official server images put the binary here (ghcr.io/ggml-org/llama.cpp:server).
-CONTAINER_PROGRAM = ["/app/llama-server"]
-METRICS = MetricNames(
-    running="llamacpp:requests_processing",
-    waiting="llamacpp:requests_deferred",
-    prompt_tokens="llamacpp:prompt_tokens_total",
-    generation_tokens="llamacpp:tokens_predicted_total",
-)
-CACHE_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
+# llama.cpp's kv_cache_types (common/arg.cpp): what -ctk / -ctv accept.
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+UNQUANTIZED = frozenset({"f32", "f16", "bf16"})
 # Drafters that need a draft context (a second model or the file's MTP head, L-14).
 CONTEXT_BACKED = frozenset(
     {"draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark"}
@@ -231,3 +223,26 @@ def _unresolved(launch: Launch, field: str, what: str) -> AdapterError:
         f"service {launch.service_name!r} sets {field} but {what} was not resolved",
         hint="render the service through inferfleet.render, which resolves every path",
     )
+
+
+TRAITS = RuntimeTraits(
+    kind="llama.cpp",
+    argv=argv,
+    reasoning_field="reasoning_content",  # L-45
+    metrics=MetricNames(
+        running="llamacpp:requests_processing",
+        waiting="llamacpp:requests_deferred",
+        prompt_tokens="llamacpp:prompt_tokens_total",
+        generation_tokens="llamacpp:tokens_predicted_total",
+    ),
+    stop_grace_s=10.0,
+    # The official server images put the binary here (ghcr.io/ggml-org/llama.cpp:server).
+    container_program=("/app/llama-server",),
+    cache_env={"XDG_CACHE_HOME": "/cache/xdg"},
+    cache_types=frozenset(CACHE_TYPES),
+    asymmetric_kv=True,
+    stray_env_prefixes=("LLAMA_ARG_",),
+    gguf=True,
+    slots_endpoint=True,
+    pinned_build=True,
+)

@@ -9,29 +9,20 @@ text lands in ``reasoning_content`` (L-45).
 
 from __future__ import annotations
 
-from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, require_ctx
-from inferfleet.runtimes.vllm import kv_cache_dtype, memory_share, tensor_parallel
+from inferfleet.runtimes import vllm
+from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, RuntimeTraits, require_ctx
+from inferfleet.runtimes.vllm import (
+    chat_template_args,
+    kv_cache_dtype,
+    memory_share,
+    refuse_mmproj,
+    tensor_parallel,
+    tool_parser,
+)
 
-KIND = "sglang"
-REASONING_FIELD = "reasoning_content"  # L-45
-STOP_GRACE_S = 30.0
-CONTAINER_PROGRAM = ["python3", "-m", "sglang.launch_server"]
 DEFAULT_MEM_FRACTION = 0.85
 MEM_FRACTION_CAP = 0.98  # L-32
-METRICS = MetricNames(
-    running="sglang:num_running_reqs",
-    waiting="sglang:num_queue_reqs",
-    prompt_tokens="sglang:prompt_tokens_total",
-    generation_tokens="sglang:generation_tokens_total",
-)
 _KV_DTYPE = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
-CACHE_TYPES = frozenset(_KV_DTYPE)
-CACHE_ENV = {
-    "TORCHINDUCTOR_CACHE_DIR": "/cache/torchinductor",
-    "TRITON_CACHE_DIR": "/cache/triton",
-    "HF_HOME": "/cache/huggingface",
-    "XDG_CACHE_HOME": "/cache/xdg",
-}
 # SGLang's speculative algorithm per llama.cpp-style spec type.
 _ALGORITHM = {
     "draft-mtp": "NEXTN",
@@ -44,11 +35,7 @@ _ALGORITHM = {
 def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
-    if service.mmproj is not None:
-        raise AdapterError(
-            f"service {name!r}: SGLang loads the vision tower from the model itself",
-            hint="remove mmproj; list image under client.input instead",
-        )
+    refuse_mmproj(launch, "SGLang")
     args = [
         *launch.program,
         "--model-path",
@@ -77,16 +64,8 @@ def argv(launch: Launch) -> list[str]:
     if service.reasoning_parser is not None:
         args += ["--reasoning-parser", service.reasoning_parser]
     if service.client.tools:
-        if service.tool_parser is None:
-            raise AdapterError(
-                f"service {name!r}: tools on SGLang need a tool_parser",
-                hint="set tool_parser (e.g. qwen25, llama3) for the model's format",
-            )
-        args += ["--tool-call-parser", service.tool_parser]
-    if service.chat_template_file is not None:
-        if launch.chat_template_path is None:
-            raise AdapterError(f"service {name!r}: chat template path not resolved")
-        args += ["--chat-template", launch.chat_template_path]
+        args += ["--tool-call-parser", tool_parser(launch, "SGLang", "qwen25, llama3")]
+    args += chat_template_args(launch)
     if service.chat_template_kwargs:
         raise AdapterError(
             f"service {name!r}: SGLang takes template kwargs per request, not at launch",
@@ -118,3 +97,21 @@ def _speculative_args(launch: Launch) -> list[str]:
             str(spec.draft_max + 1),
         ]
     return args
+
+
+TRAITS = RuntimeTraits(
+    kind="sglang",
+    argv=argv,
+    reasoning_field="reasoning_content",  # L-45
+    metrics=MetricNames(
+        running="sglang:num_running_reqs",
+        waiting="sglang:num_queue_reqs",
+        prompt_tokens="sglang:prompt_tokens_total",
+        generation_tokens="sglang:generation_tokens_total",
+    ),
+    stop_grace_s=30.0,
+    container_program=("python3", "-m", "sglang.launch_server"),
+    cache_env={k: v for k, v in vllm.CACHE_ENV.items() if k != "VLLM_CACHE_ROOT"},
+    cache_types=frozenset(_KV_DTYPE),
+    asymmetric_kv=False,
+)

@@ -8,6 +8,9 @@
 - L-25: ``--max-model-len`` is the per-slot window, ``--max-num-seqs`` the
   slots.
 - L-45: reasoning text lands in ``reasoning``.
+
+SGLang takes the same settings under its own flag names; the helpers here
+that both adapters use are marked so.
 """
 
 from __future__ import annotations
@@ -16,20 +19,17 @@ import json
 from typing import Any
 
 from inferfleet.fleetfile.fleet import KvCache
-from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, gpu_devices, require_ctx
+from inferfleet.runtimes.base import (
+    AdapterError,
+    Launch,
+    MetricNames,
+    RuntimeTraits,
+    gpu_devices,
+    require_ctx,
+)
 
-KIND = "vllm"
-REASONING_FIELD = "reasoning"  # L-45
-STOP_GRACE_S = 30.0
-CONTAINER_PROGRAM = ["vllm", "serve"]
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
 GPU_MEMORY_UTILIZATION_CAP = 0.98  # L-32: 0.98 worked, 1.0 killed endpoints
-METRICS = MetricNames(
-    running="vllm:num_requests_running",
-    waiting="vllm:num_requests_waiting",
-    prompt_tokens="vllm:prompt_tokens_total",
-    generation_tokens="vllm:generation_tokens_total",
-)
 # vLLM's --kv-cache-dtype values for the fleet's cache types.
 _KV_DTYPE = {
     "f16": "auto",
@@ -38,9 +38,8 @@ _KV_DTYPE = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
-CACHE_TYPES = frozenset(_KV_DTYPE)
 # Compile and download caches on the persistent mount (L-37: a boot re-paid 181 s of
-# torch.compile on every restart without it).
+# torch.compile on every restart without it); SGLang uses the same, less vLLM's own.
 CACHE_ENV = {
     "VLLM_CACHE_ROOT": "/cache/vllm",
     "TORCHINDUCTOR_CACHE_DIR": "/cache/torchinductor",
@@ -48,6 +47,36 @@ CACHE_ENV = {
     "HF_HOME": "/cache/huggingface",
     "XDG_CACHE_HOME": "/cache/xdg",
 }
+
+
+def refuse_mmproj(launch: Launch, engine: str) -> None:
+    """vLLM and SGLang load the vision tower from the model itself."""
+    if launch.service.mmproj is not None:
+        raise AdapterError(
+            f"service {launch.service_name!r}: {engine} loads the vision tower from the model "
+            "itself",
+            hint="remove mmproj; list image under client.input instead",
+        )
+
+
+def tool_parser(launch: Launch, engine: str, examples: str) -> str:
+    """The tool call parser tools need on vLLM and SGLang."""
+    parser = launch.service.tool_parser
+    if parser is None:
+        raise AdapterError(
+            f"service {launch.service_name!r}: tools on {engine} need a tool_parser",
+            hint=f"set tool_parser (e.g. {examples}) for the model's format",
+        )
+    return parser
+
+
+def chat_template_args(launch: Launch) -> list[str]:
+    """``--chat-template PATH`` (vLLM and SGLang) for a service with a template file."""
+    if launch.service.chat_template_file is None:
+        return []
+    if launch.chat_template_path is None:
+        raise AdapterError(f"service {launch.service_name!r}: chat template path not resolved")
+    return ["--chat-template", launch.chat_template_path]
 
 
 def kv_cache_dtype(kind: str, service_name: str, cache: KvCache, table: dict[str, str]) -> str:
@@ -87,11 +116,7 @@ def memory_share(launch: Launch, default: float, cap: float, flag: str) -> str:
 def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
-    if service.mmproj is not None:
-        raise AdapterError(
-            f"service {name!r}: vLLM loads the vision tower from the model itself",
-            hint="remove mmproj; list image under client.input instead",
-        )
+    refuse_mmproj(launch, "vLLM")
     args = [
         *launch.program,
         launch.model_path,
@@ -120,16 +145,9 @@ def argv(launch: Launch) -> list[str]:
     if service.reasoning_parser is not None:
         args += ["--reasoning-parser", service.reasoning_parser]
     if service.client.tools:
-        if service.tool_parser is None:
-            raise AdapterError(
-                f"service {name!r}: tools on vLLM need a tool_parser",
-                hint="set tool_parser (e.g. hermes, qwen3_coder) for the model's format",
-            )
-        args += ["--enable-auto-tool-choice", "--tool-call-parser", service.tool_parser]
-    if service.chat_template_file is not None:
-        if launch.chat_template_path is None:
-            raise AdapterError(f"service {name!r}: chat template path not resolved")
-        args += ["--chat-template", launch.chat_template_path]
+        parser = tool_parser(launch, "vLLM", "hermes, qwen3_coder")
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
+    args += chat_template_args(launch)
     if service.chat_template_kwargs:
         text = json.dumps(service.chat_template_kwargs, sort_keys=True, separators=(",", ":"))
         args += ["--default-chat-template-kwargs", text]
@@ -162,3 +180,21 @@ def _speculative_config(launch: Launch) -> dict[str, Any]:
             hint="pick one method; chained n-gram drafters are a llama.cpp feature",
         )
     return config
+
+
+TRAITS = RuntimeTraits(
+    kind="vllm",
+    argv=argv,
+    reasoning_field="reasoning",  # L-45
+    metrics=MetricNames(
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        prompt_tokens="vllm:prompt_tokens_total",
+        generation_tokens="vllm:generation_tokens_total",
+    ),
+    stop_grace_s=30.0,
+    container_program=("vllm", "serve"),
+    cache_env=CACHE_ENV,
+    cache_types=frozenset(_KV_DTYPE),
+    asymmetric_kv=False,
+)
