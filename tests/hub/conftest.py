@@ -71,9 +71,3 @@ def make_fleet(tmp_path: Path) -> FleetMaker:
         return path
 
     return make
-
-
-@pytest.fixture
-def models_cli(cli: Callable[..., object]) -> Callable[..., object]:
-    """The real CLI entry point (``models`` is one of its verb groups)."""
-    return cli

@@ -60,10 +60,10 @@ def fetch(cli: Cli, hub: HubServer, fleet: Path, *extra: str) -> Any:
 
 
 def test_fetch_whole_model_then_nothing_twice(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
-    fleet = prepare(hub, whole_repo(), make_fleet, models_cli)
-    result = fetch(models_cli, hub, fleet)
+    fleet = prepare(hub, whole_repo(), make_fleet, cli)
+    result = fetch(cli, hub, fleet)
     assert result.code == 0, result.stderr
     folder = fleet.parent / "models" / "m"
     assert sha256_of(folder / MODEL_NAME) == MODEL_SHA256
@@ -75,7 +75,7 @@ def test_fetch_whole_model_then_nothing_twice(
     ]
     sent = dict(hub.sent)
     assert sent[MODEL_NAME] == MODEL_SIZE  # one pass over the bytes
-    again = fetch(models_cli, hub, fleet, "--json")
+    again = fetch(cli, hub, fleet, "--json")
     assert again.code == 0, again.stderr
     doc = json.loads(again.stdout)
     assert doc["schema"] == "inferfleet.models.fetch/v1" and doc["ok"]
@@ -84,11 +84,11 @@ def test_fetch_whole_model_then_nothing_twice(
 
 
 def test_verify_stats_then_hashes_and_full_rehashes(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
-    fleet = prepare(hub, whole_repo(), make_fleet, models_cli)
-    assert fetch(models_cli, hub, fleet).code == 0
-    verify = models_cli("models", "verify", "m", "-f", str(fleet), "--json")
+    fleet = prepare(hub, whole_repo(), make_fleet, cli)
+    assert fetch(cli, hub, fleet).code == 0
+    verify = cli("models", "verify", "m", "-f", str(fleet), "--json")
     assert verify.code == 0, verify.stderr
     doc = json.loads(verify.stdout)
     assert doc["schema"] == "inferfleet.models.verify/v1" and doc["ok"]
@@ -103,18 +103,18 @@ def test_verify_stats_then_hashes_and_full_rehashes(
         handle.seek(1000)
         handle.write(bytes([byte[0] ^ 1]))
     os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert models_cli("models", "verify", "m", "-f", str(fleet)).code == 0
-    full = models_cli("models", "verify", "m", "-f", str(fleet), "--full")
+    assert cli("models", "verify", "m", "-f", str(fleet)).code == 0
+    full = cli("models", "verify", "m", "-f", str(fleet), "--full")
     assert full.code == 1
     assert "wrong-hash" in full.stdout and "failed verification" in full.stderr
     # The record forgot the file: a plain verify now hashes it and fails too.
-    assert models_cli("models", "verify", "m", "-f", str(fleet)).code == 1
+    assert cli("models", "verify", "m", "-f", str(fleet)).code == 1
 
 
 def test_verify_checks_sizes_by_stat_without_reading_L08(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
-    fleet = prepare(hub, small_repo(), make_fleet, models_cli)
+    fleet = prepare(hub, small_repo(), make_fleet, cli)
     folder = fleet.parent / "models" / "m"
     folder.mkdir(parents=True)
     (folder / "README.md").write_bytes(b"x")
@@ -122,7 +122,7 @@ def test_verify_checks_sizes_by_stat_without_reading_L08(
     with (folder / "model-small.gguf").open("wb") as handle:
         handle.truncate(1 << 40)
     began = time.monotonic()
-    result = models_cli("models", "verify", "m", "-f", str(fleet), "--json")
+    result = cli("models", "verify", "m", "-f", str(fleet), "--json")
     elapsed = time.monotonic() - began
     assert result.code == 1
     files = {f["path"]: f for f in json.loads(result.stdout)["files"]}
@@ -132,12 +132,10 @@ def test_verify_checks_sizes_by_stat_without_reading_L08(
     assert elapsed < 10  # generous: stat only; reading 1 TiB would not finish
 
 
-def test_split_gguf_parts_stay_parts_L04(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
-) -> None:
+def test_split_gguf_parts_stay_parts_L04(hub: HubServer, cli: Cli, make_fleet: FleetMaker) -> None:
     repo = split_repo()
-    fleet = prepare(hub, repo, make_fleet, models_cli)
-    result = fetch(models_cli, hub, fleet, "--jobs", "3")
+    fleet = prepare(hub, repo, make_fleet, cli)
+    result = fetch(cli, hub, fleet, "--jobs", "3")
     assert result.code == 0, result.stderr
     folder = fleet.parent / "models" / "m"
     parts = sorted(p.name for p in folder.glob("*.gguf"))
@@ -153,30 +151,30 @@ def test_split_gguf_parts_stay_parts_L04(
 
 
 def test_fragments_verified_then_concatenated_in_numeric_order_L05(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
-    fleet = prepare(hub, fragment_repo(), make_fleet, models_cli, "*.gguf")
-    result = fetch(models_cli, hub, fleet, "--json")
+    fleet = prepare(hub, fragment_repo(), make_fleet, cli, "*.gguf")
+    result = fetch(cli, hub, fleet, "--json")
     assert result.code == 0, result.stderr
     statuses = {f["path"]: f["status"] for f in json.loads(result.stdout)["files"]}
     assert statuses[MODEL_NAME] == "assembled"
     folder = fleet.parent / "models" / "m"
     # part10of11 sorts before part2of11: only numeric order gives the real model.
     assert sha256_of(folder / MODEL_NAME) == MODEL_SHA256
-    verify = models_cli("models", "verify", "m", "-f", str(fleet), "--full", "--json")
+    verify = cli("models", "verify", "m", "-f", str(fleet), "--full", "--json")
     assert verify.code == 0, verify.stderr
     methods = {f["path"]: f["method"] for f in json.loads(verify.stdout)["files"]}
     assert methods[MODEL_NAME] == "sha256"  # checked against the hash taken at assembly
 
 
 def test_a_wrong_whole_file_hash_keeps_the_fragments_and_no_whole_file_L05(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
-    fleet = prepare(hub, fragment_repo(), make_fleet, models_cli)
+    fleet = prepare(hub, fragment_repo(), make_fleet, cli)
     manifest = fleet.parent / "m.manifest"
     text = manifest.read_text().replace(f"parts:11 {MODEL_NAME}", f"sha256:{'0' * 64} {MODEL_NAME}")
     manifest.write_text(text)
-    result = fetch(models_cli, hub, fleet)
+    result = fetch(cli, hub, fleet)
     assert result.code == 1
     assert "concatenated fragments have sha256" in result.stderr
     folder = fleet.parent / "models" / "m"
@@ -186,29 +184,29 @@ def test_a_wrong_whole_file_hash_keeps_the_fragments_and_no_whole_file_L05(
 
 
 def test_only_declared_files_and_a_vanished_one_is_reported_L09(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = whole_repo()
-    fleet = prepare(hub, repo, make_fleet, models_cli)
+    fleet = prepare(hub, repo, make_fleet, cli)
     # Upstream moves on: a file disappears and a new variant appears.
     del repo.files["config.json"]
     repo.files["new-variant.gguf"] = type(repo.files[MODEL_NAME])(
         "new-variant.gguf", Blob([b"new bytes"]).hashed(), lfs=True
     )
-    result = fetch(models_cli, hub, fleet)
+    result = fetch(cli, hub, fleet)
     assert result.code == 1
     assert "config.json is not in the repo at this revision (HTTP 404)" in result.stderr
     assert "Traceback" not in result.stderr
     folder = fleet.parent / "models" / "m"
     assert sha256_of(folder / MODEL_NAME) == MODEL_SHA256  # the rest completed
     assert not hub.requests(path_part="new-variant")
-    verify = models_cli("models", "verify", "m", "-f", str(fleet), "--json")
+    verify = cli("models", "verify", "m", "-f", str(fleet), "--json")
     statuses = {f["path"]: f["status"] for f in json.loads(verify.stdout)["files"]}
     assert statuses == {"README.md": "ok", MODEL_NAME: "ok", "config.json": "missing"}
 
 
 def test_inline_files_resolve_the_branch_to_one_commit_via_hf_endpoint(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker, monkeypatch: pytest.MonkeyPatch
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = hub.add(small_repo())
     blob = repo.files["model-small.gguf"].blob
@@ -216,14 +214,14 @@ def test_inline_files_resolve_the_branch_to_one_commit_via_hf_endpoint(
         repo.repo_id, files=[{"path": "model-small.gguf", "size": blob.size, "sha256": blob.sha256}]
     )
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)  # a mirror, no --endpoint
-    result = models_cli("models", "fetch", "m", "-f", str(fleet))
+    result = cli("models", "fetch", "m", "-f", str(fleet))
     assert result.code == 0, result.stderr
     resolves = hub.requests("hub", "/resolve/")
     assert resolves and all(f"/resolve/{repo.commit}/" in r.path for r in resolves)
 
 
 def test_free_space_is_checked_before_any_request(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = hub.add(small_repo())
     fleet = make_fleet(repo.repo_id)
@@ -231,20 +229,20 @@ def test_free_space_is_checked_before_any_request(
     (fleet.parent / "m.manifest").write_text(
         f"# commit: {repo.commit}\n{huge} sha256:{'1' * 64} model-small.gguf\n"
     )
-    result = fetch(models_cli, hub, fleet)
+    result = fetch(cli, hub, fleet)
     assert result.code == 1
     assert "left to fetch" in result.stderr and "nothing was downloaded" in result.stderr
     assert not hub.requests("hub", "/resolve/")
 
 
 def test_upstream_that_changed_under_the_manifest_is_refused(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = small_repo()
-    fleet = prepare(hub, repo, make_fleet, models_cli)
+    fleet = prepare(hub, repo, make_fleet, cli)
     item = repo.files["model-small.gguf"]
     item.blob = Blob([(blobs().model, 1 << 20, item.blob.size)]).hashed()
-    result = fetch(models_cli, hub, fleet)
+    result = fetch(cli, hub, fleet)
     assert result.code == 1
     assert "upstream now serves" in result.stderr and "regenerate" in result.stderr
     assert not hub.requests("cdn")
@@ -252,35 +250,35 @@ def test_upstream_that_changed_under_the_manifest_is_refused(
 
 
 def test_a_second_fetch_into_the_same_dir_is_refused(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
-    fleet = prepare(hub, small_repo(), make_fleet, models_cli)
+    fleet = prepare(hub, small_repo(), make_fleet, cli)
     folder = fleet.parent / "models" / "m"
     folder.mkdir(parents=True)
     with (folder / ".inferfleet-fetch.lock").open("w") as held:
         held.write("4242")
         held.flush()
         fcntl.flock(held, fcntl.LOCK_EX)
-        result = fetch(models_cli, hub, fleet)
+        result = fetch(cli, hub, fleet)
     assert result.code == 1 and "another fetch into" in result.stderr and "4242" in result.stderr
     assert not [r for r in hub.requests("hub", "/resolve/") if r.method == "GET"]
 
 
-def test_fetch_refuses_a_model_that_is_not_from_the_hub(models_cli: Cli, tmp_path: Path) -> None:
-    result = models_cli("models", "fetch", "gemma3-270m", "--endpoint", "http://127.0.0.1:9")
+def test_fetch_refuses_a_model_that_is_not_from_the_hub(cli: Cli, tmp_path: Path) -> None:
+    result = cli("models", "fetch", "gemma3-270m", "--endpoint", "http://127.0.0.1:9")
     assert result.code == 2 and "does not come from the Hub" in result.stderr
 
 
-def test_there_is_no_option_that_takes_the_token_L06(models_cli: Cli) -> None:
-    result = models_cli("models", "fetch", "m", "--token", "hf_abc")
+def test_there_is_no_option_that_takes_the_token_L06(cli: Cli) -> None:
+    result = cli("models", "fetch", "m", "--token", "hf_abc")
     assert result.code == 2 and "No such option" in result.stderr
 
 
 @pytest.mark.parametrize("verb", ["fetch", "verify"])
-def test_unknown_model_name(models_cli: Cli, make_fleet: FleetMaker, verb: str) -> None:
+def test_unknown_model_name(cli: Cli, make_fleet: FleetMaker, verb: str) -> None:
     fleet = make_fleet("test/x")
     (fleet.parent / "m.manifest").write_text(f"1 sha256:{'1' * 64} a.gguf\n")
-    result = models_cli("models", verb, "nope", "-f", str(fleet))
+    result = cli("models", verb, "nope", "-f", str(fleet))
     assert result.code == 2 and "no model named 'nope'" in result.stderr
     assert "known models: m" in result.stderr
 
@@ -289,7 +287,7 @@ def test_unknown_model_name(models_cli: Cli, make_fleet: FleetMaker, verb: str) 
 @pytest.mark.slow
 def test_fetched_split_loads_in_the_real_llama_server_from_part_1_L04(
     hub: HubServer,
-    models_cli: Cli,
+    cli: Cli,
     make_fleet: FleetMaker,
     port: int,
     tmp_path: Path,
@@ -305,8 +303,8 @@ def test_fetched_split_loads_in_the_real_llama_server_from_part_1_L04(
     runtime = llamacpp_build.installed(source)
     if runtime is None:
         pytest.skip("llama-server is not built yet (inferfleet runtime install llama.cpp)")
-    fleet = prepare(hub, split_repo(), make_fleet, models_cli)
-    assert fetch(models_cli, hub, fleet, "--jobs", "3").code == 0
+    fleet = prepare(hub, split_repo(), make_fleet, cli)
+    assert fetch(cli, hub, fleet, "--jobs", "3").code == 0
     part1 = next((fleet.parent / "models" / "m").glob("*-00001-of-00003.gguf"))
     server = spawn_detached(
         [runtime.binary, "-m", str(part1), "--host", "127.0.0.1", "--port", str(port), "-c", "512"],

@@ -29,13 +29,11 @@ Cli = Callable[..., Any]
 
 
 def test_manifest_lists_sizes_hashes_and_kinds_sorted(
-    hub: HubServer, models_cli: Cli, tmp_path: Path
+    hub: HubServer, cli: Cli, tmp_path: Path
 ) -> None:
     repo = hub.add(whole_repo())
     out = tmp_path / "m.manifest"
-    result = models_cli(
-        "models", "manifest", repo.repo_id, "--endpoint", hub.endpoint, "--out", str(out)
-    )
+    result = cli("models", "manifest", repo.repo_id, "--endpoint", hub.endpoint, "--out", str(out))
     assert result.code == 0, result.stderr
     assert f"at {repo.repo_id}@{repo.commit}" in result.stdout
     lines = out.read_text().splitlines()
@@ -103,11 +101,11 @@ def test_lfs_size_and_sha256_come_from_the_first_answer_not_the_cdn_L02(
     assert len(hub.requests("cdn")) == 1
 
 
-def test_revision_resolves_to_its_commit(hub: HubServer, models_cli: Cli) -> None:
+def test_revision_resolves_to_its_commit(hub: HubServer, cli: Cli) -> None:
     repo = whole_repo()
     repo.branches["dev"] = "d" * 40
     hub.add(repo)
-    result = models_cli(
+    result = cli(
         "models", "manifest", repo.repo_id, "-r", "dev", "--endpoint", hub.endpoint, "--json"
     )
     assert result.code == 0, result.stderr
@@ -120,11 +118,11 @@ def test_revision_resolves_to_its_commit(hub: HubServer, models_cli: Cli) -> Non
 
 
 def test_fragments_are_kept_by_a_gguf_glob_and_assembled_L05(
-    hub: HubServer, models_cli: Cli, tmp_path: Path
+    hub: HubServer, cli: Cli, tmp_path: Path
 ) -> None:
     repo = hub.add(fragment_repo())
     out = tmp_path / "m.manifest"
-    result = models_cli(
+    result = cli(
         "models", "manifest", repo.repo_id, "--include", "*.gguf",
         "--endpoint", hub.endpoint, "-o", str(out),
     )  # fmt: skip
@@ -138,10 +136,10 @@ def test_fragments_are_kept_by_a_gguf_glob_and_assembled_L05(
     assert "README.md" not in {e.path for e in entries}
 
 
-def test_tree_pages_are_followed(hub: HubServer, models_cli: Cli) -> None:
+def test_tree_pages_are_followed(hub: HubServer, cli: Cli) -> None:
     hub.page_size = 2
     repo = hub.add(small_repo(extra=3))
-    result = models_cli("models", "manifest", repo.repo_id, "--endpoint", hub.endpoint, "--json")
+    result = cli("models", "manifest", repo.repo_id, "--endpoint", hub.endpoint, "--json")
     assert result.code == 0, result.stderr
     assert len(json.loads(result.stdout)["files"]) == len(repo.files) == 5
     assert len(hub.requests("hub", "/tree/")) == 3
@@ -156,7 +154,7 @@ def test_tree_pages_are_followed(hub: HubServer, models_cli: Cli) -> None:
 )
 def test_bad_revision_or_glob_fails_and_leaves_the_old_manifest(
     hub: HubServer,
-    models_cli: Cli,
+    cli: Cli,
     tmp_path: Path,
     args: list[str],
     code: int,
@@ -165,7 +163,7 @@ def test_bad_revision_or_glob_fails_and_leaves_the_old_manifest(
     repo = hub.add(small_repo())
     out = tmp_path / "m.manifest"
     out.write_text("old\n")
-    result = models_cli(
+    result = cli(
         "models", "manifest", repo.repo_id, *args, "--endpoint", hub.endpoint, "-o", str(out)
     )
     assert result.code == code
@@ -174,34 +172,32 @@ def test_bad_revision_or_glob_fails_and_leaves_the_old_manifest(
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
 
 
-def test_private_repo_without_token_says_how_to_authenticate_L07(
-    hub: HubServer, models_cli: Cli
-) -> None:
+def test_private_repo_without_token_says_how_to_authenticate_L07(hub: HubServer, cli: Cli) -> None:
     repo = hub.add(small_repo("test/private", private=True))
-    result = models_cli("models", "manifest", repo.repo_id, "--endpoint", hub.endpoint)
+    result = cli("models", "manifest", repo.repo_id, "--endpoint", hub.endpoint)
     assert result.code == 1
     assert "authentication required (HTTP 401)" in result.stderr
     assert "HF_TOKEN" in result.stderr
 
 
-def test_not_a_repo_id_is_a_usage_error(models_cli: Cli) -> None:
-    result = models_cli("models", "manifest", "just-a-name", "--endpoint", "http://127.0.0.1:9")
+def test_not_a_repo_id_is_a_usage_error(cli: Cli) -> None:
+    result = cli("models", "manifest", "just-a-name", "--endpoint", "http://127.0.0.1:9")
     assert result.code == 2 and "OWNER/NAME" in result.stderr
 
 
 def test_hf_endpoint_selects_a_mirror(
-    hub: HubServer, models_cli: Cli, monkeypatch: pytest.MonkeyPatch
+    hub: HubServer, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = hub.add(small_repo())
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-    result = models_cli("models", "manifest", repo.repo_id)
+    result = cli("models", "manifest", repo.repo_id)
     assert result.code == 0, result.stderr
     assert "model-small.gguf" in result.stdout
     assert httpx.URL(hub.endpoint).host == "127.0.0.1"
 
 
-def test_an_endpoint_that_does_not_answer_is_a_clear_error(models_cli: Cli, port: int) -> None:
-    result = models_cli("models", "manifest", "org/name", "--endpoint", f"http://127.0.0.1:{port}")
+def test_an_endpoint_that_does_not_answer_is_a_clear_error(cli: Cli, port: int) -> None:
+    result = cli("models", "manifest", "org/name", "--endpoint", f"http://127.0.0.1:{port}")
     assert result.code == 1
     assert "the endpoint kept failing" in result.stderr and "HF_ENDPOINT" in result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr

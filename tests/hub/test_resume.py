@@ -105,10 +105,10 @@ def check_record(folder: Path, declared: dict[str, str], seen: dict[str, list[in
 
 
 def test_kill_9_at_random_points_then_resume(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = split_repo()
-    fleet = write_manifest(hub, repo, make_fleet, models_cli)
+    fleet = write_manifest(hub, repo, make_fleet, cli)
     declared = {e.path: e.value for e in parse_manifest(fleet.parent / "m.manifest").entries}
     folder = fleet.parent / "models" / "m"
     total = sum(item.blob.size for item in repo.files.values())
@@ -160,10 +160,10 @@ def test_kill_9_at_random_points_then_resume(
 
 
 def test_kills_with_wrong_bytes_never_mark_a_wrong_file_verified(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = small_repo(extra=3)
-    fleet = write_manifest(hub, repo, make_fleet, models_cli)
+    fleet = write_manifest(hub, repo, make_fleet, cli)
     declared = {e.path: e.value for e in parse_manifest(fleet.parent / "m.manifest").entries}
     folder = fleet.parent / "models" / "m"
     hub.faults.rate = 6e6
@@ -187,7 +187,7 @@ def test_kills_with_wrong_bytes_never_mark_a_wrong_file_verified(
 
 
 def test_the_token_is_on_no_command_line_while_a_fetch_runs_L06(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = small_repo("test/private", private=True, extra=1)
     hub.add(repo)
@@ -229,10 +229,10 @@ def test_the_token_is_on_no_command_line_while_a_fetch_runs_L06(
 
 
 def test_ctrl_c_keeps_the_partial_and_the_next_run_resumes(
-    hub: HubServer, models_cli: Cli, make_fleet: FleetMaker
+    hub: HubServer, cli: Cli, make_fleet: FleetMaker
 ) -> None:
     repo = small_repo(extra=1)
-    fleet = write_manifest(hub, repo, make_fleet, models_cli)
+    fleet = write_manifest(hub, repo, make_fleet, cli)
     folder = fleet.parent / "models" / "m"
     hub.faults.rate = 2e6
     child = start_fetch(fleet, hub, "--jobs", "1")
@@ -250,7 +250,7 @@ def test_ctrl_c_keeps_the_partial_and_the_next_run_resumes(
     assert "Traceback" not in log
     kept = on_disk(folder)
     hub.faults.rate = None
-    result = models_cli(
+    result = cli(
         "models", "fetch", "m", "-f", str(fleet), "--endpoint", hub.endpoint, "--jobs", "1"
     )
     assert result.code == 0, result.stderr

@@ -20,6 +20,7 @@ from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.fleetfile.quantities import format_duration, format_size
+from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
 
 DEFAULT_FLEET = Path("fleet.yaml")
@@ -249,9 +250,7 @@ def init(
             f"{target} already exists",
             hint="edit it, or pass --force to replace it with the example",
         )
-    tmp = target.with_name(".fleet.yaml.tmp")
-    tmp.write_text(embedded_example().read_text())
-    tmp.replace(target)
+    atomic_write(target, embedded_example().read_text(encoding="utf-8"))
     ignore = directory / ".gitignore"
     present = ignore.read_text().splitlines() if ignore.exists() else []
     missing = [line for line in GITIGNORE_LINES if line not in present]
