@@ -23,7 +23,14 @@ from rich.progress import (
 from inferfleet.backends.health import tail
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.deploy import local
-from inferfleet.documents import DownDocument, DownService, MinimalCheck, UpDocument, UpService
+from inferfleet.documents import (
+    DownDocument,
+    DownService,
+    MinimalCheck,
+    UpDocument,
+    UpService,
+    document_of,
+)
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.output import Output, esc
 
@@ -172,18 +179,10 @@ def up(
 
 
 def _up_json(r: local.UpResult) -> UpService:
-    return UpService(
-        service=r.service,
-        action=r.action,
-        url=r.url,
-        pid=r.pid,
-        model=r.model,
-        ctx_per_slot=r.ctx_per_slot,
-        parallel=r.parallel,
-        seconds_to_healthy=r.seconds_to_healthy,
-        checks=[MinimalCheck(name=c.name, ok=c.ok, detail=c.detail) for c in r.checks],
-        reason=r.reason,
-        revision=r.revision,
+    return document_of(
+        UpService,
+        r,
+        checks=[document_of(MinimalCheck, c) for c in r.checks],
         health="healthy",
     )
 
@@ -203,10 +202,7 @@ def down(
         out.emit(
             DownDocument(
                 schema="inferfleet.down/v1",
-                services=[
-                    DownService(service=r.service, outcome=r.outcome, pid=r.pid, detail=r.detail)
-                    for r in results
-                ],
+                services=[document_of(DownService, r) for r in results],
             )
         )
         return

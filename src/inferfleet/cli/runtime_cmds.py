@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.documents import RuntimeDocument, RuntimeRow, RuntimesDocument
+from inferfleet.documents import RuntimeDocument, RuntimeRow, RuntimesDocument, document_of
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install import llamacpp_build
@@ -90,18 +90,12 @@ def install(
         record, built = llamacpp_build.install(source)
     if json_out:
         out.emit(
-            RuntimeDocument(
+            document_of(
+                RuntimeDocument,
+                record,
                 schema="inferfleet.runtime/v1",
                 runtime=name,
                 built=built,
-                binary=record.binary,
-                package=record.package,
-                version=record.version,
-                commit=record.commit,
-                cmake_args=list(record.cmake_args),
-                version_text=record.version_text,
-                built_at=record.built_at,
-                build_seconds=record.build_seconds,
             )
         )
         return
