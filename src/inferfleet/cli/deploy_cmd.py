@@ -24,6 +24,7 @@ from inferfleet.documents import (
     HostPlanRow,
     PlanDocument,
     PlannedItem,
+    document_of,
 )
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
@@ -64,9 +65,10 @@ def plan(
     results = rollout.plan_hosts(side, side.hosts(hosts or []))
     if json_out:
         out.emit(
-            PlanDocument(
+            document_of(
+                PlanDocument,
+                side,
                 schema="inferfleet.plan/v1",
-                revision=side.revision,
                 hosts=[_plan_json(r) for r in results],
             )
         )
@@ -147,9 +149,10 @@ def deploy(
         results = rollout.plan_hosts(side, names, services=service, drain=drain, actions=dry_run)
         if json_out and dry_run:
             out.emit(
-                DeployPlanDocument(
+                document_of(
+                    DeployPlanDocument,
+                    side,
                     schema="inferfleet.deploy-plan/v1",
-                    revision=side.revision,
                     hosts=[_plan_json(r) for r in results],
                 )
             )

@@ -7,21 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from rich.progress import Progress, TaskID
 
 from inferfleet.backends.health import tail
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.progress import bytes_progress, note_above, steps_progress
 from inferfleet.deploy import local
 from inferfleet.documents import (
     DownDocument,
@@ -45,15 +35,7 @@ def register(app: typer.Typer) -> None:
 def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
     if not out.human:
         return local.Hooks(), None
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=out.err,
-        transient=True,
-    )
+    progress = steps_progress(out, spinner=True)
     tasks: dict[str, TaskID] = {}
 
     def build_progress(done: int, total: int, _line: str) -> None:
@@ -62,15 +44,7 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
         progress.update(tasks["build"], completed=done, total=total)
 
     def hash_progress(total: int, count: int) -> Callable[[int], None]:
-        bar = Progress(
-            TextColumn(f"verifying {count} model file(s) (sha256)"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=out.err,
-            transient=True,
-        )
+        bar = bytes_progress(out, f"verifying {count} model file(s) (sha256)")
         task = bar.add_task("hash", total=total)
         bar.start()
 
@@ -90,12 +64,9 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
         }.get(state, state)
         out.note(f"  {seconds:6.2f}s  {label}")
 
-    def note(text: str) -> None:
-        progress.console.print(f"[dim]{esc(text)}[/dim]")
-
     return (
         local.Hooks(
-            note=note,
+            note=note_above(progress),
             build_progress=build_progress,
             hash_progress=hash_progress,
             health_state=health_state,
