@@ -13,6 +13,7 @@ Errors also subclass the builtin a caller would naturally catch
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 # Exit codes scripts can rely on (documented in the README).
 EXIT_OK = 0
@@ -133,6 +134,15 @@ class ContractError(FleetError):
     """A healthy endpoint does not honour the contract the fleet file promises."""
 
 
+class HTTPDetails(TypedDict, total=False):
+    """The keywords :class:`HTTPError` takes besides its message (its subclasses take them too)."""
+
+    hint: str
+    where: str
+    status: int | None
+    url: str
+
+
 class HTTPError(FleetError, OSError):
     """An HTTP request failed or answered with an unexpected status.
 
@@ -163,16 +173,9 @@ class TransientError(HTTPError):
     """
 
     def __init__(
-        self,
-        message: str,
-        *,
-        hint: str = "",
-        where: str = "",
-        status: int | None = None,
-        url: str = "",
-        retry_after: float | None = None,
+        self, message: str, *, retry_after: float | None = None, **details: Unpack[HTTPDetails]
     ) -> None:
-        super().__init__(message, hint=hint, where=where, status=status, url=url)
+        super().__init__(message, **details)
         self.retry_after = retry_after
 
 

@@ -15,31 +15,22 @@ from inferfleet.documents import (
     BudgetModel,
     BudgetSolve,
     MemoryParts,
+    document_of,
 )
 
 SCHEMA: Final[Literal["inferfleet.budget/v1"]] = "inferfleet.budget/v1"
 
 
 def device_document(use: DeviceUse) -> BudgetDevice:
+    # weights holds the measured non-KV cost (weights + compute) when measured is True.
     target = use.target
-    return BudgetDevice(
+    return document_of(
+        BudgetDevice,
+        use,
         name=target.name,
         kind=target.kind,
         runtime_name=target.runtime_name,
         memory=target.memory,
-        weights=use.weights,
-        kv=use.kv,
-        state=use.state,
-        compute=use.compute,
-        output=use.output,
-        projector=use.projector,
-        drafter=use.drafter,
-        headroom=use.headroom,
-        used=use.used,
-        margin=use.margin,
-        fits=use.fits,
-        # weights holds the measured non-KV cost (weights + compute) when True.
-        measured=use.measured,
     )
 
 

@@ -12,6 +12,7 @@ from inferfleet.documents import (
     CheckRule,
     CheckRulesDocument,
     CheckSkip,
+    document_of,
 )
 
 SCHEMA: Final[Literal["inferfleet.check/v1"]] = "inferfleet.check/v1"
@@ -21,17 +22,7 @@ LESSONS_URI = "../shared/lessons.md"
 
 
 def finding_document(finding: Finding) -> CheckFinding:
-    return CheckFinding(
-        rule=finding.rule,
-        lesson=finding.lesson,
-        severity=finding.severity,
-        service=finding.service,
-        field=finding.field,
-        line=finding.line,
-        column=finding.column,
-        message=finding.message,
-        hint=finding.hint,
-    )
+    return document_of(CheckFinding, finding)
 
 
 def report_document(report: Report) -> CheckDocument:
@@ -47,10 +38,7 @@ def report_document(report: Report) -> CheckDocument:
             skipped=len(report.skipped),
         ),
         findings=[finding_document(f) for f in report.findings],
-        skipped=[
-            CheckSkip(rule=s.rule, lesson=s.lesson, subject=s.subject, reason=s.reason)
-            for s in report.skipped
-        ],
+        skipped=[document_of(CheckSkip, s) for s in report.skipped],
     )
 
 
@@ -58,17 +46,7 @@ def catalogue_document(rules: list[Rule]) -> CheckRulesDocument:
     """The ``inferfleet.check.rules/v1`` document: every rule ``check`` runs."""
     return CheckRulesDocument(
         schema=CATALOGUE_SCHEMA,
-        rules=[
-            CheckRule(
-                id=rule.id,
-                lesson=rule.lesson,
-                severity=rule.severity,
-                topic=rule.topic,
-                needs_header=rule.needs_header,
-                title=rule.title,
-            )
-            for rule in rules
-        ],
+        rules=[document_of(CheckRule, rule) for rule in rules],
     )
 
 

@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
@@ -24,6 +24,7 @@ from inferfleet.documents import (
     HostPlanRow,
     PlanDocument,
     PlannedItem,
+    document_of,
 )
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
@@ -32,6 +33,7 @@ from inferfleet.output import Output, esc
 # Not imported from fleet_cmds: `apply` runs on every host of every deploy, and
 # fleet_cmds pulls in the model and runtime machinery it never needs.
 DEFAULT_FLEET = Path("fleet.yaml")
+Plan = TypeVar("Plan", PlanDocument, DeployPlanDocument)
 JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 
 FileOpt = typer.Option(None, "--file", "-f", help="Fleet file in the fleet repo (./fleet.yaml).")
@@ -63,18 +65,22 @@ def plan(
     side = rollout.Fleetside.of(_loaded(file))
     results = rollout.plan_hosts(side, side.hosts(hosts or []))
     if json_out:
-        out.emit(
-            PlanDocument(
-                schema="inferfleet.plan/v1",
-                revision=side.revision,
-                hosts=[_plan_json(r) for r in results],
-            )
-        )
+        out.emit(_plan_document(PlanDocument, "inferfleet.plan/v1", side, results))
     else:
         out.line(f"plan for {side.revision[:12]} ({esc(side.fleet_path)})")
         _print_plans(out, results, actions=False)
     if any(r.error for r in results):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _plan_document(
+    doc_type: type[Plan],
+    schema: str,
+    side: rollout.Fleetside,
+    results: list[rollout.HostPlanResult],
+) -> Plan:
+    """``plan`` and ``deploy --dry-run``: the revision and each host's plan."""
+    return document_of(doc_type, side, schema=schema, hosts=[_plan_json(r) for r in results])
 
 
 def _plan_json(r: rollout.HostPlanResult) -> HostPlanRow:
@@ -146,13 +152,7 @@ def deploy(
     if dry_run or not yes:
         results = rollout.plan_hosts(side, names, services=service, drain=drain, actions=dry_run)
         if json_out and dry_run:
-            out.emit(
-                DeployPlanDocument(
-                    schema="inferfleet.deploy-plan/v1",
-                    revision=side.revision,
-                    hosts=[_plan_json(r) for r in results],
-                )
-            )
+            out.emit(_plan_document(DeployPlanDocument, "inferfleet.deploy-plan/v1", side, results))
         else:
             _print_plans(out, results, actions=dry_run)
         if dry_run:

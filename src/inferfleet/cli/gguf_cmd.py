@@ -27,6 +27,7 @@ from inferfleet.documents import (
     TensorRow,
     TokenizerInfo,
     TypeCount,
+    document_of,
 )
 from inferfleet.errors import UsageError
 from inferfleet.gguf import GGUFError, Inspection, SkippedArray, inspect
@@ -115,85 +116,42 @@ def payload(
             )
         )
         if estimate is not None and ctx is not None:
-            kv["context"] = KVContext(
-                ctx=ctx,
-                parallel=parallel,
-                n_ctx=estimate.n_ctx,
-                streams=estimate.streams,
-                cells_full=estimate.cells_full,
-                cells_swa=estimate.cells_swa,
-                full_bytes=estimate.full_bytes,
-                swa_bytes=estimate.swa_bytes,
-                total_bytes=estimate.total_bytes,
-            )
-    doc: GGUFInspectDocument = {
-        "schema": SCHEMA,
-        "location": result.location,
-        "version": result.version,
-        "architecture": result.architecture,
-        "name": result.name,
-        "file_type": result.file_type,
-        "parameters": result.parameter_count,
-        "tensor_count": len(result.tensors),
-        "tensor_bytes": result.tensor_bytes,
-        "context_length": result.context_length,
-        "block_count": result.block_count,
-        "nextn_layers": result.nextn_layers,
-        "head_count": _per_layer(result.head_count),
-        "head_count_kv": _per_layer(result.head_count_kv),
-        "key_length": result.key_length,
-        "value_length": result.value_length,
-        "sliding_window": result.sliding_window,
-        "swa_layers": list(result.swa_layers),
-        "full_attention_layers": list(result.full_attention_layers),
-        "recurrent_layers": list(result.recurrent_layers),
-        "experts": Experts(count=result.expert_count, used=result.expert_used_count),
-        "chat_template": ChatTemplateInfo(
+            kv["context"] = document_of(KVContext, estimate, ctx=ctx, parallel=parallel)
+    doc = document_of(
+        GGUFInspectDocument,
+        result,
+        schema=SCHEMA,
+        parameters=result.parameter_count,
+        tensor_count=len(result.tensors),
+        head_count=_per_layer(result.head_count),
+        head_count_kv=_per_layer(result.head_count_kv),
+        experts=Experts(count=result.expert_count, used=result.expert_used_count),
+        chat_template=ChatTemplateInfo(
             present=result.chat_template_length is not None,
             length=result.chat_template_length,
             named=list(result.named_chat_templates),
         ),
-        "tokenizer": TokenizerInfo(model=result.tokenizer_model, vocab_size=result.vocab_size),
-        "kv": kv,
-        "types": [
+        tokenizer=TokenizerInfo(model=result.tokenizer_model, vocab_size=result.vocab_size),
+        kv=kv,
+        types=[
             TypeCount(id=s.type_id, name=s.name, count=s.count, bytes=s.n_bytes, known=s.known)
             for s in result.type_histogram
         ],
-        "layers": [LayerBytes(layer=k, bytes=v) for k, v in result.layer_bytes().items()],
-        "split": None
+        layers=[LayerBytes(layer=k, bytes=v) for k, v in result.layer_bytes().items()],
+        split=None
         if result.split_count is None
         else SplitInfo(
             count=result.split_count,
-            parts=[
-                SplitPart(
-                    source=p.source,
-                    number=p.split_no,
-                    tensor_count=p.tensor_count,
-                    tensor_bytes=p.tensor_bytes,
-                    header_bytes=p.header_bytes,
-                    file_size=p.file_size,
-                )
-                for p in result.parts
-            ],
+            parts=[document_of(SplitPart, p, number=p.split_no) for p in result.parts],
         ),
-        "metadata": {
+        metadata={
             key: MetadataValue(type=result.value_types.get(key), value=json_value(value))
             for key, value in result.metadata.items()
         },
-        "problems": list(result.problems),
-        "notes": list(result.notes),
-    }
+    )
     if with_tensors:
         doc["tensors"] = [
-            TensorRow(
-                name=t.name,
-                shape=list(t.shape),
-                type=t.type_name,
-                type_id=t.type_id,
-                offset=t.offset,
-                elements=t.n_elements,
-                bytes=t.n_bytes,
-            )
+            document_of(TensorRow, t, type=t.type_name, elements=t.n_elements, bytes=t.n_bytes)
             for t in result.tensors
         ]
     return doc

@@ -16,19 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from rich.progress import Progress, TaskID
 
 from inferfleet.artifacts.locate import model_dir, model_named
 from inferfleet.artifacts.verify import FilesRejected, gate
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.progress import bytes_progress
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import resolve_token
@@ -231,15 +224,7 @@ def _status(status: str) -> str:
 def _bytes_progress(out: Output, _what: str) -> Progress | None:
     if not out.human:
         return None
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(binary_units=True),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=out.err,
-        transient=True,
-    )
+    return bytes_progress(out, binary_units=True)
 
 
 class _ProgressEvents:

@@ -7,23 +7,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from rich.progress import Progress, TaskID
 
 from inferfleet.backends.health import tail
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.progress import bytes_progress, note_above, steps_progress
 from inferfleet.deploy import local
-from inferfleet.documents import DownDocument, DownService, MinimalCheck, UpDocument, UpService
+from inferfleet.documents import (
+    DownDocument,
+    DownService,
+    MinimalCheck,
+    UpDocument,
+    UpService,
+    document_of,
+)
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.output import Output, esc
 
@@ -38,15 +35,7 @@ def register(app: typer.Typer) -> None:
 def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
     if not out.human:
         return local.Hooks(), None
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=out.err,
-        transient=True,
-    )
+    progress = steps_progress(out, spinner=True)
     tasks: dict[str, TaskID] = {}
 
     def build_progress(done: int, total: int, _line: str) -> None:
@@ -55,15 +44,7 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
         progress.update(tasks["build"], completed=done, total=total)
 
     def hash_progress(total: int, count: int) -> Callable[[int], None]:
-        bar = Progress(
-            TextColumn(f"verifying {count} model file(s) (sha256)"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=out.err,
-            transient=True,
-        )
+        bar = bytes_progress(out, f"verifying {count} model file(s) (sha256)")
         task = bar.add_task("hash", total=total)
         bar.start()
 
@@ -83,12 +64,9 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
         }.get(state, state)
         out.note(f"  {seconds:6.2f}s  {label}")
 
-    def note(text: str) -> None:
-        progress.console.print(f"[dim]{esc(text)}[/dim]")
-
     return (
         local.Hooks(
-            note=note,
+            note=note_above(progress),
             build_progress=build_progress,
             hash_progress=hash_progress,
             health_state=health_state,
@@ -172,18 +150,10 @@ def up(
 
 
 def _up_json(r: local.UpResult) -> UpService:
-    return UpService(
-        service=r.service,
-        action=r.action,
-        url=r.url,
-        pid=r.pid,
-        model=r.model,
-        ctx_per_slot=r.ctx_per_slot,
-        parallel=r.parallel,
-        seconds_to_healthy=r.seconds_to_healthy,
-        checks=[MinimalCheck(name=c.name, ok=c.ok, detail=c.detail) for c in r.checks],
-        reason=r.reason,
-        revision=r.revision,
+    return document_of(
+        UpService,
+        r,
+        checks=[document_of(MinimalCheck, c) for c in r.checks],
         health="healthy",
     )
 
@@ -203,10 +173,7 @@ def down(
         out.emit(
             DownDocument(
                 schema="inferfleet.down/v1",
-                services=[
-                    DownService(service=r.service, outcome=r.outcome, pid=r.pid, detail=r.detail)
-                    for r in results
-                ],
+                services=[document_of(DownService, r) for r in results],
             )
         )
         return

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.documents import RuntimeDocument, RuntimeRow, RuntimesDocument
+from inferfleet.cli.progress import note_above, steps_progress
+from inferfleet.documents import RuntimeDocument, RuntimeRow, RuntimesDocument, document_of
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install import llamacpp_build
@@ -64,14 +64,7 @@ def install(
     out = Output(json_mode=json_out)
     name, source = _source_for(kind, runtime, file, out)
     if out.human:
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=out.err,
-            transient=True,
-        )
+        progress = steps_progress(out)
         task = progress.add_task(
             f"building llama-server ({source.package} {source.version})", total=None
         )
@@ -79,29 +72,20 @@ def install(
         def on_progress(done: int, total: int, _line: str) -> None:
             progress.update(task, completed=done, total=total)
 
-        def on_phase(text: str) -> None:
-            progress.console.print(f"[dim]{esc(text)}[/dim]")
-
         with progress:
             record, built = llamacpp_build.install(
-                source, on_progress=on_progress, on_phase=on_phase
+                source, on_progress=on_progress, on_phase=note_above(progress)
             )
     else:
         record, built = llamacpp_build.install(source)
     if json_out:
         out.emit(
-            RuntimeDocument(
+            document_of(
+                RuntimeDocument,
+                record,
                 schema="inferfleet.runtime/v1",
                 runtime=name,
                 built=built,
-                binary=record.binary,
-                package=record.package,
-                version=record.version,
-                commit=record.commit,
-                cmake_args=list(record.cmake_args),
-                version_text=record.version_text,
-                built_at=record.built_at,
-                build_seconds=record.build_seconds,
             )
         )
         return

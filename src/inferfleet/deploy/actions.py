@@ -13,6 +13,7 @@ own process is not restarted: its health is checked and its marker moves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from inferfleet.backends.health import url_for
@@ -101,32 +102,21 @@ def service_actions(
 
 def _stop_previous(desired: ServiceLaunch, state: ServiceState) -> list[Action]:
     """Stop whatever of this service runs now: its process, its unit in any scope."""
-    name = desired.name
-    found: list[Action] = []
-    if state.process_spec is not None and state.pid is not None:
-        found.append(Action("stop", name, f"stop pid {state.pid} (recorded; SIGTERM, then KILL)"))
-    for key, status in sorted(state.units.items()):
-        scope, _, unit = key.partition(":")
-        if not status.startswith(("inactive", "unknown")):
-            found.append(Action("stop-unit", name, _ctl(scope, f"stop {unit}"), key))
-        if desired.backend == "process" or scope != desired.scope:
-            # It moved to another backend or scope: the old unit must not come back at boot.
-            found.append(Action("disable", name, _ctl(scope, f"disable {unit}"), key))
-    return found
+    # A unit left behind in another backend or scope must not come back at boot.
+    return _stop_running(
+        desired.name,
+        state,
+        how="recorded; SIGTERM, then KILL",
+        disable=lambda scope: desired.backend == "process" or scope != desired.scope,
+    )
 
 
 def retire_actions(marker: Marker, state: ServiceState) -> list[Action]:
     """Undo a service that no longer runs on this host (L-40)."""
     name = marker.service
-    found: list[Action] = []
-    if state.process_spec is not None and state.pid is not None:
-        found.append(Action("stop", name, f"stop pid {state.pid} (recorded)"))
-    for key, status in sorted(state.units.items()):
-        scope, _, unit = key.partition(":")
-        if not status.startswith(("inactive", "unknown")):
-            found.append(Action("stop-unit", name, _ctl(scope, f"stop {unit}"), key))
-        if marker.backend == "systemd":
-            found.append(Action("disable", name, _ctl(scope, f"disable {unit}"), key))
+    found = _stop_running(
+        name, state, how="recorded", disable=lambda _scope: marker.backend == "systemd"
+    )
     if marker.backend == "quadlet":
         found.append(Action("remove-container", name, f"remove the container {marker.unit}"))
     for path in marker.installed:
@@ -134,6 +124,23 @@ def retire_actions(marker: Marker, state: ServiceState) -> list[Action]:
     if any(not p.endswith(".env") for p in marker.installed):
         found.append(Action("daemon-reload", name, _ctl(marker.scope, "daemon-reload")))
     found.append(Action("forget", name, f"remove the marker of {name}"))
+    return found
+
+
+def _stop_running(
+    name: str, state: ServiceState, *, how: str, disable: Callable[[str], bool]
+) -> list[Action]:
+    """Stop the service's recorded process and its running units; disable a unit of a
+    scope for which ``disable(scope)`` holds."""
+    found: list[Action] = []
+    if state.process_spec is not None and state.pid is not None:
+        found.append(Action("stop", name, f"stop pid {state.pid} ({how})"))
+    for key, status in sorted(state.units.items()):
+        scope, _, unit = key.partition(":")
+        if not status.startswith(("inactive", "unknown")):
+            found.append(Action("stop-unit", name, _ctl(scope, f"stop {unit}"), key))
+        if disable(scope):
+            found.append(Action("disable", name, _ctl(scope, f"disable {unit}"), key))
     return found
 
 

@@ -154,9 +154,10 @@ class SshConnector:
         if done.returncode == SSH_FAILED:
             raise self._error(done, during="command")
         if check and done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise SshError(
-                f"`{command[:120]}` exited with status {done.returncode} on {self.name}: {tail}",
+            raise _exited(
+                command,
+                done,
+                f" on {self.name}",
                 hint=f"run it by hand to see more: ssh {self.target.describe()} ...",
             )
         return done
@@ -223,6 +224,18 @@ class SshConnector:
         return SshError(f"ssh failed: {last}", where=where, hint="try `ssh` by hand")
 
 
+def _exited(
+    command: str, done: process.Completed, on: str, *, where: str = "", hint: str = ""
+) -> SshError:
+    """A command that ran and exited non-zero, with the last lines of its output."""
+    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+    return SshError(
+        f"`{command[:120]}` exited with status {done.returncode}{on}: {tail}",
+        where=where,
+        hint=hint,
+    )
+
+
 class LocalConnector:
     """The machine inferfleet runs on: the same command lines, through ``sh``."""
 
@@ -234,11 +247,7 @@ class LocalConnector:
     ) -> process.Completed:
         done = process.run(["sh", "-c", command], check=False, timeout=timeout)
         if check and done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise SshError(
-                f"`{command[:120]}` exited with status {done.returncode}: {tail}",
-                where=f"host {self.name}",
-            )
+            raise _exited(command, done, "", where=f"host {self.name}")
         return done
 
     def stream(

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import httpx
 
-from inferfleet.documents import ProbeCheck, ProbeEvidence, ProbeFindings
+from inferfleet.documents import ProbeCheck, ProbeEvidence, ProbeFindings, document_of
 from inferfleet.io import http
 
 Status = Literal["pass", "fail", "skip"]
@@ -45,17 +45,10 @@ class CheckResult:
     hint: str = ""
 
     def to_json(self) -> ProbeCheck:
-        return ProbeCheck(
-            id=self.id,
-            title=self.title,
-            lesson=self.lesson,
-            status=self.status,
-            summary=self.summary,
-            evidence=[
-                ProbeEvidence(request=e.request, body=e.body, status=e.status, answer=e.answer)
-                for e in self.evidence
-            ],
-            hint=self.hint,
+        return document_of(
+            ProbeCheck,
+            self,
+            evidence=[document_of(ProbeEvidence, e) for e in self.evidence],
         )
 
 
@@ -80,23 +73,7 @@ class Findings:
     metrics_ok: bool | None = None
 
     def to_json(self) -> ProbeFindings:
-        return ProbeFindings(
-            model=self.model,
-            runtime=self.runtime,
-            n_ctx_slot=self.n_ctx_slot,
-            total_slots=self.total_slots,
-            modalities=list(self.modalities),
-            timings_in_body=self.timings_in_body,
-            server_timing=dict(self.server_timing),
-            reasoning_field=self.reasoning_field,
-            content_null_on_budget=self.content_null_on_budget,
-            efforts_accepted=list(self.efforts_accepted),
-            efforts_refused=dict(self.efforts_refused),
-            effort_map=dict(self.effort_map),
-            tools_ok=self.tools_ok,
-            vision_ok=self.vision_ok,
-            metrics_ok=self.metrics_ok,
-        )
+        return document_of(ProbeFindings, self)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from inferfleet.documents import BenchFiguresInfo, BenchLevelFigures
+from inferfleet.documents import BenchFiguresInfo, BenchLevelFigures, document_of
 
 SCHEMA_PREFIX = "inferfleet.bench/v1"
 MAX_SUMMARIES = 200  # newest first; older result folders are history, not status
@@ -44,21 +44,10 @@ class BenchFigures:
     levels: list[BenchLevel] = field(default_factory=list)
 
     def to_json(self) -> BenchFiguresInfo:
-        return BenchFiguresInfo(
-            summary=self.summary,
-            finished_at=self.finished_at,
-            arm=self.arm,
-            api=self.api,
-            max_tokens=self.max_tokens,
-            levels=[
-                BenchLevelFigures(
-                    concurrency=level.concurrency,
-                    decode_tps=level.decode_tps,
-                    aggregate_tps=level.aggregate_tps,
-                    ttft_ms=level.ttft_ms,
-                )
-                for level in self.levels
-            ],
+        return document_of(
+            BenchFiguresInfo,
+            self,
+            levels=[document_of(BenchLevelFigures, level) for level in self.levels],
         )
 
 

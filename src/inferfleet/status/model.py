@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from inferfleet.documents import RevisionInfo, StatusDocument, StatusHost, StatusService
+from inferfleet.documents import (
+    RevisionInfo,
+    StatusDocument,
+    StatusHost,
+    StatusService,
+    document_of,
+)
 from inferfleet.status.bench import BenchFigures
 
 SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
@@ -85,38 +91,11 @@ class ServiceRow:
         return self.state in PROBLEMS
 
     def to_json(self) -> StatusService:
-        rev = self.revision
-        return StatusService(
-            service=self.service,
-            host=self.host,
-            kind=self.kind,
-            runtime=self.runtime,
-            backend=self.backend,
-            state=self.state,
-            url=self.url,
-            links=dict(self.links),
-            detail=self.detail,
-            pid=self.pid,
-            pid_source=self.pid_source,
-            uptime_s=self.uptime_s,
-            runtime_version=self.runtime_version,
-            model=self.model,
-            ctx_per_slot=self.ctx_per_slot,
-            parallel=self.parallel,
-            slots=self.slots,
-            busy_slots=self.busy_slots,
-            requests_processing=self.requests_processing,
-            requests_deferred=self.requests_deferred,
-            metrics=self.metrics,
-            revision=RevisionInfo(
-                state=rev.state,
-                deployed=rev.deployed,
-                head=rev.head,
-                applied_at=rev.applied_at,
-                reasons=list(rev.reasons),
-            ),
+        return document_of(
+            StatusService,
+            self,
+            revision=document_of(RevisionInfo, self.revision),
             bench=None if self.bench is None else self.bench.to_json(),
-            notes=list(self.notes),
         )
 
 
@@ -133,17 +112,7 @@ class HostRow:
     healthy: int = 0
 
     def to_json(self) -> StatusHost:
-        return StatusHost(
-            host=self.host,
-            address=self.address,
-            local=self.local,
-            reach=self.reach,
-            detail=self.detail,
-            checkout_head=self.checkout_head,
-            lock=self.lock,
-            services=self.services,
-            healthy=self.healthy,
-        )
+        return document_of(StatusHost, self)
 
 
 @dataclass(frozen=True)
