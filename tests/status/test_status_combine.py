@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers.real_server import fleet_data, write_fleet
 
-from inferfleet.deploy.facts import ServiceState
+from inferfleet.deploy.state import ServiceState
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.status.combine import Local, decide, host_unreachable, service_row
 from inferfleet.status.endpoint import Reading

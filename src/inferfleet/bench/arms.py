@@ -40,7 +40,8 @@ from inferfleet.backends import health as gate
 from inferfleet.backends.ports import listeners
 from inferfleet.client.target import Target
 from inferfleet.deploy import local
-from inferfleet.deploy.facts import host_facts, service_state
+from inferfleet.deploy.facts import gather, host_facts
+from inferfleet.deploy.state import decide
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -179,12 +180,14 @@ def arm_fleet(loaded: LoadedFleet, spec: StartSpec, arm: str) -> tuple[LoadedFle
 
 def _refuse_if_running(loaded: LoadedFleet, name: str) -> None:
     service = loaded.fleet.services[name]
-    state = service_state(
-        name,
-        host_facts(loaded.root),
-        paths.state_dir(loaded.fleet.hosts[service.host]),
-        None,
-        endpoint=(service.bind, service.port, service.health.path),
+    state = decide(
+        gather(
+            name,
+            host_facts(loaded.root),
+            paths.state_dir(loaded.fleet.hosts[service.host]),
+            None,
+            endpoint=(service.bind, service.port, service.health.path),
+        )
     )
     if state.running:
         raise UsageError(

@@ -257,14 +257,15 @@ def host_report(
     if states:
         # What runs now, for the services asked about and those with markers
         # here; `plan` needs the markers only and skips this (and its imports).
-        from inferfleet.deploy.facts import host_facts, service_state
+        from inferfleet.deploy.facts import gather, host_facts
+        from inferfleet.deploy.state import decide
 
         facts = host_facts(fleet_file.parent)
         names = sorted(set(services) | {n for n, m in markers.items() if m.host == host_name})
         report["facts"] = asdict(facts)
         report["states"] = {
-            n: service_state(
-                n, facts, state_dir, markers.get(n), endpoint=_endpoint(at, n)
+            n: decide(
+                gather(n, facts, state_dir, markers.get(n), endpoint=_endpoint(at, n))
             ).to_json()
             for n in names
         }

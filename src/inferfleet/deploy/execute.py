@@ -21,12 +21,12 @@ from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import Systemctl, install_file, wait_unit_healthy
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
-from inferfleet.deploy.facts import service_state
+from inferfleet.deploy.facts import gather
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
 from inferfleet.deploy.inputs import FleetAtRevision, ServiceInputs
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.planner import RETIRE, PlanItem
-from inferfleet.deploy.state import HEALTHY, Emit
+from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.facts import HostFacts
@@ -72,7 +72,7 @@ def apply_item(
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
-        state = service_state(name, ctx.facts, ctx.state_dir, marker)
+        state = decide(gather(name, ctx.facts, ctx.state_dir, marker))
         actions = retire_actions(marker, state)
         if dry_run:
             return actions, None
@@ -81,13 +81,15 @@ def apply_item(
     desired = service_launch(ctx.fleet, ctx.root, name, ctx.facts)
     extra = [f.path for f in desired.files]
     service = desired.service
-    state = service_state(
-        name,
-        ctx.facts,
-        ctx.state_dir,
-        markers.get(name),
-        extra_paths=extra,
-        endpoint=(service.bind, service.port, service.health.path),
+    state = decide(
+        gather(
+            name,
+            ctx.facts,
+            ctx.state_dir,
+            markers.get(name),
+            extra_paths=extra,
+            endpoint=(service.bind, service.port, service.health.path),
+        )
     )
     gates = gates_for(desired, ctx.fleet, ctx.root, ctx.facts)
     actions = service_actions(desired, state, gates, ctx.revision)
@@ -282,12 +284,14 @@ def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
 def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
     """A kept service is green only if its own process answers now (L-33)."""
     service = desired.service
-    state = service_state(
-        desired.name,
-        ctx.facts,
-        ctx.state_dir,
-        ctx.markers.read(desired.name),
-        endpoint=(service.bind, service.port, service.health.path),
+    state = decide(
+        gather(
+            desired.name,
+            ctx.facts,
+            ctx.state_dir,
+            ctx.markers.read(desired.name),
+            endpoint=(service.bind, service.port, service.health.path),
+        )
     )
     if state.state != HEALTHY:
         url = gate.url_for(service.bind, service.port, service.health.path)

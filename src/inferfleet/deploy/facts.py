@@ -26,9 +26,7 @@ from inferfleet.deploy.state import (
     HealthFact,
     RecordFact,
     ServiceFacts,
-    ServiceState,
     UnitFact,
-    decide,
 )
 from inferfleet.io import http
 from inferfleet.render.facts import HostFacts, unit_name
@@ -154,21 +152,6 @@ def gather(
             holder=strangers[0].describe() if strangers else "",
         )
     return ServiceFacts(name, record_fact, units, files, health)
-
-
-def service_state(
-    name: str,
-    facts: HostFacts,
-    state_dir: Path,
-    marker: Marker | None,
-    *,
-    extra_paths: Iterable[str] = (),
-    endpoint: Endpoint | None = None,
-) -> ServiceState:
-    """Gather the service's facts and decide its state (the one decision, :func:`decide`)."""
-    return decide(
-        gather(name, facts, state_dir, marker, extra_paths=extra_paths, endpoint=endpoint)
-    )
 
 
 def _program_of(pid: int) -> str:

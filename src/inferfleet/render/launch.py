@@ -162,21 +162,7 @@ def _llm_container(
         **kind.cache_env,
         **service.container.env,
     }
-    return Resolved(
-        name,
-        service,
-        service.host,
-        host,
-        facts,
-        runtime,
-        kind,
-        runtime.image,
-        kind.argv(launch),
-        mounts,
-        env,
-        _devices(service, host),
-        None if host_network else port,
-    )
+    return _container(name, service, host, facts, runtime, kind, kind.argv(launch), mounts, env)
 
 
 def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) -> Resolved:
@@ -188,22 +174,39 @@ def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) 
     env = dict(service.container.env)
     if service.container.home is not None:
         env["HOME"] = service.container.home
-    host_network = service.container.network == "host"
-    port = service.container.port or service.port
+    return _container(name, service, host, facts, None, None, list(service.extra_args), mounts, env)
+
+
+def _container(
+    name: str,
+    service: Service,
+    host: Host,
+    facts: HostFacts,
+    runtime: Runtime | None,
+    kind: RuntimeTraits | None,
+    argv: list[str],
+    mounts: list[Mount],
+    env: dict[str, str],
+) -> Resolved:
+    """A container service: its image, devices and published port (none on host networking)."""
+    image = runtime.image if runtime is not None else service.image
+    published = (
+        None if service.container.network == "host" else service.container.port or service.port
+    )
     return Resolved(
         name,
         service,
         service.host,
         host,
         facts,
-        None,
-        None,
-        service.image,
-        list(service.extra_args),
+        runtime,
+        kind,
+        image,
+        argv,
         mounts,
         env,
         _devices(service, host),
-        None if host_network else port,
+        published,
     )
 
 

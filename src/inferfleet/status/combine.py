@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet import paths
-from inferfleet.deploy.facts import host_facts, service_state
+from inferfleet.deploy.facts import gather, host_facts
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import STOPPED
+from inferfleet.deploy.state import decide as decide_state
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import pids
@@ -46,12 +47,14 @@ class Local:
             marker = MarkerStore(state_dir).read(name)
         except FleetError:
             marker = None
-        state = service_state(
-            name,
-            host_facts(loaded.root),
-            state_dir,
-            marker,
-            endpoint=(service.bind, service.port, service.health.path),
+        state = decide_state(
+            gather(
+                name,
+                host_facts(loaded.root),
+                state_dir,
+                marker,
+                endpoint=(service.bind, service.port, service.health.path),
+            )
         )
         name_of_state = state.state
         detail = state.detail
