@@ -65,12 +65,7 @@ def test_non_lfs_size_is_the_files_not_the_redirect_page_L02(hub: HubServer) -> 
     with http.client() as client:
         first = client.head(hub.resolve_url(repo.repo_id, "README.md"))
         remote = wire.probe(
-            client,
-            endpoint=hub.endpoint,
-            repo=repo.repo_id,
-            revision="main",
-            path="README.md",
-            token=None,
+            client, wire.HubFile(hub.endpoint, repo.repo_id, "main", "README.md", None)
         )
     # The 307's Content-Length is its ~250-byte page; the file is 59 bytes.
     assert first.status_code == 307 and "x-linked-size" not in first.headers
@@ -85,12 +80,7 @@ def test_lfs_size_and_sha256_come_from_the_first_answer_not_the_cdn_L02(
     repo = hub.add(whole_repo())
     with http.client() as client:
         remote = wire.probe(
-            client,
-            endpoint=hub.endpoint,
-            repo=repo.repo_id,
-            revision="main",
-            path=MODEL_NAME,
-            token=None,
+            client, wire.HubFile(hub.endpoint, repo.repo_id, "main", MODEL_NAME, None)
         )
         cdn = client.head(
             client.head(hub.resolve_url(repo.repo_id, MODEL_NAME)).headers["location"]

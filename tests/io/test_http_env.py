@@ -147,9 +147,7 @@ def test_hub_requests_go_through_the_proxy_fleet_requests_never(
     # The Hub's resolve HEAD (manifests, fetch) through a remote client: via the proxy,
     # and the LFS redirect's own headers still come back (L-02).
     with http.client(purpose="remote") as remote:
-        found = wire.probe(
-            remote, endpoint=base, repo="org/repo", revision="main", path="m.gguf", token=None
-        )
+        found = wire.probe(remote, wire.HubFile(base, "org/repo", "main", "m.gguf", None))
     assert (found.size, found.sha256) == (1234, SHA)
     # A GGUF header read from a URL builds its own remote client: via the proxy too.
     source = open_source(f"{base}/m.gguf")

@@ -197,11 +197,7 @@ def _one_request(session: Session, target: Target, sink: Sink, got: list[int]) -
     start = sink.received
     response = wire.open_stream(
         session.client,
-        endpoint=session.endpoint,
-        repo=session.repo,
-        revision=session.revision,
-        path=target.path,
-        token=session.token,
+        wire.HubFile(session.endpoint, session.repo, session.revision, target.path, session.token),
         start=start,
         check_first=lambda first: _check_first_answer(session, target, first),
     )

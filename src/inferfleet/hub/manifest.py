@@ -136,9 +136,7 @@ def _entry(
     # own answer after the 307, not from the redirect page (L-02).
     on_note(f"reading the size of {item.path}")
     remote = _with_retries(
-        lambda: wire.probe(
-            client, endpoint=endpoint, repo=repo, revision=commit, path=item.path, token=token
-        )
+        lambda: wire.probe(client, wire.HubFile(endpoint, repo, commit, item.path, token))
     )
     if remote.size != int(item.size):
         raise HubError(

@@ -134,15 +134,31 @@ def hub_error(
     return http_errors.status_error(status, headers, gist, what)
 
 
-def probe(
-    client: httpx.Client,
-    *,
-    endpoint: str,
-    repo: str,
-    revision: str,
-    path: str,
-    token: Token | None,
-) -> RemoteFile:
+@dataclass(frozen=True)
+class HubFile:
+    """One file of a repository at a revision, on an endpoint, with the token we may send."""
+
+    endpoint: str
+    repo: str
+    revision: str
+    path: str
+    token: Token | None
+
+    @property
+    def url(self) -> str:
+        return resolve_url(self.endpoint, self.repo, self.revision, self.path)
+
+    def headers(self, url: str) -> dict[str, str]:
+        """Auth headers for one hop: the token only where io.token_scope allows."""
+        return auth_headers(url, endpoint=self.endpoint, token=self.token)
+
+    def raise_for_status(self, answer: httpx.Response) -> None:
+        raise_for_hub_status(
+            answer, repo=self.repo, path=self.path, token=self.token, endpoint=self.endpoint
+        )
+
+
+def probe(client: httpx.Client, file: HubFile) -> RemoteFile:
     """Size and hash of one file from HEAD answers, never from a redirect page (L-02).
 
     An LFS file's first answer (a redirect with ``X-Linked-Size``) is kept and
@@ -151,20 +167,20 @@ def probe(
     answer = http.send(
         client,
         "HEAD",
-        resolve_url(endpoint, repo, revision, path),
-        headers_for=lambda url: auth_headers(url, endpoint=endpoint, token=token),
+        file.url,
+        headers_for=file.headers,
         keep_redirect=lambda first: linked(first).size is not None,
     )
     info = linked(answer)
     if not answer.is_redirect:
-        raise_for_hub_status(answer, repo=repo, path=path, token=token, endpoint=endpoint)
+        file.raise_for_status(answer)
     if info.size is not None:
         # LFS: the first answer is authoritative; the CDN's ETag is not a sha256.
         return RemoteFile(size=info.size, sha256=info.sha256, gitsha1=None)
     size = content_length(answer)
     if size is None:
         raise HubError(
-            f"{repo}/{path}: the server gave no Content-Length for the file",
+            f"{file.repo}/{file.path}: the server gave no Content-Length for the file",
             hint="use an endpoint that speaks the Hub's API (HF_ENDPOINT / --endpoint)",
             where=str(answer.url),
         )
@@ -174,12 +190,8 @@ def probe(
 
 def open_stream(
     client: httpx.Client,
+    file: HubFile,
     *,
-    endpoint: str,
-    repo: str,
-    revision: str,
-    path: str,
-    token: Token | None,
     start: int,
     check_first: Callable[[Linked], None] = lambda _linked: None,
 ) -> httpx.Response:
@@ -194,7 +206,7 @@ def open_stream(
     """
 
     def headers_for(url: str) -> dict[str, str]:
-        headers = auth_headers(url, endpoint=endpoint, token=token)
+        headers = file.headers(url)
         if start > 0:
             headers["Range"] = f"bytes={start}-"
         return headers
@@ -208,13 +220,13 @@ def open_stream(
     response = http.send(
         client,
         "GET",
-        resolve_url(endpoint, repo, revision, path),
+        file.url,
         headers_for=headers_for,
         stream=True,
         keep_redirect=look,
     )
     try:
-        raise_for_hub_status(response, repo=repo, path=path, token=token, endpoint=endpoint)
+        file.raise_for_status(response)
     except BaseException:
         response.close()
         raise
