@@ -13,6 +13,7 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install import llamacpp_build
 from inferfleet.output import Output, esc
+from inferfleet.runtimes.registry import traits
 
 app = typer.Typer(help="Install and inspect runtimes (llama.cpp builds).", no_args_is_help=True)
 
@@ -20,14 +21,14 @@ app = typer.Typer(help="Install and inspect runtimes (llama.cpp builds).", no_ar
 def _source_for(
     kind: str, name: str | None, file: Path | None, out: Output
 ) -> tuple[str, RuntimeSource]:
-    if kind != "llama.cpp":
+    if not traits(kind).pinned_build:
         raise UsageError(
             f"`runtime install` builds llama.cpp; {kind!r} is not built by inferfleet",
             hint="vLLM and SGLang run from container images pinned by digest (runtimes: image:)",
         )
     loaded = resolve_fleet(file, out)
     candidates = {
-        n: r for n, r in loaded.fleet.runtimes.items() if r.kind == "llama.cpp" and r.source
+        n: r for n, r in loaded.fleet.runtimes.items() if traits(r.kind).pinned_build and r.source
     }
     if name is not None:
         if name not in candidates:
@@ -102,7 +103,7 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
     loaded = resolve_fleet(file, out)
     rows: list[RuntimeRow] = []
     for name, rt in loaded.fleet.runtimes.items():
-        binary = llamacpp_build.server_binary(rt) if rt.kind == "llama.cpp" else None
+        binary = llamacpp_build.server_binary(rt) if traits(rt.kind).pinned_build else None
         done = llamacpp_build.installed(rt.source) if rt.source is not None else None
         rows.append(
             RuntimeRow(

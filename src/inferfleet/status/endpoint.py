@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from inferfleet.io import http
+from inferfleet.runtimes.registry import traits
 from inferfleet.status import parse
 from inferfleet.status.parse import AnswerError, ServerInfo, SlotUsage
 
@@ -54,7 +55,7 @@ def read(
 
     slot_usage = None
     infos: list[ServerInfo] = []
-    if runtime == "llama.cpp":
+    if runtime is not None and traits(runtime).slots_endpoint:
         slot_usage = _get(client, base, "/slots", parse.slots, notes)
         infos.append(_get(client, base, "/props", parse.llamacpp_props, notes) or ServerInfo())
     elif runtime in INFO_PATHS:
