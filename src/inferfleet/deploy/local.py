@@ -137,7 +137,7 @@ def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, buil
     if service.runtime is None:
         return ""
     runtime = loaded.fleet.runtimes[service.runtime]
-    if runtime.image is not None or not traits(runtime.kind).gguf:
+    if runtime.image is not None or not traits(runtime.kind).pinned_build:
         return ""
     if runtime.source is not None:
         done = llamacpp_build.installed(runtime.source)
