@@ -814,7 +814,7 @@ class ModelsManifestDocument(TypedDict):
     schema: Literal["inferfleet.models.manifest/v1"]
     repo: str
     revision: str
-    commit: str
+    commit: str | None  # the commit the revision pointed at, when the listing named it
     out: str | None
     files: list[ManifestFile]
 

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -53,13 +52,6 @@ class Output:
         """Print a typed document of :mod:`inferfleet.documents` (``--json`` mode)."""
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
         sys.stdout.flush()
-
-    def document(self, schema: str, payload: dict[str, Any]) -> None:
-        """Print a versioned JSON document from an untyped payload.
-
-        Prefer :meth:`emit` with the document's type from inferfleet.documents.
-        """
-        self.emit({"schema": schema, **payload})
 
     def line(self, text: str) -> None:
         """A human line on stdout (markup allowed; escape what you interpolate)."""

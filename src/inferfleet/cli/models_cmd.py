@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.progress import Progress, TaskID
@@ -22,6 +21,16 @@ from inferfleet.artifacts.locate import model_dir, model_named
 from inferfleet.artifacts.verify import FilesRejected, gate
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.cli.progress import bytes_progress
+from inferfleet.documents import (
+    FetchedFile,
+    FetchFailure,
+    ManifestFile,
+    ModelsFetchDocument,
+    ModelsManifestDocument,
+    ModelsVerifyDocument,
+    VerifiedFile,
+    document_of,
+)
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import resolve_token
@@ -74,18 +83,18 @@ def manifest_cmd(
     if out_file is not None:
         write_manifest(out_file, made)
     if json_out:
-        out.document(
-            "inferfleet.models.manifest/v1",
-            {
-                "repo": repo,
-                "revision": revision,
-                "commit": made.commit,
-                "out": None if out_file is None else str(out_file),
-                "files": [
-                    {"path": e.path, "size": e.size, "kind": e.kind, "hash": e.value}
+        out.emit(
+            ModelsManifestDocument(
+                schema="inferfleet.models.manifest/v1",
+                repo=repo,
+                revision=revision,
+                commit=made.commit,
+                out=None if out_file is None else str(out_file),
+                files=[
+                    ManifestFile(path=e.path, size=e.size, kind=e.kind, hash=e.value)
                     for e in sorted(made.entries, key=lambda e: e.path)
                 ],
-            },
+            )
         )
         return
     if out_file is None:
@@ -188,23 +197,14 @@ def verify_cmd(
         if progress is not None:
             progress.stop()
     if json_out:
-        out.document(
-            "inferfleet.models.verify/v1",
-            {
-                "model": name,
-                "folder": str(folder),
-                "ok": failure is None,
-                "files": [
-                    {
-                        "path": c.path,
-                        "size": c.size,
-                        "status": c.status,
-                        "method": c.method,
-                        "detail": c.detail,
-                    }
-                    for c in results
-                ],
-            },
+        out.emit(
+            ModelsVerifyDocument(
+                schema="inferfleet.models.verify/v1",
+                model=name,
+                folder=str(folder),
+                ok=failure is None,
+                files=[document_of(VerifiedFile, c) for c in results],
+            )
         )
     else:
         rows = [
@@ -295,33 +295,27 @@ def _fetch_summary(
     out: Output, name: str, repo: str, commit: str, folder: Path, report: FetchReport
 ) -> None:
     if out.json_mode:
-        payload: dict[str, Any] = {
-            "model": name,
-            "repo": repo,
-            "commit": commit,
-            "folder": str(folder),
-            "ok": not report.failures,
-            "fetched_bytes": report.fetched,
-            "reused_bytes": report.reused,
-            "seconds": round(report.seconds, 3),
-            "files": [
-                {
-                    "path": o.path,
-                    "size": o.size,
-                    "status": o.status,
-                    "fetched": o.fetched,
-                    "reused": o.reused,
-                    "seconds": round(o.seconds, 3),
-                    "sha256": o.sha256,
-                }
-                for o in sorted(report.outcomes, key=lambda o: o.path)
-            ],
-            "failures": [
-                {"path": path, "error": error.message, "hint": error.hint}
-                for path, error in report.failures
-            ],
-        }
-        out.document("inferfleet.models.fetch/v1", payload)
+        out.emit(
+            ModelsFetchDocument(
+                schema="inferfleet.models.fetch/v1",
+                model=name,
+                repo=repo,
+                commit=commit,
+                folder=str(folder),
+                ok=not report.failures,
+                fetched_bytes=report.fetched,
+                reused_bytes=report.reused,
+                seconds=round(report.seconds, 3),
+                files=[
+                    document_of(FetchedFile, o, seconds=round(o.seconds, 3))
+                    for o in sorted(report.outcomes, key=lambda o: o.path)
+                ],
+                failures=[
+                    FetchFailure(path=path, error=error.message, hint=error.hint)
+                    for path, error in report.failures
+                ],
+            )
+        )
         return
     rows = [
         [
