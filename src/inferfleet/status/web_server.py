@@ -43,24 +43,23 @@ def host_name(header: str) -> str:
     return value.rstrip(".")
 
 
-def _is_ip(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return True
-
-
 class HostCheck:
     """ASGI middleware: only requests that name this server by an allowed host reach ``app``."""
 
     def __init__(self, app: ASGIApp, allow: Iterable[str] = ()) -> None:
         self.app = app
-        self.allow = LOOPBACK_NAMES | {host_name(name) for name in allow}
+        self.allow = LOOPBACK_NAMES | {host_name(name) for name in allow} - {""}
 
     def allowed(self, header: str) -> bool:
+        """Whether a request with this ``Host`` header names this server."""
         name = host_name(header)
-        return bool(name) and (name in self.allow or _is_ip(name))
+        if name in self.allow:
+            return True
+        try:  # any IP address: no rebinding attack can put one in Host
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
