@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -20,8 +21,10 @@ from typing import Any
 import httpx
 import psutil
 import pytest
+from helpers import free_port
 from helpers.asgi_server import serving
 
+from inferfleet.io import process
 from inferfleet.relay import webhook
 from inferfleet.relay.app import create_app
 from inferfleet.relay.runner import CommandRunner, Delivery
@@ -268,6 +271,40 @@ def test_shutdown_returns_within_its_bound_while_a_command_hangs_and_the_queue_i
     # The command's end is recorded (killed: exit -9) and the dropped alerts never run.
     wait_until("the killed command to be recorded", lambda: len(runner.history()) == 1, 30)
     assert runner.history()[0].returncode == -9
+
+
+def test_the_relay_process_stops_within_its_bound_on_sigterm_while_a_command_hangs(
+    tmp_path: Path,
+) -> None:
+    pid_file, port = tmp_path / "pid", free_port()
+    hang = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    argv = [sys.executable, "-m", "inferfleet", "relay", "serve", "--port", str(port)]
+    argv += ["--timeout", "120", "--", sys.executable, "-c", hang, str(pid_file)]
+    relay_proc = process.spawn_detached(argv, log_path=tmp_path / "relay.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until("the relay", lambda: _answers(f"{url}/healthz"))
+        with httpx.Client(base_url=url) as client:
+            for _ in range(3):
+                assert post(client, CAPTURED).status_code == 200
+        wait_until("the command to start", lambda: pid_file.exists() and pid_file.read_text())
+        started = time.monotonic()
+        relay_proc.send_signal(signal.SIGTERM)  # the relay only, not the command's group
+        relay_proc.wait(30)
+        assert time.monotonic() - started < 10.0
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate(relay_proc, grace=5.0)
+        if pid_file.exists() and pid_file.read_text():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(int(pid_file.read_text())).kill()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 # ---------------------------------------------------------------- parsing bounds
