@@ -232,7 +232,7 @@ def test_the_board_serves_the_status_document(tmp_path: Path) -> None:
 
     loaded = load_fleet(_gguf_fleet(tmp_path))
     app = create_app(Collector(loaded, Options(ssh=False)))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:  # HostCheck: a local name
         answer = client.get("/api/status")
     assert answer.status_code == 200
     doc = answer.json()

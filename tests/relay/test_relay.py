@@ -20,6 +20,8 @@ from inferfleet.relay.webhook import PayloadError, parse
 
 HERE = Path(__file__).resolve().parent
 CAPTURED = json.loads((HERE / "data" / "alertmanager_webhook.json").read_text())
+LOCAL = "http://localhost"  # the relay answers only names of this machine (HostCheck)
+JSON = {"Content-Type": "application/json"}
 
 
 def payload(**alert_changes: Any) -> dict[str, Any]:
@@ -45,7 +47,7 @@ def relay(received: Path) -> Iterator[tuple[TestClient, CommandRunner]]:
         [sys.executable, str(HERE / "record_alert.py"), str(received)], timeout=30
     )
     try:
-        with TestClient(create_app(runner)) as client:
+        with TestClient(create_app(runner), base_url=LOCAL) as client:
             yield client, runner
     finally:
         runner.close()
@@ -145,7 +147,8 @@ def test_a_bad_body_is_refused_with_its_reason_and_runs_nothing(
     relay: tuple[TestClient, CommandRunner], received: Path
 ) -> None:
     client, runner = relay
-    answer = client.post("/alerts", content=b'{"version": "4", "alerts": [{"status": 1}]}')
+    body = b'{"version": "4", "alerts": [{"status": 1}]}'
+    answer = client.post("/alerts", content=body, headers=JSON)
     assert answer.status_code == 400
     assert "alert 0 has status 1" in answer.json()["error"]
     assert runner.wait_idle(5) and not received.exists()
@@ -156,7 +159,7 @@ def test_an_oversized_body_is_refused_unread(
     relay: tuple[TestClient, CommandRunner], received: Path
 ) -> None:
     client, _runner = relay
-    answer = client.post("/alerts", content=b"x" * (webhook.MAX_BODY + 1))
+    answer = client.post("/alerts", content=b"x" * (webhook.MAX_BODY + 1), headers=JSON)
     assert answer.status_code == 413
     assert not received.exists()
 
@@ -192,7 +195,7 @@ def test_a_hanging_command_is_stopped_at_its_timeout_and_the_next_alert_still_ru
 def test_a_bearer_token_is_required_when_configured(received: Path) -> None:
     runner = CommandRunner([sys.executable, str(HERE / "record_alert.py"), str(received)])
     try:
-        with TestClient(create_app(runner, token="s3cret")) as client:
+        with TestClient(create_app(runner, token="s3cret"), base_url=LOCAL) as client:
             assert client.post("/alerts", json=CAPTURED).status_code == 401
             wrong = {"Authorization": "Bearer nope"}
             assert client.post("/alerts", json=CAPTURED, headers=wrong).status_code == 401

@@ -32,7 +32,10 @@ def board(
         help="Address to listen on. The board has no login: keep it on loopback or a trusted LAN.",
     ),
     interval: float = typer.Option(
-        2.0, "--interval", min=0.2, help="Seconds between the page's status polls."
+        2.0,
+        "--interval",
+        min=0.2,
+        help="Seconds between the page's status polls and between collections.",
     ),
     results: Path | None = typer.Option(
         None, "--results", help="Bench results folder (default: the state dir's bench/)."
@@ -40,12 +43,18 @@ def board(
     no_ssh: bool = typer.Option(
         False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
     ),
+    allow_host: list[str] = typer.Option(
+        [],
+        "--allow-host",
+        help="A host name browsers use to reach the board (IP addresses and localhost "
+        "always work; other names are refused against DNS rebinding). Repeatable.",
+    ),
 ) -> None:
     """Serve a status page of the fleet: health, slots, revisions and last bench figures."""
     out = Output()
     loaded = resolve_fleet(file, out)
     collector = Collector(loaded, Options(ssh=not no_ssh, results_dir=results, facts_ttl=FACTS_TTL))
-    app = create_app(collector, hosts=hosts or None, interval=interval)
+    app = create_app(collector, hosts=hosts or None, interval=interval, allow_hosts=allow_host)
 
     def ready(url: str) -> None:
         out.err.print(f"board of {esc(loaded.path)}: {esc(url)}/  (Ctrl-C stops it)")

@@ -79,6 +79,12 @@ def serve_relay(
     token_file: Path | None = typer.Option(
         None, "--token-file", help="Require this bearer token (file of mode 600)."
     ),
+    allow_host: list[str] = typer.Option(
+        [],
+        "--allow-host",
+        help="A host name clients use to reach the relay (IP addresses and localhost "
+        "always work; other names are refused against DNS rebinding). Repeatable.",
+    ),
 ) -> None:
     """Receive Alertmanager webhooks on POST /alerts and run COMMAND for each alert."""
     out = Output()
@@ -100,9 +106,9 @@ def serve_relay(
         out.err.print(f"relay: POST {esc(url)}{ALERTS_PATH} runs {esc(' '.join(command))}")
 
     try:
-        serve(create_app(runner, token=token), bind, port, on_ready=ready)
+        serve(create_app(runner, token=token, allow_hosts=allow_host), bind, port, on_ready=ready)
     finally:
-        runner.close()
+        runner.close(grace=5.0)  # a command still running keeps its own timeout
 
 
 @app.command("config")

@@ -53,6 +53,7 @@ def run(
                 env=None if env is None else dict(env),
                 capture_output=True,
                 text=True,
+                errors="replace",  # a program's bytes are not always UTF-8
                 timeout=timeout,
                 stdin=subprocess.DEVNULL,
                 check=False,
@@ -97,6 +98,7 @@ def _run_streaming(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         text=True,
+        errors="replace",
         bufsize=1,
     ) as proc:
         assert proc.stdout is not None

@@ -4,8 +4,12 @@ Alertmanager POSTs one JSON document per notification: the group's status,
 labels and annotations, and its alerts (each with its own status, labels,
 annotations, times and fingerprint). Parsing is strict about the shape (a
 payload that is not Alertmanager's is refused with a 400 saying why) and
-every value that reaches an environment variable is bounded and free of NUL
-bytes, because it came over the network.
+bounded before it starts: the body's size and its nesting depth are checked
+on the bytes, so a hostile document can never reach ``RecursionError`` in
+the JSON decoder. Every value that reaches an environment variable came over
+the network: it is valid UTF-8 (lone surrogates replaced), free of NUL bytes,
+and the variables of one alert fit a fixed budget (Linux refuses a command
+whose environment is too large, E2BIG).
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from typing import Any
 from inferfleet.errors import FleetError
 
 MAX_BODY = 1024 * 1024  # Alertmanager truncates a group long before this
+MAX_DEPTH = 32  # Alertmanager's notification nests 4 levels deep
 MAX_VALUE = 16 * 1024  # per environment value
 MAX_JSON = 100 * 1024  # Linux refuses one environment string over 128 KiB (E2BIG)
+MAX_LABELS = 64  # labels that become INFERFLEET_ALERT_LABEL_* variables
+MAX_ENV = 256 * 1024  # all of one alert's variables together (the limit is ~2 MiB with argv)
 PREFIX = "INFERFLEET_ALERT_"
 _LABEL_NAME = re.compile(r"[^A-Z0-9_]")
 
@@ -73,14 +80,48 @@ class Notification:
     truncated: int = 0
 
 
+def nesting_depth(body: bytes, limit: int) -> int:
+    """How deep ``body``'s JSON arrays and objects nest, counted up to ``limit + 1``.
+
+    A linear scan of the bytes (brackets inside strings do not count), so a
+    document nested a million levels deep is measured without recursing.
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
 def parse(body: bytes) -> Notification:
     """The notification in ``body``; :class:`PayloadError` when it is not one."""
     if len(body) > MAX_BODY:
         raise PayloadError(f"the body has {len(body)} bytes, more than {MAX_BODY}")
+    if nesting_depth(body, MAX_DEPTH) > MAX_DEPTH:
+        raise PayloadError(
+            f"the body nests arrays or objects more than {MAX_DEPTH} levels deep",
+            hint="an Alertmanager notification nests 4 levels; this is not one",
+        )
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PayloadError(f"the body is not JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise PayloadError(f"the body is not JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(doc, dict):
         raise PayloadError("the body is not a JSON object")
     version = doc.get("version")
@@ -125,11 +166,20 @@ def _strings(value: Any, what: str) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise PayloadError(f"{what} are not a map of strings")
-    return dict(value)
+    return {_valid(k): _valid(v) for k, v in value.items()}
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return _valid(value) if isinstance(value, str) else ""
+
+
+def _valid(value: str) -> str:
+    """``value`` as text that encodes to UTF-8: JSON's lone surrogates (``"\\ud800"``) replaced.
+
+    Such a string cannot be put in an environment or a JSON answer; left in,
+    it would break the delivery and every later read of ``/deliveries``.
+    """
+    return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _clean(value: str) -> str:
@@ -140,7 +190,10 @@ def environment(alert: Alert, notification: Notification) -> dict[str, str]:
     """The variables a command gets for one alert (added to the relay's own environment).
 
     Fields are passed as environment values, never spliced into the argv or a
-    shell string, so an alert text cannot become an option or a command.
+    shell string, so an alert text cannot become an option or a command. At
+    most MAX_LABELS labels become variables and all of them together stay
+    within MAX_ENV bytes: what does not fit is named in
+    ``INFERFLEET_ALERT_OMITTED`` instead (the fixed fields come first).
     """
     env = {
         "STATUS": alert.status,
@@ -159,12 +212,26 @@ def environment(alert: Alert, notification: Notification) -> dict[str, str]:
         "GROUP_KEY": notification.group_key,
         "TEXT": alert.text(),
     }
-    for key, value in alert.labels.items():
+    labels = list(alert.labels.items())
+    for key, value in labels[:MAX_LABELS]:
         env[f"LABEL_{_LABEL_NAME.sub('_', key.upper())}"] = value
-    found = {PREFIX + key: _clean(value) for key, value in env.items()}
+    omitted = [f"{len(labels) - MAX_LABELS} labels"] if len(labels) > MAX_LABELS else []
     whole = json.dumps(alert.to_json(), sort_keys=True)
     if len(whole) <= MAX_JSON:
-        found[PREFIX + "JSON"] = whole
+        env["JSON"] = whole
     else:
-        found[PREFIX + "JSON_OMITTED"] = f"the alert's JSON has {len(whole)} characters"
+        env["JSON_OMITTED"] = f"the alert's JSON has {len(whole)} characters"
+    found: dict[str, str] = {}
+    size = 0
+    for key, value in env.items():
+        # The JSON is ASCII (json.dumps escapes NUL and the rest), and bounded above.
+        name, text = PREFIX + key, value if key == "JSON" else _clean(value)
+        cost = len(name) + len(text.encode("utf-8")) + 2  # NAME=VALUE and its NUL
+        if size + cost > MAX_ENV:
+            omitted.append(key)
+            continue
+        found[name] = text
+        size += cost
+    if omitted:
+        found[PREFIX + "OMITTED"] = ", ".join(omitted)[:MAX_VALUE]
     return found
