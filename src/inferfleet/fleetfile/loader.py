@@ -252,7 +252,7 @@ def _scalar(loader: yaml.SafeLoader, node: yaml.Node, path: Path) -> Any:
         return loader.construct_object(node, deep=True)
     except yaml.YAMLError:
         raise
-    except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
+    except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
         raise SpecError(
             f"{node.tag.rsplit(':', 1)[-1]} value {str(node.value)[:60]!r} cannot be read: {exc}",
             path=path,

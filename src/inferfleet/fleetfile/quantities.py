@@ -75,7 +75,8 @@ def parse_duration(value: object) -> float:
             scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
             return _bounded_duration(sum(float(n) * scale[u] for n, u in parts))
     raise ValueError(
-        f"{_shown(value)} is not a duration; write seconds (90) or use units: 90s, 20m, 1h30m, 500ms"
+        f"{_shown(value)} is not a duration; "
+        "write seconds (90) or use units: 90s, 20m, 1h30m, 500ms"
     )
 
 
