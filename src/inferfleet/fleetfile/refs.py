@@ -59,7 +59,28 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
                         )
                     )
         errors.extend(_option_refs(fleet, name, known))
+    errors.extend(_main_refs(fleet))
     errors.extend(_port_clashes(fleet))
+    return errors
+
+
+def _main_refs(fleet: Fleet) -> list[Ref]:
+    """A model's ``main`` is one of its declared files, so it is fetched and verified (L-09).
+
+    Manifest models are checked where the manifest is read (artifacts.locate).
+    """
+    errors: list[Ref] = []
+    for name, model in fleet.models.items():
+        declared = [f.path for f in model.files]
+        if model.main is not None and model.files and model.main not in declared:
+            errors.append(
+                (
+                    ("models", name, "main"),
+                    f"main file {model.main!r} is not a declared file of model {name!r}",
+                    "declare it under the model's files (size, sha256) so it is fetched and "
+                    f"verified; declared: {', '.join(declared)}",
+                )
+            )
     return errors
 
 

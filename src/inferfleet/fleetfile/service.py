@@ -7,7 +7,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from inferfleet.fleetfile.base import CacheType, EnvName, Modality, Name, SpecType, Strict
+from inferfleet.fleetfile.base import (
+    MAX_COUNT,
+    MAX_TOKENS,
+    Argument,
+    CacheType,
+    EnvName,
+    EnvValue,
+    FiniteFloat,
+    HealthPath,
+    Modality,
+    Name,
+    SpecType,
+    Strict,
+    Text,
+)
 from inferfleet.fleetfile.quantities import ByteSize, Duration
 
 # ---------------------------------------------------------------- services
@@ -19,14 +33,18 @@ class KvCache(Strict):
 
 
 class Health(Strict):
-    path: str = Field("/health", description="HTTP path answering 200 when ready, 503 loading.")
+    path: HealthPath = Field(
+        "/health", description="HTTP path answering 200 when ready, 503 loading."
+    )
     timeout: Duration = Field(
         600.0, description="How long a load may take before the gate fails (L-34)."
     )
 
 
 class ClientFacts(Strict):
-    max_tokens: int = Field(1024, ge=1, description="Largest completion a client may ask for.")
+    max_tokens: int = Field(
+        1024, ge=1, le=MAX_TOKENS, description="Largest completion a client may ask for."
+    )
     input: list[Modality] = Field(default_factory=lambda: list[Modality](["text"]))
     reasoning_field: Literal["reasoning_content", "reasoning"] | None = Field(
         None, description="Where the server puts reasoning text (L-45)."
@@ -38,18 +56,19 @@ class ClientFacts(Strict):
     compaction_threshold: int | None = Field(
         None,
         ge=1,
+        le=MAX_TOKENS,
         description="Prompt tokens at which clients compact the conversation; with max_tokens "
         "it must fit the per-slot window (L-26). Default: window - max_tokens.",
     )
-    reasoning_effort: dict[str, str] = Field(
+    reasoning_effort: dict[Text, Text] = Field(
         default_factory=dict,
         description="reasoning_effort a client may send -> value the template accepts (L-46).",
     )
 
 
 class TensorOverride(Strict):
-    pattern: str = Field(description="Regular expression searched in tensor names.")
-    device: str = Field(
+    pattern: Text = Field(description="Regular expression searched in tensor names.")
+    device: Text = Field(
         "CPU",
         description="CPU, or a device of the host. The server takes ONE joined list, "
         "first match wins (L-17).",
@@ -67,8 +86,10 @@ class Speculative(Strict):
     draft_device: Name | None = Field(
         None, description="The one host device the drafter runs on (L-16)."
     )
-    draft_max: int | None = Field(None, ge=1, description="Tokens drafted per step.")
-    draft_min: int | None = Field(None, ge=0, description="Fewest draft tokens to use.")
+    draft_max: int | None = Field(None, ge=1, le=MAX_COUNT, description="Tokens drafted per step.")
+    draft_min: int | None = Field(
+        None, ge=0, le=MAX_COUNT, description="Fewest draft tokens to use."
+    )
     draft_p_min: float | None = Field(None, ge=0, le=1, description="Minimum draft probability.")
     draft_kv_cache: KvCache | None = Field(None, description="Drafter K/V cache types.")
 
@@ -80,36 +101,52 @@ class Speculative(Strict):
 
 
 class Volume(Strict):
-    host: str = Field(description="Path on the host (absolute or ~/...).")
-    container: str = Field(description="Absolute path inside the container.")
+    host: Text = Field(description="Path on the host (absolute or ~/...).")
+    container: Text = Field(description="Absolute path inside the container.")
     read_only: bool = False
+
+    @field_validator("host", "container")
+    @classmethod
+    def _no_separator(cls, value: str) -> str:
+        # podman reads a mount as host:container[:options]; a ':' or ',' inside a path
+        # would shift the fields and mount something else.
+        if ":" in value or "," in value:
+            raise ValueError(f"a volume path cannot contain ':' or ',' ({value!r})")
+        return value
+
+    @field_validator("container")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"a container path must be absolute, not {value!r}")
+        return value
 
 
 class ContainerOpts(Strict):
     volumes: list[Volume] = Field(default_factory=list, description="Extra bind mounts.")
-    cache: str | None = Field(
+    cache: Text | None = Field(
         None,
         description="Host dir mounted at /cache for compile and download caches (L-37); "
         "default: the host's inferfleet cache / containers / SERVICE.",
     )
-    home: str | None = Field(
+    home: Text | None = Field(
         None,
         description="HOME inside the container; must be writable (L-39). Default for llm "
         "services: /cache/home.",
     )
-    devices: list[str] | None = Field(
+    devices: list[Text] | None = Field(
         None, description="Devices to add (/dev/kfd, nvidia.com/gpu=0); default from the host."
     )
     network: Literal["bridge", "host"] = "bridge"
     port: int | None = Field(
         None, ge=1, le=65535, description="Port inside the container; default: the service port."
     )
-    user: str | None = Field(None, description="User inside the container.")
+    user: Text | None = Field(None, description="User inside the container.")
     shm_size: ByteSize | None = Field(None, description="/dev/shm size (tensor parallel).")
-    health_cmd: str | None = Field(
+    health_cmd: Text | None = Field(
         None, description="Health command; default for llm services: curl the health path."
     )
-    env: dict[EnvName, str] = Field(
+    env: dict[EnvName, EnvValue] = Field(
         default_factory=dict, description="Environment of the container (no secrets)."
     )
 
@@ -118,7 +155,7 @@ class UnitOpts(Strict):
     scope: Literal["system", "user"] = Field(
         "system", description="System unit, or user unit (needs linger, L-38)."
     )
-    user: str | None = Field(None, description="User= of a system unit; default: the ssh user.")
+    user: Text | None = Field(None, description="User= of a system unit; default: the ssh user.")
     restart: Literal["always", "on-failure", "no"] = "always"
     restart_sec: Duration = Field(5.0, description="Pause between restarts.")
     stop_timeout: Duration = Field(
@@ -129,10 +166,10 @@ class UnitOpts(Strict):
 class SettingsFile(Strict):
     """A third-party config file rendered at deploy time from env files (L-54)."""
 
-    template: str = Field(description="Template with ${VAR} placeholders, relative to fleet.yaml.")
-    dest: str = Field(description="Where the rendered file goes on the host (outside the repo).")
+    template: Text = Field(description="Template with ${VAR} placeholders, relative to fleet.yaml.")
+    dest: Text = Field(description="Where the rendered file goes on the host (outside the repo).")
     allow: list[EnvName] = Field(description="The only variable names the template may use.")
-    env_files: list[str] = Field(
+    env_files: list[Text] = Field(
         default_factory=list, description="Untracked env files on the host holding the values."
     )
 
@@ -151,12 +188,15 @@ class Service(Strict):
     kind: Literal["llm", "container"] = "llm"
     runtime: Name | None = None
     model: Name | None = None
-    alias: str | None = Field(None, description="Model id clients use; default: service name.")
-    image: str | None = Field(None, description="Container image (kind: container), by digest.")
-    bind: str = Field("127.0.0.1", description="Address the server listens on.")
+    alias: Text | None = Field(None, description="Model id clients use; default: service name.")
+    image: Text | None = Field(None, description="Container image (kind: container), by digest.")
+    bind: Text = Field("127.0.0.1", description="Address the server listens on.")
     port: int = Field(ge=1, le=65535)
     ctx_per_slot: int | None = Field(
-        None, ge=256, description="Context window of ONE slot: the client contract (L-25)."
+        None,
+        ge=256,
+        le=MAX_TOKENS,
+        description="Context window of ONE slot: the client contract (L-25).",
     )
     parallel: int = Field(1, ge=1, le=256, description="Slots; total context = per slot x slots.")
     kv_cache: KvCache = Field(default_factory=KvCache)
@@ -166,29 +206,29 @@ class Service(Strict):
     devices: list[Name] = Field(default_factory=list, description="Host devices to run on.")
     backend: Literal["process", "systemd", "quadlet"] = "process"
     health: Health = Field(default_factory=Health)
-    extra_args: list[str] = Field(default_factory=list, description="Appended to the argv.")
-    env: dict[str, str] = Field(default_factory=dict, description="Tunables (no secrets).")
+    extra_args: list[Argument] = Field(default_factory=list, description="Appended to the argv.")
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Tunables (no secrets).")
     client: ClientFacts = Field(default_factory=ClientFacts)
-    paths: list[str] = Field(
+    paths: list[Text] = Field(
         default_factory=list, description="Repo paths this service owns (deploy planning)."
     )
     split_mode: Literal["none", "layer", "row", "tensor"] | None = Field(
         None, description="llama.cpp multi-device split; default: the server's (layer)."
     )
-    tensor_split: list[float] = Field(
+    tensor_split: list[Annotated[FiniteFloat, Field(ge=0)]] = Field(
         default_factory=list, description="Share of the model per device, in devices order."
     )
     tensor_overrides: list[TensorOverride] = Field(
         default_factory=list, description="Tensor placement, first match wins (L-17)."
     )
     speculative: Speculative | None = Field(None, description="Speculative decoding (L-13).")
-    mmproj: str | None = Field(
+    mmproj: Text | None = Field(
         None, description="Vision projector, a file of the service's model (L-22)."
     )
-    chat_template_file: str | None = Field(
+    chat_template_file: Text | None = Field(
         None, description="Chat template file relative to fleet.yaml (L-19)."
     )
-    chat_template_kwargs: dict[str, Any] = Field(
+    chat_template_kwargs: dict[Text, Any] = Field(
         default_factory=dict, description="Template kwargs (need jinja, L-18)."
     )
     jinja: bool | None = Field(
@@ -201,18 +241,21 @@ class Service(Strict):
         None, gt=0, le=1, description="vLLM/SGLang share of device memory (L-32: below 1.0)."
     )
     tensor_parallel: int | None = Field(
-        None, ge=1, description="vLLM/SGLang tensor parallel size; default: GPU devices."
+        None,
+        ge=1,
+        le=MAX_COUNT,
+        description="vLLM/SGLang tensor parallel size; default: GPU devices.",
     )
-    reasoning_parser: str | None = Field(None, description="vLLM/SGLang reasoning parser.")
-    tool_parser: str | None = Field(None, description="vLLM/SGLang tool call parser.")
+    reasoning_parser: Text | None = Field(None, description="vLLM/SGLang reasoning parser.")
+    tool_parser: Text | None = Field(None, description="vLLM/SGLang tool call parser.")
     container: ContainerOpts = Field(default_factory=ContainerOpts)
     unit: UnitOpts = Field(default_factory=UnitOpts)
-    runtime_env: dict[EnvName, str] = Field(
+    runtime_env: dict[EnvName, EnvValue] = Field(
         default_factory=dict,
         description="Variables the runtime or GPU driver reads itself, set on purpose "
         "(HIP_VISIBLE_DEVICES); never tunables (L-24).",
     )
-    secrets_env: str | None = Field(
+    secrets_env: Text | None = Field(
         None, description="Untracked mode-600 env file on the host with secrets (L-06, L-55)."
     )
     settings: list[SettingsFile] = Field(

@@ -9,13 +9,10 @@ reads by itself (L-24).
 
 from __future__ import annotations
 
-import re
-
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.base import env_value_problem, unsafe_char
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
-
-_UNSAFE_VALUE = re.compile(r"[\"'\\\n\r$`]|^\s|\s$")
 
 
 class EnvFileError(UsageError):
@@ -47,10 +44,13 @@ def _line(service: str, key: str, value: str) -> str:
             f"service {service!r}: {key} looks like a secret and would be written in clear (L-55)",
             hint="put it in the untracked file named by secrets_env (mode 600) instead",
         )
-    if _UNSAFE_VALUE.search(value):
+    # The schema refuses these already; a Service built in code must not slip through.
+    problem = env_value_problem(value)
+    if problem is None and unsafe_char(value) is not None:
+        problem = "the value has a control character"
+    if problem is not None:
         raise EnvFileError(
-            f"service {service!r}: the value of {key} has quotes, backslashes, $, backticks "
-            "or edge whitespace, which systemd and podman read differently",
+            f"service {service!r}: {key}: {problem}",
             hint="use a plain value; pass structured settings with a settings file",
         )
     return f"{key}={value}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from inferfleet.artifacts.locate import main_file, model_dir_on
+from inferfleet.artifacts.locate import declared_file, main_file, model_dir_on
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
@@ -109,7 +109,16 @@ def model_dir(fleet: Fleet, model_name: str, facts: HostFacts) -> str:
 def model_main(fleet: Fleet, fleet_root: Path, model_name: str) -> str | None:
     """The file a GGUF loader opens (part 1 of a split, L-04); None for a directory model."""
     model = fleet.models[model_name]
-    return main_file(model, declared_files(model, fleet_root))
+    return main_file(model, declared_files(model, fleet_root), name=model_name)
+
+
+def projector_path(
+    fleet: Fleet, fleet_root: Path, model_name: str, mmproj: str, folder: str
+) -> str:
+    """``folder/mmproj``, once mmproj is known to be a declared file of the model (L-09, L-22)."""
+    model = fleet.models[model_name]
+    files = declared_files(model, fleet_root)
+    return f"{folder}/{declared_file(model_name, model, files, mmproj, 'projector (mmproj)')}"
 
 
 def model_path(fleet: Fleet, fleet_root: Path, model_name: str, facts: HostFacts) -> str:

@@ -94,7 +94,13 @@ def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Reso
         else paths.model_path(fleet, fleet_root, draft, facts),
         mmproj_path=None
         if service.mmproj is None
-        else f"{paths.model_dir(fleet, service.model, facts)}/{service.mmproj}",
+        else paths.projector_path(
+            fleet,
+            fleet_root,
+            service.model,
+            service.mmproj,
+            paths.model_dir(fleet, service.model, facts),
+        ),
         chat_template_path=None
         if service.chat_template_file is None
         else paths.fleet_relative(facts, service.chat_template_file),
@@ -150,7 +156,9 @@ def _llm_container(
         draft_model_path=draft_path,
         mmproj_path=None
         if service.mmproj is None
-        else f"{PurePosixPath(model_path).parent}/{service.mmproj}",
+        else paths.projector_path(
+            fleet, fleet_root, service.model, service.mmproj, str(PurePosixPath(model_path).parent)
+        ),
         chat_template_path=template_path,
         in_container=True,
     )

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.base import unsafe_char
 
 HEADER = "# Rendered by inferfleet from the fleet file; edit the fleet, not this file."
 _SAFE_WORD = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
@@ -55,10 +56,13 @@ def _value(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     text = str(value)
-    if "\n" in text:
+    # The schema refuses these in fleet values; this guards values built in code. A CR,
+    # NUL or vertical tab ends a line for some readers of unit files, not only LF.
+    found = unsafe_char(text)
+    if found is not None:
         raise UnitFileError(
-            f"a unit file value cannot span lines: {text!r}",
-            hint="remove the line break from the fleet value",
+            f"a unit file value cannot carry {found[1]}: {text!r}",
+            hint="remove the control character from the fleet value",
         )
     return text
 
