@@ -24,6 +24,7 @@ from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import service_state
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
 from inferfleet.deploy.inputs import FleetAtRevision, ServiceInputs
+from inferfleet.deploy.lock import SERVICE_LOCK_WAIT_S, ServiceLock
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.state import HEALTHY, Emit
@@ -68,7 +69,31 @@ def apply_item(
     """Facts -> actions for one plan item, then (unless a dry run) carry them out.
 
     Returns the actions and, once executed, the outcome and the health gate's seconds.
+    Executed under the service's lock (:class:`~inferfleet.deploy.lock.ServiceLock`),
+    its facts and marker read once the lock is held: a concurrent ``up`` or
+    ``down`` of the same service is waited for, never raced.
     """
+    if dry_run:
+        return _apply_item(ctx, item, markers, dry_run=True)
+    name = item.service
+
+    def waiting(text: str) -> None:
+        ctx.emit({"event": "step", "kind": "lock", "service": name, "detail": text})
+
+    with ServiceLock(ctx.state_dir, name) as lock:
+        lock.acquire(f"apply of {ctx.revision}", wait=SERVICE_LOCK_WAIT_S, on_wait=waiting)
+        fresh = dict(markers)
+        now = ctx.markers.read(name)
+        if now is not None:
+            fresh[name] = now
+        elif item.action != RETIRE:
+            fresh.pop(name, None)
+        return _apply_item(ctx, item, fresh, dry_run=False)
+
+
+def _apply_item(
+    ctx: Context, item: PlanItem, markers: dict[str, Marker], *, dry_run: bool
+) -> tuple[list[Action], tuple[str, float | None] | None]:
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
