@@ -20,6 +20,7 @@ from inferfleet.backends import quadlet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import Systemctl, install_file, wait_unit_healthy
+from inferfleet.checks.secret_scan import parse_env_file
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import service_state
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
@@ -220,12 +221,20 @@ def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
     _record, health = start_gated(
         ctx.processes,
         template,
-        env=desired.process_env(os.environ),
+        env=desired.process_env(os.environ, _secrets_of(ctx, desired)),
         timeout=service.health.timeout,
         on_state=_health_hook(ctx, desired.name),
         then=then,
     )
     return health.seconds
+
+
+def _secrets_of(ctx: Context, desired: ServiceLaunch) -> dict[str, str]:
+    """The values of the service's ``secrets_env`` file, for its process only."""
+    declared = desired.service.secrets_env
+    if declared is None:
+        return {}
+    return parse_env_file(Path(ctx.facts.expand(declared)))
 
 
 def record_template(launch: ServiceLaunch, *, runtime_version: str = "") -> ServiceRecord:
