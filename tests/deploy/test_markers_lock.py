@@ -56,7 +56,7 @@ def test_an_unreadable_marker_says_what_to_do(tmp_path: Path) -> None:
     store = MarkerStore(tmp_path)
     store.folder.mkdir()
     store.path("chat").write_text("{not json")
-    with pytest.raises(MarkerError, match="chat.json is unreadable") as caught:
+    with pytest.raises(MarkerError, match="chat.json is damaged: not valid JSON") as caught:
         store.read("chat")
     assert "delete it" in caught.value.hint
 

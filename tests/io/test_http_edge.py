@@ -76,8 +76,8 @@ def test_retry_after_is_read_and_capped() -> None:
     burst, flood = _error(503, {"Retry-After": "7"}), _error(429, {"Retry-After": "3600"})
     assert isinstance(burst, TransientError) and burst.retry_after == 7.0
     assert isinstance(flood, TransientError) and flood.retry_after == 60.0
-    dated = _error(503, {"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"})
-    assert isinstance(dated, TransientError) and dated.retry_after is None
+    dated = _error(503, {"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"})
+    assert isinstance(dated, TransientError) and dated.retry_after == 60.0
 
 
 def test_messages_outside_the_hub_point_at_the_url_and_the_token_options() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from inferfleet.errors import BackendError
 from inferfleet.io.files import atomic_write
+from inferfleet.io.state_files import read_state
 
 RECORD_VERSION = 1
 
@@ -50,23 +51,22 @@ class RecordStore:
         return self.folder / f"{service}.json"
 
     def read(self, service: str) -> ServiceRecord | None:
+        """The service's record, None when there is none.
+
+        A damaged one (not JSON, or JSON of the wrong shape) is a
+        :class:`BackendError` naming the file: a record is how a server is
+        found and stopped again, so it is never guessed at.
+        """
         path = self.path(service)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise BackendError(
-                f"service record {path} is unreadable: {exc}",
-                hint="if no server of this service runs, delete the file",
-            ) from None
-        try:
-            return ServiceRecord(**data)
-        except TypeError as exc:
-            raise BackendError(
-                f"service record {path} has an unexpected shape: {exc}",
-                hint="if no server of this service runs, delete the file",
-            ) from None
+        return read_state(
+            path,
+            ServiceRecord,
+            what="service record",
+            error=BackendError,
+            hint=f"find the server by its port (ss -ltnp) and stop it by pid if it still "
+            f"runs, then delete {path}",
+            check=_record_problem,
+        )
 
     def write(self, record: ServiceRecord) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -79,3 +79,11 @@ class RecordStore:
         if not self.folder.is_dir():
             return []
         return sorted(p.stem for p in self.folder.glob("*.json"))
+
+
+def _record_problem(record: ServiceRecord) -> str | None:
+    if record.pid <= 0:
+        return f"pid {record.pid} is not a process id"
+    if not 0 < record.port < 65536:
+        return f"port {record.port} is not a TCP port"
+    return None

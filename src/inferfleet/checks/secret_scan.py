@@ -4,7 +4,8 @@ Secrets live in untracked env files; the committed repository and every
 rendered file must not contain any of their values. The scan looks for
 
 - the literal values of the given env files (``NAME=value`` lines whose name
-  reads as a secret, or every value with ``all_values``), and
+  reads as a secret, however short: ``API_KEY=abc123``; or every value with
+  ``all_values``), and
 - token-shaped strings (``hf_…``, ``sk-…``, ``ghp_…``, AWS keys …) anywhere.
 
 Files are read as bytes, so binary files are scanned too (a token in a
@@ -25,6 +26,14 @@ from inferfleet.render.secrets import is_secret_name, redact, secret_in
 
 # Values shorter than this are too likely to occur by chance ("1", "true").
 MIN_VALUE_LENGTH = 8
+# A value named as a secret is one from this length on; below MIN_VALUE_LENGTH
+# it is only found as a whole word (so "abc1" is not found inside "xabc12").
+MIN_NAMED_LENGTH = 4
+PLACEHOLDERS = frozenset(
+    {"none", "null", "true", "false", "empty", "changeme", "change-me", "placeholder",
+     "secret", "password", "token", "xxxx", "xxxxxxxx", "redacted", "<secret>"}
+)  # fmt: skip
+_WORD = re.compile(rb"[A-Za-z0-9_]")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _MAX_FILE = 256 * 1024 * 1024  # larger files are model payloads, not config
 
@@ -37,14 +46,20 @@ class Finding:
     redacted: str
 
 
-def read_env_values(path: Path, *, all_values: bool = False) -> dict[str, str]:
-    """Secret values of an env file, by name (quotes stripped, comments skipped)."""
+def parse_env_file(path: Path) -> dict[str, str]:
+    """Every ``NAME=value`` of an env file (quotes stripped, comments and blanks skipped).
+
+    The format systemd's ``EnvironmentFile=`` and a shell's ``.`` both read.
+    """
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise UsageError(
-            f"cannot read env file {path}: {exc.strerror}",
-            hint="pass the untracked env file that holds the secrets (e.g. secrets.env)",
+            f"cannot read env file {path}: {reason}",
+            where=str(path),
+            hint="the untracked env file that holds the secrets (e.g. secrets.env, mode 600) "
+            "must exist and be readable",
         ) from None
     values: dict[str, str] = {}
     for raw in text.splitlines():
@@ -56,9 +71,25 @@ def read_env_values(path: Path, *, all_values: bool = False) -> dict[str, str]:
         name, value = match.groups()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
-        if len(value) < MIN_VALUE_LENGTH:
+        values[name] = value
+    return values
+
+
+def read_env_values(path: Path, *, all_values: bool = False) -> dict[str, str]:
+    """Secret values of an env file, by name.
+
+    A value whose name says secret (``API_KEY=abc123``) is one however short
+    (down to :data:`MIN_NAMED_LENGTH`; placeholders like ``none`` or
+    ``changeme`` excepted); any other value counts from
+    :data:`MIN_VALUE_LENGTH`, when it is token-shaped or ``all_values``.
+    """
+    values: dict[str, str] = {}
+    for name, value in parse_env_file(path).items():
+        if "${" in value or value.lower() in PLACEHOLDERS:
             continue
-        if all_values or is_secret_name(name) or secret_in(value) is not None:
+        named = is_secret_name(name) and len(value) >= MIN_NAMED_LENGTH
+        shaped = len(value) >= MIN_VALUE_LENGTH and (all_values or secret_in(value) is not None)
+        if named or shaped:
             values[name] = value
     return values
 
@@ -88,13 +119,25 @@ def scan(
         for needle, (name, source) in needles.items():
             start = data.find(needle)
             while start != -1:
-                line = data.count(b"\n", 0, start) + 1
-                findings.append(
-                    Finding(shown, line, f"value of {name} from {source}", redact(needle.decode()))
-                )
+                if len(needle) >= MIN_VALUE_LENGTH or _whole_word(data, start, len(needle)):
+                    line = data.count(b"\n", 0, start) + 1
+                    findings.append(
+                        Finding(
+                            shown, line, f"value of {name} from {source}", redact(needle.decode())
+                        )
+                    )
                 start = data.find(needle, start + 1)
         for number, line_bytes in enumerate(data.splitlines(), start=1):
             token = secret_in(line_bytes.decode("utf-8", "replace"))
             if token is not None and token.encode() not in needles:
                 findings.append(Finding(shown, number, "token-shaped string", redact(token)))
     return findings
+
+
+def _whole_word(data: bytes, start: int, length: int) -> bool:
+    """Whether ``data[start:start+length]`` stands alone (no word character either side)."""
+    before = data[start - 1 : start] if start > 0 else b""
+    after = data[start + length : start + length + 1]
+    return not (_WORD.fullmatch(before) if before else False) and not (
+        _WORD.fullmatch(after) if after else False
+    )

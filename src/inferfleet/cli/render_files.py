@@ -6,7 +6,8 @@ this module writes them, each file atomically (io.files).
 
 from __future__ import annotations
 
-from pathlib import Path
+import hashlib
+from pathlib import Path, PurePosixPath
 
 from inferfleet.errors import UsageError
 from inferfleet.io.files import atomic_write, write_if_changed
@@ -19,17 +20,66 @@ def write_bundle(artifacts: list[Artifact], out: Path, *, only: str | None = Non
     Files a previous render listed but this one does not are removed, so
     ``out`` mirrors the fleet; with ``only`` (one service) just that
     service's files are replaced and the rest of the manifest is kept.
+
+    Only files this command wrote are ever removed: every path the previous
+    manifest names must stay inside ``out`` (relative, no ``..``, no symlink
+    leading out), or nothing is written or deleted at all; and a listed file
+    is removed only while it still holds the bytes the manifest recorded
+    (a hand-edited file, or a symlink, is left alone).
     """
     previous = read_manifest(out)
+    for entry in previous:
+        _inside(out, entry["path"], manifest=True)
+    for artifact in artifacts:
+        _inside(out, artifact.path, manifest=False)
     kept = [e for e in previous if only is not None and e.get("service") != only]
     ours = [e for e in previous if e not in kept]
     for artifact in artifacts:
         _write(out / artifact.path, artifact.content)
     current = {a.path for a in artifacts}
-    for stale in sorted({e["path"] for e in ours} - current):
-        (out / stale).unlink(missing_ok=True)
+    recorded = {e["path"]: e.get("sha256") for e in ours}
+    for stale in sorted(set(recorded) - current):
+        _remove_if_ours(out / stale, recorded[stale])
     _write(out / MANIFEST, manifest(kept + [_entry(a) for a in artifacts]))
     return [a.path for a in artifacts]
+
+
+def _inside(out: Path, rel: str, *, manifest: bool) -> Path:
+    """``out / rel``, refused unless it stays inside ``out``."""
+    pure = PurePosixPath(rel)
+    bad = (
+        not rel
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or "\\" in rel
+        or any(ord(c) < 32 or ord(c) == 127 for c in rel)
+        or rel in {".", MANIFEST}
+    )
+    target = out / rel
+    if not bad:
+        root = out.resolve()
+        bad = root not in target.parent.resolve().parents and target.parent.resolve() != root
+    if bad:
+        source = f"{out / MANIFEST} lists" if manifest else "the renderer produced"
+        raise UsageError(
+            f"{source} {rel!r}, which is not a file inside {out}; nothing was written or removed",
+            where=str(out / MANIFEST) if manifest else str(out),
+            hint="that manifest was not written by inferfleet render (or was edited): delete it "
+            "and render into an empty directory",
+        )
+    return target
+
+
+def _remove_if_ours(path: Path, sha256: str | None) -> None:
+    """Remove ``path`` only if it is a regular file still holding what render wrote."""
+    try:
+        if path.is_symlink() or not path.is_file() or sha256 is None:
+            return
+        if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+            return
+        path.unlink()
+    except OSError:
+        return
 
 
 def _write(path: Path, text: str) -> None:

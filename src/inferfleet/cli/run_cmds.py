@@ -168,7 +168,9 @@ def down(
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
     names = local.local_services(loaded, service)
-    results = [local.down(loaded, name, grace=grace) for name in names]
+    results = [
+        local.down(loaded, name, grace=grace, on_wait=lambda t: out.note(esc(t))) for name in names
+    ]
     if json_out:
         out.emit(
             DownDocument(

@@ -20,10 +20,12 @@ from inferfleet.backends import quadlet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import Systemctl, install_file, wait_unit_healthy
+from inferfleet.checks.secret_scan import parse_env_file
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import gather
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
 from inferfleet.deploy.inputs import FleetAtRevision, ServiceInputs
+from inferfleet.deploy.lock import SERVICE_LOCK_WAIT_S, ServiceLock
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.state import HEALTHY, Emit, decide
@@ -68,7 +70,31 @@ def apply_item(
     """Facts -> actions for one plan item, then (unless a dry run) carry them out.
 
     Returns the actions and, once executed, the outcome and the health gate's seconds.
+    Executed under the service's lock (:class:`~inferfleet.deploy.lock.ServiceLock`),
+    its facts and marker read once the lock is held: a concurrent ``up`` or
+    ``down`` of the same service is waited for, never raced.
     """
+    if dry_run:
+        return _apply_item(ctx, item, markers, dry_run=True)
+    name = item.service
+
+    def waiting(text: str) -> None:
+        ctx.emit({"event": "step", "kind": "lock", "service": name, "detail": text})
+
+    with ServiceLock(ctx.state_dir, name) as lock:
+        lock.acquire(f"apply of {ctx.revision}", wait=SERVICE_LOCK_WAIT_S, on_wait=waiting)
+        fresh = dict(markers)
+        now = ctx.markers.read(name)
+        if now is not None:
+            fresh[name] = now
+        elif item.action != RETIRE:
+            fresh.pop(name, None)
+        return _apply_item(ctx, item, fresh, dry_run=False)
+
+
+def _apply_item(
+    ctx: Context, item: PlanItem, markers: dict[str, Marker], *, dry_run: bool
+) -> tuple[list[Action], tuple[str, float | None] | None]:
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
@@ -197,12 +223,20 @@ def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
     _record, health = start_gated(
         ctx.processes,
         template,
-        env=desired.process_env(os.environ),
+        env=desired.process_env(os.environ, _secrets_of(ctx, desired)),
         timeout=service.health.timeout,
         on_state=_health_hook(ctx, desired.name),
         then=then,
     )
     return health.seconds
+
+
+def _secrets_of(ctx: Context, desired: ServiceLaunch) -> dict[str, str]:
+    """The values of the service's ``secrets_env`` file, for its process only."""
+    declared = desired.service.secrets_env
+    if declared is None:
+        return {}
+    return parse_env_file(Path(ctx.facts.expand(declared)))
 
 
 def record_template(launch: ServiceLaunch, *, runtime_version: str = "") -> ServiceRecord:

@@ -29,7 +29,7 @@ from inferfleet.deploy.apply import lock_for
 from inferfleet.deploy.facts import host_facts
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
-from inferfleet.deploy.lock import LOCK_NAME, HostLock
+from inferfleet.deploy.lock import LOCK_NAME, SERVICE_LOCK_WAIT_S, HostLock, ServiceLock
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.planner import DEPLOY, PlanItem
 from inferfleet.deploy.worktree import UNTRACKED, fleet_here
@@ -171,7 +171,13 @@ def up(
     for host_name, group in by_host.items():
         state_dir = paths.state_dir(loaded.fleet.hosts[host_name])
         with _host_lock(loaded, host_name, state_dir) as lock:
-            lock.acquire(f"up of {', '.join(item.name for item in group)}")
+            # A second `up` waits for the first (and then finds its servers running);
+            # a deploy that holds the host lock is waited for the same way.
+            lock.acquire(
+                f"up of {', '.join(item.name for item in group)}",
+                wait=SERVICE_LOCK_WAIT_S,
+                on_wait=hooks.note,
+            )
             for launch in group:
                 results.append(_up_one(loaded, at, host_name, state_dir, launch, hooks, contract))
     return results
@@ -276,14 +282,24 @@ def _host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[Host
 # ---------------------------------------------------------------- down
 
 
-def down(loaded: LoadedFleet, name: str, *, grace: float = 10.0) -> StopResult:
+def down(
+    loaded: LoadedFleet,
+    name: str,
+    *,
+    grace: float = 10.0,
+    on_wait: Callable[[str], None] = lambda _text: None,
+) -> StopResult:
     """Stop a process-backend service by its recorded pid, and forget its marker.
 
     A marker says which revision a service *runs* (L-41); once it is stopped
     here, the next ``up`` or ``apply`` must see it as not deployed and start it.
     """
     service = loaded.fleet.services[name]
-    result = backend_for(loaded, service).stop(name, grace=grace)
-    if result.outcome != "not-running":
-        MarkerStore(paths.state_dir(loaded.fleet.hosts[service.host])).remove(name)
+    state_dir = paths.state_dir(loaded.fleet.hosts[service.host])
+    with ServiceLock(state_dir, name) as lock:
+        # Never while an up or apply of this service is starting it (issue 12).
+        lock.acquire(f"down of {name}", wait=SERVICE_LOCK_WAIT_S, on_wait=on_wait)
+        result = backend_for(loaded, service).stop(name, grace=grace)
+        if result.outcome != "not-running":
+            MarkerStore(state_dir).remove(name)
     return result

@@ -1,7 +1,9 @@
-"""The per-host deploy lock: one deploy at a time per host, the second one fails at once.
+"""Locks: one deploy at a time per host (the second fails at once), one change at a time
+per service (the second waits).
 
-A kernel ``flock`` on a file in the checkout's git directory (one checkout
-per host, and untouched by pulls or ``git clean``). The kernel drops the lock
+A kernel ``flock`` on a file: the host's in the checkout's git directory
+(one checkout per host, and untouched by pulls or ``git clean``), a
+service's in the host's state dir. The kernel drops the lock
 when its process ends, so a crashed or killed deploy never leaves a stale
 lock behind. Who holds it is written, atomically, to a record beside it
 (``<lock>.json``): the locked file itself must keep its inode, since a
@@ -18,6 +20,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -25,8 +28,14 @@ from typing import IO
 from inferfleet.deploy.errors import LockHeldError
 from inferfleet.io import pids
 from inferfleet.io.files import atomic_write
+from inferfleet.io.state_files import read_state
 
 LOCK_NAME = "inferfleet-deploy.lock"
+SERVICE_LOCKS = "locks"  # <state_dir>/locks/<service>.lock
+# How long up, down and apply wait for a service another run is changing:
+# longer than any health gate, so a queued run ends with a clear outcome.
+SERVICE_LOCK_WAIT_S = 1800.0
+_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -63,31 +72,60 @@ def current_holder_fields(what: str) -> Holder:
 
 
 class HostLock:
+    """A kernel lock on ``path``; ``host`` names what it guards in messages.
+
+    :meth:`acquire` fails at once by default (a second deploy of a host is a
+    mistake to report, not to queue); with ``wait`` it waits that long for
+    the holder to finish, telling ``on_wait`` once who it waits for.
+    """
+
+    subject_kind = "host"
+
     def __init__(self, path: Path, host: str) -> None:
         self.path = path
         self.host = host
         self._handle: IO[str] | None = None
 
     @property
+    def subject(self) -> str:
+        return f"{self.subject_kind} {self.host}"
+
+    @property
     def record_path(self) -> Path:
         """Who holds the lock: written after it is taken, removed before it is let go."""
         return self.path.with_name(self.path.name + ".json")
 
-    def acquire(self, what: str) -> None:
+    def acquire(
+        self,
+        what: str,
+        *,
+        wait: float = 0.0,
+        on_wait: Callable[[str], None] = lambda _text: None,
+    ) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.path.open("a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            holder = self._read_record()
-            who = holder.describe() if holder is not None else "another process"
-            raise LockHeldError(
-                f"host {self.host} is locked by {who}",
-                where=str(self.path),
-                hint="wait for that deploy to finish and run this one again; the lock goes "
-                "away by itself when its process ends",
-            ) from None
+        deadline = time.monotonic() + wait
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = self._read_record()
+                who = holder.describe() if holder is not None else "another process"
+                if time.monotonic() >= deadline:
+                    handle.close()
+                    waited = f" (waited {wait:.0f} s)" if wait > 0 else ""
+                    raise LockHeldError(
+                        f"{self.subject} is locked by {who}{waited}",
+                        where=str(self.path),
+                        hint="wait for that run to finish and run this one again; the lock "
+                        "goes away by itself when its process ends",
+                    ) from None
+                if not told:
+                    on_wait(f"waiting for the lock of {self.subject}, held by {who}")
+                    told = True
+                time.sleep(_POLL_S)
         self._handle = handle
         try:
             atomic_write(self.record_path, json.dumps(asdict(current_holder_fields(what))) + "\n")
@@ -116,9 +154,22 @@ class HostLock:
         return holder if pids.same_process(holder.pid, holder.create_time) else None
 
     def _read_record(self) -> Holder | None:
+        """The holder's record; None when absent or damaged.
+
+        The kernel lock, not this record, decides who holds it: a damaged
+        record (a crash between create and rename cannot leave one, but an
+        editor or a full disk can) only loses the holder's description.
+        """
         try:
-            return Holder(**json.loads(self.record_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
+            return read_state(
+                self.record_path,
+                Holder,
+                what="lock record",
+                error=LockHeldError,
+                hint="",
+                check=lambda h: None if h.pid > 0 else f"pid {h.pid} is not a process id",
+            )
+        except LockHeldError:
             return None
 
     def __enter__(self) -> HostLock:
@@ -126,3 +177,17 @@ class HostLock:
 
     def __exit__(self, *_exc: object) -> None:
         self.release()
+
+
+class ServiceLock(HostLock):
+    """One service's lock on its host: ``up``, ``down`` and ``apply`` change a service
+    only while holding it, so two runs can never both start (or one stop while the
+    other starts) a server and leave one that no record names (issue 12).
+
+    It lives in the host's state dir, beside the records it guards.
+    """
+
+    subject_kind = "service"
+
+    def __init__(self, state_dir: Path, service: str) -> None:
+        super().__init__(state_dir / SERVICE_LOCKS / f"{service}.lock", service)

@@ -18,9 +18,14 @@ from typing import Any
 from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.errors import FleetError
 from inferfleet.io.files import atomic_write
+from inferfleet.io.state_files import read_state
 
 MARKER_VERSION = 1
 HISTORY = 20  # earlier revisions kept per service, newest first
+
+
+class MarkerError(FleetError, ValueError):
+    """A marker file cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,17 @@ class Marker:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Marker:
-        fields = dict(data)
-        fields["inputs"] = ServiceInputs.from_json(fields.get("inputs") or {})
-        return cls(**fields)
+        """A marker from a host's report (files are read by :meth:`MarkerStore.read`)."""
+        try:
+            fields = dict(data)
+            fields["inputs"] = ServiceInputs.from_json(fields.get("inputs") or {})
+            return cls(**fields)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise MarkerError(
+                f"a revision marker in the host's report has an unexpected shape ({exc})",
+                hint="run the same inferfleet version on both machines; delete a damaged "
+                "marker on the host to have the service redeployed",
+            ) from None
 
     def succeeded_by(self, new: Marker) -> Marker:
         """``new`` with this marker's revision pushed onto its history."""
@@ -59,10 +72,6 @@ class Marker:
         if self.revision == new.revision:
             history = list(self.history)
         return replace(new, history=history[:HISTORY])
-
-
-class MarkerError(FleetError, ValueError):
-    """A marker file cannot be read."""
 
 
 class MarkerStore:
@@ -73,17 +82,14 @@ class MarkerStore:
         return self.folder / f"{service}.json"
 
     def read(self, service: str) -> Marker | None:
-        path = self.path(service)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return Marker.from_json(data)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError) as exc:
-            raise MarkerError(
-                f"revision marker {path} is unreadable ({exc})",
-                hint="delete it; the next deploy then treats the service as new and redeploys it",
-            ) from None
+        """The service's marker, None when there is none; a damaged one is a MarkerError."""
+        return read_state(
+            self.path(service),
+            Marker,
+            what="revision marker",
+            error=MarkerError,
+            hint="delete it; the next deploy then treats the service as new and redeploys it",
+        )
 
     def all(self) -> dict[str, Marker]:
         if not self.folder.is_dir():

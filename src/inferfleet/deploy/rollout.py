@@ -32,6 +32,7 @@ from inferfleet.documents import Failure
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.io.files import private_dir
 
 if TYPE_CHECKING:
     from inferfleet.deploy.actions import Action
@@ -217,10 +218,20 @@ def _actions_here(
 
 
 def _tree_at_head(side: Fleetside) -> Path:
-    """The fleet file's folder as committed (the working tree itself when it is clean)."""
+    """The fleet file's folder as committed (the working tree itself when it is clean).
+
+    An export lives in a private folder (ours, mode 0700, not a symlink):
+    in a shared /tmp another user could otherwise plant the tree a dry run
+    plans from.
+    """
     if not side.repo.dirty():
         return (side.repo.root / side.fleet_path).parent
-    folder = Path(tempfile.gettempdir()) / f"inferfleet-tree-{os.getuid()}" / side.revision
+    base = private_dir(
+        Path(tempfile.gettempdir()) / f"inferfleet-tree-{os.getuid()}",
+        error=UsageError,
+        hint="remove it (it only caches exported revisions); it is made again, private",
+    )
+    folder = base / side.revision
     side.repo.export(side.revision, folder)
     return (folder / side.fleet_path).parent
 

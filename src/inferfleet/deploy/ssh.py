@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from inferfleet.deploy.errors import SshError
 from inferfleet.errors import ProcessError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.io import process
+from inferfleet.io.files import private_dir
 
 SSH_FAILED = 255  # ssh's own failures; any other status is the remote command's
 CONNECT_TIMEOUT = 5
@@ -102,14 +102,11 @@ def control_dir() -> Path:
         if override
         else Path(tempfile.gettempdir()) / f"inferfleet-ssh-{os.getuid()}"
     )
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.stat()
-    if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-        raise SshError(
-            f"{folder} is not a private folder of this user (mode {stat.S_IMODE(info.st_mode):o})",
-            hint="remove it, or point INFERFLEET_SSH_CONTROL_DIR at a folder only you can use",
-        )
-    return folder
+    return private_dir(
+        folder,
+        error=SshError,
+        hint="remove it, or point INFERFLEET_SSH_CONTROL_DIR at a folder only you can use",
+    )
 
 
 class SshConnector:

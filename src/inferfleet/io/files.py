@@ -20,9 +20,10 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -180,3 +181,37 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def private_dir(folder: Path, *, error: Callable[..., Exception], hint: str) -> Path:
+    """``folder``, made if missing (mode 0700) and checked to be this user's alone.
+
+    A real directory, not a symlink (a planted link in a shared /tmp would
+    send our files where another user chose), owned by this user, with no
+    access for group or others; anything else raises ``error(message,
+    where=folder, hint=hint)``. The ssh control sockets and the trees
+    ``deploy --dry-run`` exports live in one (issue 12).
+    """
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+    except OSError as exc:
+        raise error(
+            f"{folder} cannot be used as a private folder: {exc.strerror or exc}",
+            where=str(folder),
+            hint=hint,
+        ) from None
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISLNK(info.st_mode):
+        problem = "it is a symlink"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "it is not a directory"
+    elif info.st_uid != os.getuid():
+        problem = f"it belongs to uid {info.st_uid}"
+    elif mode & 0o077:
+        problem = f"mode {mode:o} lets others in"
+    else:
+        return folder
+    raise error(
+        f"{folder} is not a private folder of this user ({problem})", where=str(folder), hint=hint
+    )

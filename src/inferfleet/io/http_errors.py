@@ -25,6 +25,10 @@ which token was used or how to give one to inferfleet.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
@@ -180,11 +184,37 @@ def _not_found(code: str, asked: Asked, extra: _Extra) -> HTTPError:
     return RemoteNotFoundError(f"{asked.subject}: {what} (HTTP 404)", hint=hint, **extra)
 
 
-def retry_after(raw: str) -> float | None:
-    """``Retry-After`` in seconds (capped at a minute), or None; dates are ignored."""
+def retry_after(raw: str, *, now: float | None = None) -> float | None:
+    """``Retry-After`` in seconds, clamped to ``[0, 60]``; None when absent or unreadable.
+
+    Either delay-seconds or an HTTP-date (RFC 9110). A hostile or broken
+    server gets no say beyond the clamp: a negative delay or a date in the
+    past means "now", NaN, garbage and a malformed date mean "not given"
+    (the policy's own backoff applies), a huge one waits the cap.
+    """
+    text = raw.strip()
+    if not text:
+        return None
+    seconds: float | None
     try:
-        return min(float(raw.strip()), _RETRY_AFTER_CAP) if raw.strip() else None
+        seconds = float(text)
     except ValueError:
+        seconds = _date_delay(text, time.time() if now is None else now)
+    if seconds is None or math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), _RETRY_AFTER_CAP)
+
+
+def _date_delay(text: str, now: float) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an obsolete date without a zone: RFC 9110 says GMT
+        when = when.replace(tzinfo=datetime.UTC)
+    try:
+        return when.timestamp() - now
+    except (OverflowError, OSError, ValueError):
         return None
 
 

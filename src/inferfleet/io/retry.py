@@ -14,6 +14,7 @@ after a bounded number of tries.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,10 +40,15 @@ class Retry:
     cap: float = 30.0
 
     def delay(self, number: int, retry_after: float | None) -> float:
-        """Seconds to wait after failure ``number`` (1 for the first)."""
-        if retry_after is not None:
-            return min(retry_after, self.cap)
-        return min(self.base * 2.0 ** (number - 1), self.cap)
+        """Seconds to wait after failure ``number`` (1 for the first), in ``[0, cap]``.
+
+        A ``Retry-After`` is clamped to that range too (NaN counts as not
+        given), whoever built it: a bad header can never crash the sleep or
+        make it unbounded.
+        """
+        if retry_after is not None and not math.isnan(retry_after):
+            return min(max(retry_after, 0.0), self.cap)
+        return min(self.base * 2.0 ** min(number - 1, 64), self.cap)
 
 
 class GaveUp(Exception):

@@ -6,6 +6,8 @@ https://huggingface.co), or one of Hugging Face's own origins
 (https://huggingface.co, https://hf.co). That is what huggingface_hub does:
 a token configured for a mirror goes to that mirror, and to the Hub.
 
+Only over https, or plain http to this machine's loopback (a mirror on
+``http://10.0.0.5`` gets no token: anyone on the path would read it).
 Everything else gets no ``Authorization``: a CDN a download is redirected
 to (it gets a signed URL), another port or scheme of the same host, a
 look-alike host (``huggingface.co.example``), a subdomain
@@ -17,6 +19,7 @@ goes only where it is meant to go).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -44,7 +47,30 @@ def origin(url: str) -> Origin:
 
 def may_send_token(url: str, *, endpoint: str) -> bool:
     """Whether a Hub token may be sent to ``url`` (see the module's doc)."""
-    return origin(url) in {origin(endpoint), *(origin(o) for o in HF_ORIGINS)}
+    target = origin(url)
+    if not encrypted_or_local(target):
+        return False
+    return target in {origin(endpoint), *(origin(o) for o in HF_ORIGINS)}
+
+
+def encrypted_or_local(target: Origin) -> bool:
+    """https, or plain http to this machine's loopback (the bytes never leave it).
+
+    A token sent over plain http to another machine is readable by everyone
+    on the path, whatever ``HF_ENDPOINT`` says: an ``http://`` mirror on the
+    LAN gets no token (issue 12).
+    """
+    scheme, host, _port = target
+    if scheme == "https":
+        return True
+    if scheme != "http":
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def bearer(url: str, *, endpoint: str, token: str | None) -> dict[str, str]:

@@ -25,7 +25,7 @@ from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
-from inferfleet.runtimes.registry import traits
+from inferfleet.render.secrets import flag_secrets
 
 UNIT_KINDS = {"systemd", "quadlet"}
 # The version of the digest's definition: a record written under another one
@@ -66,7 +66,6 @@ class ServiceLaunch:
     models: list[str] = field(default_factory=list)  # model names whose files are gated
     model_files: list[ModelFileRef] = field(default_factory=list)
     image: str | None = None
-    stray_env_prefixes: tuple[str, ...] = ()  # inherited variables the server must not see
 
     @property
     def backend(self) -> str:
@@ -98,17 +97,34 @@ class ServiceLaunch:
         }
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
-    def process_env(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The environment a process-backend server starts with.
+    def process_env(
+        self, base: Mapping[str, str], secrets: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The environment a process-backend server starts with: a minimal one.
 
-        The caller's environment minus variables the runtime would read as
-        flags (llama-server takes every flag from ``LLAMA_ARG_*``: one left in an
-        operator's shell would silently change a served config), plus the
-        fleet's own tunables.
+        From the caller only what any program needs to run and format text
+        (:data:`PASSED_ENV`: ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TZ``),
+        then the values of the service's ``secrets_env`` file (``secrets``,
+        read by the caller), then the fleet's own tunables and runtime
+        variables. Never the rest of the caller's environment: an
+        ``HF_TOKEN`` or cloud key in an operator's shell is not the server's
+        to read (in ``/proc/<pid>/environ``, issue 12), and a stray
+        ``LLAMA_ARG_*`` would silently change a served config (llama-server
+        takes every flag from one).
         """
-        env = {k: v for k, v in base.items() if not k.startswith(self.stray_env_prefixes)}
+        env = {k: v for k, v in base.items() if passed_from_caller(k)}
+        env.update(secrets or {})
         env.update(self.env)
         return env
+
+
+# What a process-backend server inherits from whoever runs `up` or `apply`.
+PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "TZ"})
+PASSED_ENV_PREFIXES = ("LC_",)
+
+
+def passed_from_caller(name: str) -> bool:
+    return name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)
 
 
 def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> ServiceLaunch:
@@ -131,8 +147,7 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
             if artifact.install is not None:
                 files.append(InstallFile(artifact.install, artifact.content, artifact.kind))
     process = service.backend == "process"
-    runtime = fleet.runtimes.get(service.runtime or "")
-    stray = () if runtime is None else traits(runtime.kind).stray_env_prefixes
+    _no_secret_flags(name, service)
     return ServiceLaunch(
         name=name,
         host=service.host,
@@ -144,7 +159,6 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
         models=models,
         model_files=model_files,
         image=resolved.image,
-        stray_env_prefixes=stray,
     )
 
 
@@ -155,4 +169,22 @@ def _process_only_llm(name: str, service: Service, fleet: Fleet) -> None:
             f"service {name!r} cannot run with the process backend "
             f"({'a container' if service.kind == 'container' else 'a container image runtime'})",
             hint="give it `backend: quadlet` (or systemd), which run containers",
+        )
+
+
+def _no_secret_flags(name: str, service: Service) -> None:
+    """``extra_args`` carry no secret: every user reads ``/proc/<pid>/cmdline`` (L-06).
+
+    The one detector (:func:`inferfleet.render.secrets.flag_secrets`) that the
+    ``secret-on-command-line`` check uses, so ``up``, ``apply`` and ``render``
+    refuse exactly what ``check`` reports.
+    """
+    found = flag_secrets(service.extra_args)
+    if found:
+        raise UsageError(
+            f"service {name!r} passes {', '.join(found)} on its command line (extra_args)",
+            where=f"service {name}",
+            hint="every user of the host can read a process's argv; put the secret in the "
+            "service's secrets_env file (e.g. LLAMA_API_KEY, HF_TOKEN), the server reads it "
+            "from its environment",
         )

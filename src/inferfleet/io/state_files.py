@@ -1,0 +1,109 @@
+"""Reading a JSON state file into its typed shape (issue 12, item 7).
+
+Records, markers and lock holders are small JSON files a crash, a full disk,
+an editor or another version of inferfleet may have left in any shape. Each
+is read here, parsed and validated in one step (pydantic, strict JSON mode,
+against the dataclass that writes it): valid JSON of the wrong shape
+(``[]``, ``{"pid": "x"}``, missing keys) becomes the caller's
+:class:`~inferfleet.errors.FleetError` naming the file, what is wrong in it
+and the fix, never a ``TypeError`` or ``KeyError`` deep in a caller. Writes
+go through :func:`inferfleet.io.files.atomic_write` (fsync + rename), so a
+killed writer leaves the old file or the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from inferfleet.errors import FleetError
+
+T = TypeVar("T")
+MAX_STATE_BYTES = 1024 * 1024  # a record is a few hundred bytes; more is not ours
+_SHOWN_PROBLEMS = 3
+
+ErrorFactory = Callable[..., FleetError]
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(shape: type[T]) -> TypeAdapter[T]:
+    if shape not in _ADAPTERS:
+        _ADAPTERS[shape] = TypeAdapter(shape)
+    return _ADAPTERS[shape]
+
+
+def parse_state(
+    raw: bytes | str,
+    shape: type[T],
+    *,
+    path: Path,
+    what: str,
+    error: ErrorFactory,
+    hint: str,
+    check: Callable[[T], str | None] = lambda _value: None,
+) -> T:
+    """``raw`` as a ``shape``; else ``error(message, where=path, hint=hint)``.
+
+    ``check`` may name one more problem pydantic cannot see (a pid of 0).
+    """
+    if len(raw) > MAX_STATE_BYTES:
+        raise error(
+            f"{what} {path} is damaged: {len(raw)} bytes, far more than such a file holds",
+            where=str(path),
+            hint=hint,
+        )
+    try:
+        value: T = _adapter(shape).validate_json(raw, strict=True)
+    except ValidationError as exc:
+        raise error(
+            f"{what} {path} is damaged: {describe(exc)}", where=str(path), hint=hint
+        ) from None
+    problem = check(value)
+    if problem is not None:
+        raise error(f"{what} {path} is damaged: {problem}", where=str(path), hint=hint)
+    return value
+
+
+def read_state(
+    path: Path,
+    shape: type[T],
+    *,
+    what: str,
+    error: ErrorFactory,
+    hint: str,
+    check: Callable[[T], str | None] = lambda _value: None,
+) -> T | None:
+    """The state file at ``path`` as a ``shape``; None when there is none.
+
+    An unreadable file or one of the wrong shape raises ``error`` (a
+    :class:`FleetError` subclass) with the file as ``where`` and ``hint``.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise error(
+            f"{what} {path} is unreadable: {exc.strerror or exc}", where=str(path), hint=hint
+        ) from None
+    return parse_state(raw, shape, path=path, what=what, error=error, hint=hint, check=check)
+
+
+def describe(exc: ValidationError) -> str:
+    """The first few problems of a validation, one line: ``pid: Input should be ...``."""
+    parts = []
+    for problem in exc.errors()[:_SHOWN_PROBLEMS]:
+        loc = ".".join(str(p) for p in problem["loc"])
+        text = str(problem["msg"])
+        if problem["type"] == "json_invalid":
+            text = "not valid JSON"
+        parts.append(f"{loc}: {text}" if loc else text)
+    more = exc.error_count() - _SHOWN_PROBLEMS
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
