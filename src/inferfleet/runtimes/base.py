@@ -64,9 +64,6 @@ class RuntimeTraits:
     cache_env: Mapping[str, str]  # compile/download caches on the /cache mount (L-37)
     cache_types: frozenset[str]  # KV cache types it takes
     asymmetric_kv: bool  # K and V cache types may differ (L-21)
-    # Inherited environment variables the server would read as flags; a
-    # process-backend launch drops them so only the fleet file configures it.
-    stray_env_prefixes: tuple[str, ...] = ()
     # Serves GGUF files: their header facts (windows, tensor types, templates,
     # nextn layers) apply, and so do the GGUF-level flags (overrides, drafters).
     gguf: bool = False

@@ -241,7 +241,6 @@ TRAITS = RuntimeTraits(
     cache_env={"XDG_CACHE_HOME": "/cache/xdg"},
     cache_types=frozenset(CACHE_TYPES),
     asymmetric_kv=True,
-    stray_env_prefixes=("LLAMA_ARG_",),
     gguf=True,
     slots_endpoint=True,
     pinned_build=True,
