@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import AllowHostOpt, FleetOpt, resolve_fleet
 from inferfleet.output import Output, esc
 from inferfleet.status import Collector, Options
 from inferfleet.status.web import create_app
@@ -43,12 +43,7 @@ def board(
     no_ssh: bool = typer.Option(
         False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
     ),
-    allow_host: list[str] = typer.Option(
-        [],
-        "--allow-host",
-        help="A host name browsers use to reach the board (IP addresses and localhost "
-        "always work; other names are refused against DNS rebinding). Repeatable.",
-    ),
+    allow_host: list[str] = AllowHostOpt,
 ) -> None:
     """Serve a status page of the fleet: health, slots, revisions and last bench figures."""
     out = Output()

@@ -32,6 +32,16 @@ JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 FleetOpt = typer.Option(None, "--file", "-f", help="Fleet file (default: ./fleet.yaml).")
 
 
+# The board's and the relay's --allow-host: names other than IPs and localhost are
+# refused unless listed, so a DNS-rebinding page cannot read them.
+AllowHostOpt = typer.Option(
+    [],
+    "--allow-host",
+    help="A host name clients use to reach this server (IP addresses and localhost "
+    "always work; other names are refused against DNS rebinding). Repeatable.",
+)
+
+
 def embedded_example() -> Path:
     """The embedded default fleet shipped inside the package."""
     return Path(str(resources.files("inferfleet").joinpath("examples/local/fleet.yaml")))

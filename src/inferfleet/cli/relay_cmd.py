@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 
+from inferfleet.cli.fleet_cmds import AllowHostOpt
 from inferfleet.errors import UsageError
 from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
@@ -79,12 +80,7 @@ def serve_relay(
     token_file: Path | None = typer.Option(
         None, "--token-file", help="Require this bearer token (file of mode 600)."
     ),
-    allow_host: list[str] = typer.Option(
-        [],
-        "--allow-host",
-        help="A host name clients use to reach the relay (IP addresses and localhost "
-        "always work; other names are refused against DNS rebinding). Repeatable.",
-    ),
+    allow_host: list[str] = AllowHostOpt,
 ) -> None:
     """Receive Alertmanager webhooks on POST /alerts and run COMMAND for each alert."""
     out = Output()

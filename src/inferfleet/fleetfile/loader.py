@@ -169,20 +169,18 @@ class _Budget:
     def spend(self, node: yaml.Node, depth: int) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise SpecError(
+            raise at_node(
+                node,
+                self.path,
                 f"the fleet file expands to more than {MAX_NODES} values",
-                path=self.path,
-                line=node.start_mark.line + 1,
-                column=node.start_mark.column + 1,
                 hint="YAML aliases (*name) repeat what they point at; write the values out "
                 "or reuse less (a fleet file is small by design)",
             )
         if depth > MAX_DEPTH:
-            raise SpecError(
+            raise at_node(
+                node,
+                self.path,
                 f"values nested deeper than {MAX_DEPTH} levels",
-                path=self.path,
-                line=node.start_mark.line + 1,
-                column=node.start_mark.column + 1,
                 hint="an alias may point at a mapping that contains it; flatten the structure",
             )
 
@@ -253,13 +251,23 @@ def _scalar(loader: yaml.SafeLoader, node: yaml.Node, path: Path) -> Any:
     except yaml.YAMLError:
         raise
     except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
-        raise SpecError(
+        raise at_node(
+            node,
+            path,
             f"{node.tag.rsplit(':', 1)[-1]} value {str(node.value)[:60]!r} cannot be read: {exc}",
-            path=path,
-            line=node.start_mark.line + 1,
-            column=node.start_mark.column + 1,
             hint="quote it to keep it as text, or write a valid value",
         ) from None
+
+
+def at_node(node: yaml.Node, path: Path, message: str, *, hint: str = "") -> SpecError:
+    """A SpecError at the node's line and column (1-based) in the fleet file."""
+    return SpecError(
+        message,
+        path=path,
+        line=node.start_mark.line + 1,
+        column=node.start_mark.column + 1,
+        hint=hint,
+    )
 
 
 def _build(
@@ -277,19 +285,13 @@ def _build(
         for key_node, value_node in node.value:
             key = _scalar(loader, key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str | int):
-                raise SpecError(
-                    "mapping keys must be plain names",
-                    path=path,
-                    line=key_node.start_mark.line + 1,
-                    column=key_node.start_mark.column + 1,
-                )
+                raise at_node(key_node, path, "mapping keys must be plain names")
             if key in result:
                 first = positions[(*loc, key)][0]
-                raise SpecError(
+                raise at_node(
+                    key_node,
+                    path,
                     f"duplicate key {key!r} (first at line {first.line})",
-                    path=path,
-                    line=key_node.start_mark.line + 1,
-                    column=key_node.start_mark.column + 1,
                     hint="YAML keeps only the last one; remove or rename one of them",
                 )
             child = (*loc, key)
