@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -99,14 +100,8 @@ def up(
             hint="services run here when their host's address is localhost or a loopback IP",
         )
     hooks, progress = _hooks(out)
-    results: list[local.UpResult] = []
-    try:
-        if progress is not None:
-            progress.start()
+    with progress if progress is not None else contextlib.nullcontext():
         results = local.up(loaded, names, hooks, contract=not no_contract)
-    finally:
-        if progress is not None:
-            progress.stop()
     if json_out:
         out.emit(
             UpDocument(

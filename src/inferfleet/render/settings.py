@@ -58,21 +58,22 @@ def render_settings(
 ) -> str:
     """Substitute ``${NAME}`` from ``values``; every name must be allowlisted and set."""
     allowed = set(allow)
-    names = PLACEHOLDER.findall(template)
-    outside = sorted({n for n in names if n not in allowed})
-    if outside:
-        raise SettingsError(
-            f"placeholder(s) {', '.join(outside)} are not in the allowlist",
-            where=where,
-            hint="add the name to the settings file's allow list if it is meant to be there",
-        )
-    missing = sorted({n for n in names if n not in values})
-    if missing:
-        raise SettingsError(
-            f"unresolved placeholder(s): {', '.join(missing)}",
-            where=where,
-            hint="set them in one of the settings file's env_files on the host",
-        )
+    names = set(PLACEHOLDER.findall(template))
+    # Allowlist first (L-54: only names meant to be rendered), then presence.
+    for bad, what, hint in (
+        (
+            names - allowed,
+            "placeholder(s) {} are not in the allowlist",
+            "add the name to the settings file's allow list if it is meant to be there",
+        ),
+        (
+            names - set(values),
+            "unresolved placeholder(s): {}",
+            "set them in one of the settings file's env_files on the host",
+        ),
+    ):
+        if bad:
+            raise SettingsError(what.format(", ".join(sorted(bad))), where=where, hint=hint)
     broken = [m.group(0) for m in _LOOSE.finditer(PLACEHOLDER.sub("", template))]
     if broken:
         raise SettingsError(

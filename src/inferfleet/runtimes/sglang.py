@@ -9,8 +9,10 @@ text lands in ``reasoning_content`` (L-45).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from inferfleet.runtimes import vllm
-from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, RuntimeTraits, require_ctx
+from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, require_ctx
 from inferfleet.runtimes.vllm import (
     chat_template_args,
     kv_cache_dtype,
@@ -99,7 +101,10 @@ def _speculative_args(launch: Launch) -> list[str]:
     return args
 
 
-TRAITS = RuntimeTraits(
+# Served like vLLM (an OpenAI server in a container, 30 s to stop, one KV dtype for
+# K and V); what differs is named here.
+TRAITS = replace(
+    vllm.TRAITS,
     kind="sglang",
     argv=argv,
     reasoning_field="reasoning_content",  # L-45
@@ -109,9 +114,7 @@ TRAITS = RuntimeTraits(
         prompt_tokens="sglang:prompt_tokens_total",
         generation_tokens="sglang:generation_tokens_total",
     ),
-    stop_grace_s=30.0,
     container_program=("python3", "-m", "sglang.launch_server"),
     cache_env={k: v for k, v in vllm.CACHE_ENV.items() if k != "VLLM_CACHE_ROOT"},
     cache_types=frozenset(_KV_DTYPE),
-    asymmetric_kv=False,
 )
