@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
 from inferfleet.deploy import planner
 from inferfleet.deploy.apply import failure_from_report, failure_json
 from inferfleet.deploy.errors import RemoteError, SshError
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
-from inferfleet.deploy.markers import Marker
+from inferfleet.deploy.markers import Marker, MarkerError
 from inferfleet.deploy.ssh import Connector, connector_for, quote_path
 from inferfleet.deploy.state import ServiceState
 from inferfleet.documents import Failure
@@ -127,15 +129,45 @@ class HostReport:
     states: dict[str, ServiceState]
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> HostReport:
-        return cls(
-            host=doc["host"],
-            head=doc["head"],
-            lock=doc.get("lock"),
-            facts=doc.get("facts"),
-            markers={n: Marker.from_json(m) for n, m in doc.get("markers", {}).items()},
-            states={n: ServiceState.from_json(s) for n, s in doc.get("states", {}).items()},
-        )
+    def from_json(cls, doc: Any, *, host: str = "") -> HostReport:
+        """A host's report, checked by shape: what a host sends is input like any other."""
+        try:
+            raw = _REPORT.validate_python(doc)
+            facts = raw.facts
+            if facts is not None:
+                from inferfleet.render.facts import HostFacts  # only dry runs send facts
+
+                HostFacts(**facts)  # every key a known fact, every value text
+            known = set(ServiceState.__dataclass_fields__)
+            states = {
+                n: _STATE.validate_python({k: v for k, v in s.items() if k in known})
+                for n, s in raw.states.items()
+            }
+            markers = {n: Marker.from_json(m) for n, m in raw.markers.items()}
+        except (ValidationError, TypeError, MarkerError) as exc:
+            why = exc.message if isinstance(exc, MarkerError) else str(exc).splitlines()[0]
+            raise RemoteError(
+                f"host {host or '?'} sent a facts report this inferfleet cannot read: {why}",
+                where=f"host {host}" if host else "",
+                hint="run the same inferfleet version on the host as here (update its "
+                "checkout and reinstall there), then plan again",
+            ) from None
+        return cls(raw.host, raw.head, raw.lock, facts, markers, states)
+
+
+class _RawReport(BaseModel):
+    """The keys of ``apply --facts`` this side reads (documents.FactsDocument)."""
+
+    host: str
+    head: str
+    lock: str | None = None
+    facts: dict[str, str] | None = None
+    markers: dict[str, dict[str, Any]] = {}
+    states: dict[str, dict[str, Any]] = {}
+
+
+_REPORT = TypeAdapter(_RawReport)
+_STATE = TypeAdapter(ServiceState)
 
 
 def read_report(
@@ -150,7 +182,7 @@ def read_report(
     doc = _last_json(done.stdout)
     if done.returncode != 0 or doc is None:
         raise _remote_failure(host, done.stdout + done.stderr, doc)
-    return HostReport.from_json(doc)
+    return HostReport.from_json(doc, host=host)
 
 
 @dataclass
