@@ -23,7 +23,7 @@ def test_a_corrupt_record_makes_its_row_unknown_not_the_table_fail(tmp_path: Pat
     status = collect(loaded)
     rows = {r.service: r for r in status.services}
     assert rows[SERVICE].state == "unknown"
-    assert "is unreadable" in rows[SERVICE].detail
+    assert "service record" in rows[SERVICE].detail and "is damaged" in rows[SERVICE].detail
     assert rows["other"].state == "stopped"
     assert status.problems() == [rows[SERVICE]]
     assert record.read_text() == "{half a record"  # read, never rewritten
