@@ -7,6 +7,7 @@ Run through the real CLI entry point (`inferfleet validate`), so the exit code
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,17 +210,11 @@ CASES = [
 def test_malformed_fleet_is_refused_with_line_and_fix(
     cli, tmp_path: Path, old: str, new: str, line: int, message: str, hint: str
 ) -> None:
-    assert old in BASE
-    path = tmp_path / "fleet.yaml"
-    path.write_text(BASE.replace(old, new, 1))
-    result = cli("validate", str(path))
-    assert result.code == 2, result
-    err = " ".join(result.stderr.split())
+    path, err = refused_by_validate(cli, tmp_path, old, new)
     assert f"{path}:{line}:" in err, err
     assert message in err, err
     if hint:
         assert " -- " in err and hint in err, err
-    assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_base_fleet_is_valid(cli, tmp_path: Path) -> None:
@@ -290,3 +285,14 @@ def test_debug_env_shows_traceback(cli, tmp_path: Path, monkeypatch: pytest.Monk
     result = cli("validate", str(path))
     assert result.code == 2
     assert "Traceback" in result.stderr
+
+
+def refused_by_validate(cli: Any, tmp_path: Path, old: str, new: str) -> tuple[Path, str]:
+    """``validate`` of BASE with ``old`` replaced by ``new``: exit 2; the file and the error."""
+    assert old in BASE
+    path = tmp_path / "fleet.yaml"
+    path.write_text(BASE.replace(old, new, 1))
+    result = cli("validate", str(path))
+    assert result.code == 2, result
+    assert "Traceback" not in result.stderr + result.stdout
+    return path, " ".join(result.stderr.split())
