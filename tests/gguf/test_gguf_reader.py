@@ -299,3 +299,31 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         read_header_at(tmp_path / "nope.gguf")
     with pytest.raises(GGUFError, match="is a directory"):
         read_header_at(tmp_path)
+
+
+def test_a_local_read_stays_near_the_header_size(tmp_path: Path) -> None:
+    # A 300,000-entry vocabulary (about 4.5 MiB) with its scores, in front of
+    # 16 MiB of data: the walk crosses several reads, each sized from the
+    # average entry so far, and the bytes read stay within 1.25x the header.
+    b = gemma3_like(n_vocab=8)
+    b.kv("tokenizer.ggml.merges", ARRAY, (STRING, [f"m{i:06d}" for i in range(300_000)]))
+    b.kv("tokenizer.ggml.scores2", ARRAY, (FLOAT32, [0.5] * 300_000))
+    b.kv("after", UINT32, 7)
+    path = tmp_path / "big.gguf"
+    path.write_bytes(b.build() + bytes(16 << 20))
+    header = read_header_at(path)
+    merges = header.metadata["tokenizer.ggml.merges"]
+    assert isinstance(merges, SkippedArray) and merges.count == 300_000
+    assert header.metadata["after"] == 7  # the walk resumed exactly across reads
+    assert header.data_offset <= header.bytes_read <= 1.25 * header.data_offset
+
+
+@pytest.mark.parametrize("length", [2**62, 2**64 - 1])
+def test_huge_length_after_the_first_read(length: int) -> None:
+    # Past the first read, in a later buffer, and (2^64 - 1) past what a
+    # position can index: refused against the file's size all the same.
+    n = 40_000
+    entries = [pack_string("abcdefgh")] * 30_000 + [struct.pack("<Q", length)]
+    entries += [pack_string("z")] * (n - len(entries))
+    kv = pack_string("tok") + struct.pack("<IIQ", ARRAY, STRING, n) + b"".join(entries)
+    _fast_refusal(preamble(3, 0, 1) + kv, "past the end of the file")

@@ -5,17 +5,20 @@ the bytes that remain in the file before anything is allocated or looped
 over, so a claimed 10^12-element array or a 10^6-dimension tensor is a clean
 :class:`GGUFError` naming the offset, never a MemoryError or a hang (style 7).
 
-Speed (L-11): the header is read into one buffer that only grows (1 MiB,
-then geometrically), and large arrays are skipped without building Python
-objects. Skipping a string array still has to walk its lengths: one
-``unpack_from`` per entry. Tensor data is never parsed or kept.
+Speed (L-11): the header is read into one buffer that only grows, and
+each read is sized from what the header has revealed so far (:meth:`_Parser.ensure`):
+the first 256 KiB give the entry counts, a string array's average entry length
+bounds its rest, so a local read stays within a few percent of the header's
+size and a remote one takes two requests. Large arrays are skipped without
+building Python objects: a string array is walked length by length (one
+``unpack_from`` per entry, the loop's only work). Tensor data is never parsed
+or kept.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Collection
-from itertools import repeat
 from pathlib import Path
 
 from inferfleet.gguf import constants as C
@@ -23,7 +26,12 @@ from inferfleet.gguf.errors import GGUFError
 from inferfleet.gguf.model import GGUFHeader, MetaValue, SkippedArray, TensorInfo, layout_problems
 from inferfleet.gguf.source import ByteSource, BytesSource, open_source
 
-INITIAL_READ = 1 << 20
+INITIAL_READ = 256 << 10
+# Least a read beyond what the parser needs now: the next few entries' worth.
+MIN_READ = 64 << 10
+# Guesses of what one entry still to come costs, for sizing reads (not limits).
+_EST_KV_BYTES = 64
+_EST_TENSOR_BYTES = 96
 # When the size is unknown (a stream without Content-Length) the header may
 # not claim more than this; the largest real headers are a few tens of MiB.
 MAX_UNKNOWN_HEADER = 256 << 20
@@ -58,6 +66,8 @@ class _Parser:
         self.data = bytearray(source.read(0, INITIAL_READ))
         self.limit = self._limit_after_read()
         self.pos = 0
+        self.kv_left = 0  # entries not parsed yet: they size the next read
+        self.tensors_left = 0
         self.load_all = load is True
         self.load_keys: Collection[str] = () if isinstance(load, bool) else load
         self.small = small
@@ -75,13 +85,22 @@ class _Parser:
     def error(self, message: str, offset: int, hint: str = "") -> GGUFError:
         return GGUFError(message, source=self.name, offset=offset, hint=hint)
 
-    def ensure(self, end: int, what: str) -> None:
-        """Make ``data`` cover ``[0, end)`` or raise a truncation error."""
+    def ensure(self, end: int, what: str, more: int = 0) -> None:
+        """Make ``data`` cover ``[0, end)`` or raise a truncation error.
+
+        A read goes past ``end`` by what the header likely still needs:
+        ``more`` (the caller's estimate for the array it is in) plus a guess
+        per entry left. Locally that keeps the bytes read near the header's
+        size; over HTTP, where a round trip costs more than bytes, the guess
+        is doubled so the rest of the header comes in one request.
+        """
         if end <= len(self.data):
             return
         if end <= self.limit:
             have = len(self.data)
-            target = min(self.limit, max(end, have * self.source.growth))
+            rest = more + self.kv_left * _EST_KV_BYTES + self.tensors_left * _EST_TENSOR_BYTES
+            ahead = max(MIN_READ, 2 * rest if self.source.remote else rest)
+            target = min(self.limit, end + ahead)
             chunk = self.source.read(have, target)
             self.data += chunk
             size = self.source.size
@@ -194,26 +213,39 @@ class _Parser:
                 self.skip_array(inner_type, inner_count, inner, depth + 1)
 
     def _skip_strings(self, count: int, key: str) -> None:
-        # The hot loop of a 262,144-entry vocabulary: locals only, one bounds
-        # test per entry, no string objects. A hostile length pushes ``pos``
-        # past the buffer, so the same test catches it on the next entry.
+        # The hot loop of a 262,144-entry vocabulary: no string objects and no
+        # bounds test per entry. ``unpack_from`` itself refuses to read past
+        # the buffer (struct.error; OverflowError for a position past 2^63,
+        # which only a hostile length makes), so the loop stops there, the
+        # buffer grows by the estimated rest of the array, and it resumes. A
+        # hostile length pushes ``pos`` past the buffer and is caught the same
+        # way on the next entry, then refused against the file's size.
         unpack = _U64.unpack_from
-        data, pos = self.data, self.pos
-        avail = len(data) - 8
-        for _ in repeat(None, count):
-            if pos > avail:
-                if pos > self.limit - 8:
-                    raise self.error(
-                        f"string array {key!r} runs past the end of the file: truncated or corrupt",
-                        pos,
-                        hint=_CORRUPT,
-                    )
-                self.pos = pos
-                self.ensure(pos + 8, f"string array {key!r}")
-                data = self.data
-                avail = len(data) - 8
-            (length,) = unpack(data, pos)
-            pos += 8 + length
+        start = pos = self.pos
+        left = count
+        while left:
+            data = self.data
+            done = 0
+            try:
+                for done in range(left):  # noqa: B007 (read after the loop: entries walked)
+                    pos += 8 + unpack(data, pos)[0]
+                else:
+                    done = left
+            except (struct.error, OverflowError):
+                pass
+            left -= done
+            if not left:
+                break
+            if pos > self.limit - 8:
+                raise self.error(
+                    f"string array {key!r} runs past the end of the file: truncated or corrupt",
+                    pos,
+                    hint=_CORRUPT,
+                )
+            walked = count - left
+            average = (pos - start) // walked if walked else 16
+            self.pos = pos
+            self.ensure(pos + 8, f"string array {key!r}", more=left * average * 21 // 20)
         if pos > self.limit:
             raise self.error(
                 f"the last entry of string array {key!r} runs past the end of the file: "
@@ -273,6 +305,7 @@ class _Parser:
         values: dict[str, MetaValue] = {}
         types: dict[str, str] = {}
         for i in range(n_kv):
+            self.kv_left = n_kv - i
             at = self.pos
             key = self.string(f"key of metadata entry {i}")
             if not key:
@@ -289,6 +322,7 @@ class _Parser:
                 type_name = f"array[{C.VALUE_TYPE_NAMES.get(elem, str(elem))}]"
             values[key] = self.value(value_type, key, 0)
             types[key] = type_name
+        self.kv_left = 0
         return values, types
 
     def alignment(self, values: dict[str, MetaValue], types: dict[str, str]) -> int:
@@ -309,6 +343,7 @@ class _Parser:
         infos: list[TensorInfo] = []
         seen: set[str] = set()
         for i in range(n_tensors):
+            self.tensors_left = n_tensors - i
             at = self.pos
             name = self.string(f"name of tensor {i}")
             if name in seen:
@@ -368,6 +403,7 @@ def read_header(
     """
     parser = _Parser(source, load_arrays, small_array_limit)
     version, n_tensors, n_kv = parser.preamble()
+    parser.kv_left, parser.tensors_left = n_kv, n_tensors
     values, types = parser.metadata(n_kv)
     alignment = parser.alignment(values, types)
     tensors = parser.tensors(n_tensors)

@@ -3,7 +3,7 @@
 The reader only ever extends one contiguous buffer from the start of the file,
 so a source answers ``read(start, end)`` with ``start`` equal to what it has
 already returned. That lets the HTTP source work both with servers that honour
-``Range`` (one ranged request per growth step) and with those that ignore it
+``Range`` (one ranged request per read) and with those that ignore it
 and stream the whole file (we read only as far as the header needs, then drop
 the connection).
 """
@@ -36,9 +36,10 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 class ByteSource(Protocol):
     """Sequential access to the first bytes of a GGUF file."""
 
-    # Factor by which the reader grows its buffer: small for local files
-    # (bytes cost), larger over HTTP (round trips cost).
-    growth: int
+    # Whether a read costs a round trip: the reader then reads further ahead
+    # (a second request costs more than extra bytes); locally it reads close
+    # to what the header needs.
+    remote: bool
 
     @property
     def name(self) -> str:
@@ -64,7 +65,7 @@ def is_url(location: str) -> bool:
 class BytesSource:
     """A GGUF already in memory (tests, or bytes from elsewhere)."""
 
-    growth = 2
+    remote = False
 
     def __init__(self, data: bytes, name: str = "<bytes>") -> None:
         self._data = data
@@ -88,7 +89,7 @@ class BytesSource:
 class FileSource:
     """A local file, read with ``pread``; its size comes from ``stat`` (L-08)."""
 
-    growth = 2
+    remote = False
 
     def __init__(self, path: Path | str) -> None:
         self._path = Path(path)
@@ -137,14 +138,16 @@ class HTTPSource:
     """A GGUF at an HTTP(S) URL, read with as few round trips as possible.
 
     Each ``read`` is one ``Range`` request for exactly the bytes asked; the
-    reader asks for 1 MiB first and grows it fourfold, so a typical header
-    costs one to three requests. A server that ignores ``Range`` (200) is read
-    as a stream up to what is needed and then closed. ``requests`` counts the
+    reader asks for 256 KiB first, then for the rest of the header as
+    estimated from what those revealed (entry counts, the vocabulary's average
+    entry length) with a margin, so a typical header costs two requests. A
+    server that ignores ``Range`` (200) is read as a stream up to what is
+    needed and then closed. ``requests`` counts the
     requests sent, redirects and retries included. Statuses become errors in
     :mod:`inferfleet.io.http_errors`, like every other HTTP caller's.
     """
 
-    growth = 4
+    remote = True
 
     def __init__(
         self,
