@@ -47,7 +47,8 @@ _MIN_TENSOR_BYTES = 8 + 4 + 4 + 8
 _CORRUPT = "a download may be incomplete (fetch it again); otherwise the file is not valid GGUF"
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_U32_PAIR = struct.Struct("<IQ")  # array header: element type, count
+_U32_PAIR = struct.Struct("<IQ")  # array header (element type, count); tensor type, offset
+_SHAPES = [struct.Struct(f"<{n}Q") for n in range(C.GGML_MAX_DIMS + 1)]
 
 
 def _min_size(value_type: int) -> int:
@@ -88,18 +89,21 @@ class _Parser:
     def ensure(self, end: int, what: str, more: int = 0) -> None:
         """Make ``data`` cover ``[0, end)`` or raise a truncation error.
 
-        A read goes past ``end`` by what the header likely still needs:
-        ``more`` (the caller's estimate for the array it is in) plus a guess
-        per entry left. Locally that keeps the bytes read near the header's
-        size; over HTTP, where a round trip costs more than bytes, the guess
-        is doubled so the rest of the header comes in one request.
+        A read goes past ``end`` by ``more``, the caller's estimate of the rest
+        of the array it is in (at least :data:`MIN_READ`), which keeps a local
+        read near the header's size. Over HTTP, where a round trip costs more
+        than bytes, it also counts a guess per entry left and doubles the sum,
+        so the rest of the header comes in one request.
         """
         if end <= len(self.data):
             return
         if end <= self.limit:
             have = len(self.data)
-            rest = more + self.kv_left * _EST_KV_BYTES + self.tensors_left * _EST_TENSOR_BYTES
-            ahead = max(MIN_READ, 2 * rest if self.source.remote else rest)
+            if self.source.remote:
+                rest = self.kv_left * _EST_KV_BYTES + self.tensors_left * _EST_TENSOR_BYTES
+                ahead = max(MIN_READ, 2 * (more + rest))
+            else:  # another read costs little: the tensor infos come in MIN_READ steps
+                ahead = max(MIN_READ, more)
             target = min(self.limit, end + ahead)
             chunk = self.source.read(have, target)
             self.data += chunk
@@ -344,6 +348,10 @@ class _Parser:
         seen: set[str] = set()
         for i in range(n_tensors):
             self.tensors_left = n_tensors - i
+            fast = self._buffered_tensor(seen)
+            if fast is not None:
+                infos.append(fast)
+                continue
             at = self.pos
             name = self.string(f"name of tensor {i}")
             if name in seen:
@@ -365,6 +373,37 @@ class _Parser:
             offset = self.u64(f"offset of tensor {name!r}")
             infos.append(self._tensor(name, shape, type_id, offset, at))
         return infos
+
+    def _buffered_tensor(self, seen: set[str]) -> TensorInfo | None:
+        """The next tensor info when all of it is in the buffer and its
+        dimension count is valid, else ``None`` (and nothing consumed): the
+        checked path above then reads it field by field and names what is
+        wrong. Most of a 4,000-tensor header goes this way, with no message
+        built per field."""
+        data, at = self.data, self.pos
+        size = len(data)
+        if at + 8 > size:
+            return None
+        (length,) = _U64.unpack_from(data, at)
+        pos = at + 8 + length
+        if pos + 4 > size:
+            return None
+        (n_dims,) = _U32.unpack_from(data, pos)
+        if n_dims > C.GGML_MAX_DIMS:
+            return None
+        end = pos + 16 + 8 * n_dims
+        if end > size:
+            return None
+        name = data[at + 8 : pos].decode("utf-8", "replace")
+        if name in seen:
+            raise self.error(
+                f"duplicate tensor name {name!r}", at, hint="llama.cpp refuses this file"
+            )
+        seen.add(name)
+        shape = _SHAPES[n_dims].unpack_from(data, pos + 4)
+        type_id, offset = _U32_PAIR.unpack_from(data, end - 12)
+        self.pos = end
+        return self._tensor(name, shape, type_id, offset, at)
 
     def _tensor(
         self, name: str, shape: tuple[int, ...], type_id: int, offset: int, at: int
