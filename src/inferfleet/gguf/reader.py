@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Collection
+from itertools import repeat
+from operator import length_hint
 from pathlib import Path
 
 from inferfleet.gguf import constants as C
@@ -229,15 +231,13 @@ class _Parser:
         left = count
         while left:
             data = self.data
-            done = 0
+            entries = repeat(None, left)  # its length hint: the entries not walked yet
             try:
-                for done in range(left):  # noqa: B007 (read after the loop: entries walked)
+                for _ in entries:
                     pos += 8 + unpack(data, pos)[0]
-                else:
-                    done = left
+                left = 0
             except (struct.error, OverflowError):
-                pass
-            left -= done
+                left = length_hint(entries) + 1  # the entry at ``pos`` was not walked
             if not left:
                 break
             if pos > self.limit - 8:
