@@ -12,7 +12,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from fixtures.gguf_builder import ARRAY, STRING, gemma3_like, write_split
+from fixtures.gguf_builder import (
+    ARRAY,
+    F32,
+    FLOAT32,
+    INT32,
+    STRING,
+    GGUFBuilder,
+    gemma3_like,
+    write_split,
+)
 
 from inferfleet.gguf import GGUFError, SkippedArray, inspect, read_header
 from inferfleet.gguf.source import HTTPSource, hf_token_for
@@ -175,6 +184,42 @@ def test_big_header_takes_few_round_trips_and_little_data(server: FileServer) ->
         # Range ignored: one request, the body read only as far as needed.
         assert source.requests == 1
         assert server.bytes_sent < served.size // 2
+
+
+def _tokenizer_header(model: str, n_vocab: int) -> Served:
+    # The layouts llama.cpp's converters write: SentencePiece (``llama``) with
+    # a score and a type per token; BPE (``gpt2``) with types and merges
+    # (Llama 3 has about two merges per token).
+    b = GGUFBuilder().kv("general.architecture", STRING, "llama")
+    b.kv("tokenizer.ggml.model", STRING, model)
+    b.kv("tokenizer.ggml.tokens", ARRAY, (STRING, [f"t{i:x}" * 2 for i in range(n_vocab)]))
+    if model == "llama":
+        b.kv("tokenizer.ggml.scores", ARRAY, (FLOAT32, [0.0] * n_vocab))
+    b.kv("tokenizer.ggml.token_type", ARRAY, (INT32, [1] * n_vocab))
+    if model == "gpt2":
+        merges = [f"t{i:x} t{i + 1:x}" for i in range(2 * n_vocab)]
+        b.kv("tokenizer.ggml.merges", ARRAY, (STRING, merges))
+    b.kv("tokenizer.chat_template", STRING, "{{ messages }}" * 100)
+    for il in range(300):
+        b.tensor(f"blk.{il}.attn_norm.weight", (640,), F32)
+    return Served(b.build(), zeros=4 * MIB)
+
+
+@pytest.mark.parametrize("model", ["llama", "gpt2"])
+def test_a_vocabulary_header_takes_two_requests(range_server: FileServer, model: str) -> None:
+    # The first 256 KiB end inside the token list; the second request is
+    # sized from its average entry and the arrays that follow it.
+    served = _tokenizer_header(model, 60_000)
+    range_server.files["/v.gguf"] = served
+    source = HTTPSource(f"{range_server.url}/v.gguf")
+    try:
+        header = read_header(source)
+    finally:
+        source.close()
+    assert header.metadata["tokenizer.ggml.model"] == model
+    assert len(header.tensors) == 300
+    assert source.requests == 2
+    assert header.data_offset <= range_server.bytes_sent <= 2 * header.data_offset
 
 
 def test_token_goes_only_to_the_endpoints_origin_never_to_a_redirect(

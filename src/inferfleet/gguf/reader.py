@@ -71,6 +71,7 @@ class _Parser:
         self.pos = 0
         self.kv_left = 0  # entries not parsed yet: they size the next read
         self.tensors_left = 0
+        self.values: dict[str, MetaValue] = {}
         self.load_all = load is True
         self.load_keys: Collection[str] = () if isinstance(load, bool) else load
         self.small = small
@@ -94,8 +95,9 @@ class _Parser:
         A read goes past ``end`` by ``more``, the caller's estimate of the rest
         of the array it is in (at least :data:`MIN_READ`), which keeps a local
         read near the header's size. Over HTTP, where a round trip costs more
-        than bytes, it also counts a guess per entry left and doubles the sum,
-        so the rest of the header comes in one request.
+        than bytes, it also counts a guess per entry left, adds a quarter and
+        never reads less than it has (the buffer at least doubles), so the
+        rest of the header comes in one request.
         """
         if end <= len(self.data):
             return
@@ -103,7 +105,7 @@ class _Parser:
             have = len(self.data)
             if self.source.remote:
                 rest = self.kv_left * _EST_KV_BYTES + self.tensors_left * _EST_TENSOR_BYTES
-                ahead = max(MIN_READ, 2 * (more + rest))
+                ahead = max(MIN_READ, have, (more + rest) * 5 // 4)
             else:  # another read costs little: the tensor infos come in MIN_READ steps
                 ahead = max(MIN_READ, more)
             target = min(self.limit, end + ahead)
@@ -249,7 +251,10 @@ class _Parser:
             walked = count - left
             average = (pos - start) // walked if walked else 16
             self.pos = pos
-            self.ensure(pos + 8, f"string array {key!r}", more=left * average * 21 // 20)
+            more = left * average * 21 // 20
+            if self.source.remote and key == "tokenizer.ggml.tokens":
+                more += self._vocabulary_companions(count, average)
+            self.ensure(pos + 8, f"string array {key!r}", more=more)
         if pos > self.limit:
             raise self.error(
                 f"the last entry of string array {key!r} runs past the end of the file: "
@@ -258,6 +263,16 @@ class _Parser:
                 hint=_CORRUPT,
             )
         self.pos = pos
+
+    def _vocabulary_companions(self, n_vocab: int, average: int) -> int:
+        """Bytes llama.cpp's converters write after the token list, guessed
+        so a remote read can take them in the same request: a score (f32)
+        and a type (i32) per token, and for BPE (``gpt2``) vocabularies the
+        merges, up to two per token, each about two tokens long."""
+        guess = n_vocab * 8
+        if self.values.get("tokenizer.ggml.model") == "gpt2":
+            guess += 2 * n_vocab * max(2 * average - 7, 8)
+        return guess
 
     # -- sections -------------------------------------------------------
 
@@ -308,6 +323,7 @@ class _Parser:
     def metadata(self, n_kv: int) -> tuple[dict[str, MetaValue], dict[str, str]]:
         values: dict[str, MetaValue] = {}
         types: dict[str, str] = {}
+        self.values = values  # what is known so far sizes remote reads
         for i in range(n_kv):
             self.kv_left = n_kv - i
             at = self.pos
