@@ -327,3 +327,19 @@ def test_huge_length_after_the_first_read(length: int) -> None:
     entries += [pack_string("z")] * (n - len(entries))
     kv = pack_string("tok") + struct.pack("<IIQ", ARRAY, STRING, n) + b"".join(entries)
     _fast_refusal(preamble(3, 0, 1) + kv, "past the end of the file")
+
+
+def test_a_loaded_string_array_is_checked_like_a_skipped_one(tmp_path: Path) -> None:
+    # Loading walks the array first (the same checks), then decodes each
+    # entry; across several reads the tokens come back whole and in order.
+    tokens = [f"tok{i}-\u00e9" for i in range(60_000)]
+    b = GGUFBuilder().kv("tokenizer.ggml.tokens", ARRAY, (STRING, tokens))
+    data = b.kv("after", UINT32, 7).build()
+    path = tmp_path / "v.gguf"
+    path.write_bytes(data)
+    header = read_header_at(path, load_arrays={"tokenizer.ggml.tokens"})
+    assert header.metadata["tokenizer.ggml.tokens"] == tuple(tokens)
+    assert header.metadata["after"] == 7
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(GGUFError, match="truncated"):
+        read_header_at(path, load_arrays=True)

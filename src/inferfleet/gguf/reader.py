@@ -206,7 +206,7 @@ class _Parser:
                 return tuple(bool(v) for v in values)
             return values
         if elem_type == C.ValueType.STRING:
-            return tuple(self.string(f"entry {i} of array {key!r}") for i in range(count))
+            return self._load_strings(count, key)
         # An array asked for is loaded whole, inner arrays included.
         return tuple(self.array(f"{key}[{i}]", depth + 1, True) for i in range(count))
 
@@ -256,6 +256,21 @@ class _Parser:
                 hint=_CORRUPT,
             )
         self.pos = pos
+
+    def _load_strings(self, count: int, key: str) -> tuple[str, ...]:
+        """A string array asked for: walked (and so checked) first, then
+        decoded from the buffer with no test or message per entry."""
+        start = self.pos
+        self._skip_strings(count, key)
+        self.ensure(self.pos, f"string array {key!r}")
+        data, unpack = self.data, _U64.unpack_from
+        texts: list[str] = []
+        pos = start
+        for _ in repeat(None, count):
+            end = pos + 8 + unpack(data, pos)[0]
+            texts.append(data[pos + 8 : end].decode("utf-8", "replace"))
+            pos = end
+        return tuple(texts)
 
     def _vocabulary_companions(self, n_vocab: int, average: int) -> int:
         """Bytes llama.cpp's converters write after the token list, guessed
