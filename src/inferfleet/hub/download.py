@@ -2,9 +2,10 @@
 
 The bytes go to ``<file>.<tag>.partial`` next to the target (``tag`` names
 the expected content, so a partial of another revision is never resumed).
-A writer thread appends and hashes them while the next bytes arrive: at
-most :data:`CHUNK` bytes are ever received but not yet written, so a
-``kill -9`` loses at most that tail. A new run re-hashes the prefix on disk
+Each piece is written as it arrives and hashed in a thread of its own, in
+large batches (:mod:`~inferfleet.hub.sink`): at most :data:`CHUNK` bytes
+are ever received but not yet written, so a ``kill -9`` loses at most that
+tail. A new run re-hashes the prefix on disk
 and asks for the rest with ``Range: bytes=N-``; a fresh file gets no Range
 header at all (L-03). A ``200`` answered to a Range request restarts the
 file from the body in hand. The partial is renamed to the target only after
@@ -33,6 +34,7 @@ from inferfleet.io.retry import Attempts, GaveUp, Retry
 
 __all__ = ["CHUNK", "Cancelled", "Events", "Outcome", "Retry", "Session", "Target", "download"]
 
+_REPORT = 1 << 20  # progress granularity: one event per MiB on disk, the rest at the end
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
@@ -121,6 +123,7 @@ def download(session: Session, target: Target) -> Outcome:
             if problem is None:
                 sink.close()
                 promote(partial, final)
+                digests = sink.digests()
                 return Outcome(
                     target.path,
                     "resumed" if have else "downloaded",
@@ -128,8 +131,8 @@ def download(session: Session, target: Target) -> Outcome:
                     fetched,
                     have,
                     time.monotonic() - began,
-                    sink.sha256.hexdigest(),
-                    sink.gitsha1.hexdigest() if sink.git else None,
+                    digests.sha256,
+                    digests.gitsha1 or None,
                 )
             sink.reset()  # the wrong bytes are gone before anything else happens
             if not second_chance:
@@ -152,10 +155,11 @@ def _check(target: Target, sink: Sink) -> str | None:
     size = sink.path.stat().st_size
     if size != target.size:
         return f"{size:,} bytes on disk, {target.size:,} declared"
-    if target.sha256 is not None and sink.sha256.hexdigest() != target.sha256:
-        return f"sha256 is {sink.sha256.hexdigest()}, declared {target.sha256}"
-    if target.gitsha1 is not None and sink.gitsha1.hexdigest() != target.gitsha1:
-        return f"git blob id is {sink.gitsha1.hexdigest()}, declared {target.gitsha1}"
+    digests = sink.digests()
+    if target.sha256 is not None and digests.sha256 != target.sha256:
+        return f"sha256 is {digests.sha256}, declared {target.sha256}"
+    if target.gitsha1 is not None and digests.gitsha1 != target.gitsha1:
+        return f"git blob id is {digests.gitsha1}, declared {target.gitsha1}"
     return None
 
 
@@ -201,6 +205,7 @@ def _one_request(session: Session, target: Target, sink: Sink, got: list[int]) -
         start=start,
         check_first=lambda first: _check_first_answer(session, target, first),
     )
+    unreported = 0  # bytes on disk not yet reported: progress is told per MiB, exactly
     try:
         if _body_offset(response, target, start) == 0 and start > 0:
             # 200 to a Range request: the whole file is coming; start over with it.
@@ -218,7 +223,10 @@ def _one_request(session: Session, target: Target, sink: Sink, got: list[int]) -
                 )
             sink.feed(piece)
             got[0] += len(piece)
-            session.events.advanced(target.path, len(piece), fetched=True)
+            unreported += len(piece)
+            if unreported >= _REPORT:
+                session.events.advanced(target.path, unreported, fetched=True)
+                unreported = 0
             if session.cancel.is_set() and sink.received < target.size:
                 raise Cancelled
         if sink.received < target.size:
@@ -229,6 +237,8 @@ def _one_request(session: Session, target: Target, sink: Sink, got: list[int]) -
         raise TransientError(f"{type(exc).__name__}: {exc}", where=str(response.url)) from exc
     finally:
         response.close()
+        if unreported:
+            session.events.advanced(target.path, unreported, fetched=True)
         sink.flush()
 
 
