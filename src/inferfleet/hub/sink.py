@@ -24,9 +24,12 @@ from inferfleet.hub.errors import FetchError
 
 _BATCH = 4 << 20  # bytes handed to the hashing thread at once
 _QUEUED = 2  # batches waiting for the hashing thread (memory: about 3 x _BATCH)
+_BUFFER = 1 << 20  # one socket read when the body is read directly (Sink.fill)
+_BUFFERS = 4  # such buffers per file: one being filled, the rest being hashed or queued
+Piece = bytes | bytearray | memoryview
 # The most bytes of one file received and not yet written, at any moment: the
-# piece in hand, one socket read (64 KiB with httpcore), with a margin.
-CHUNK = 256 << 10
+# piece in hand: one socket read (64 KiB through httpx, at most _BUFFER directly).
+CHUNK = _BUFFER
 
 
 class Cancelled(Exception):
@@ -48,8 +51,13 @@ class Sink:
         self.hashers = Hashers(size, git=git)
         self._fd: int | None = None
         self._thread: threading.Thread | None = None
-        self._queue: queue.Queue[list[bytes] | None] = queue.Queue(maxsize=_QUEUED)
-        self._pending: list[bytes] = []
+        # Batches to hash, each with the sink buffer to free once hashed (None: pieces).
+        self._queue: queue.Queue[tuple[list[Piece], memoryview | None] | None] = queue.Queue(
+            maxsize=_QUEUED + _BUFFERS
+        )
+        self._free: queue.Queue[memoryview] = queue.Queue()
+        self._buffers = 0  # allocated so far, at most _BUFFERS
+        self._pending: list[Piece] = []
         self._pending_bytes = 0
         self._error: BaseException | None = None
         if start:
@@ -72,10 +80,7 @@ class Sink:
         if done < self.received:
             raise Cancelled
 
-    def feed(self, data: bytes) -> None:
-        """Write ``data`` (on disk when this returns) and queue it for hashing."""
-        if self._fd is None:
-            self._open(0)
+    def _write(self, data: Piece) -> None:
         assert self._fd is not None
         try:
             written = os.write(self._fd, data)
@@ -90,16 +95,53 @@ class Sink:
                 "what is on disk is kept and resumed",
                 where=str(self.path),
             ) from exc
+
+    def feed(self, data: Piece) -> None:
+        """Write ``data`` (on disk when this returns) and queue it for hashing."""
+        if self._fd is None:
+            self._open(0)
+        self._write(data)
         self.received += len(data)
         self._pending.append(data)
         self._pending_bytes += len(data)
         if self._pending_bytes >= _BATCH:
             self._hand_over()
 
+    def fill(self, read_into: Callable[[memoryview], int], limit: int) -> int:
+        """One ``read_into`` (a socket's ``recv_into``) of at most ``limit`` bytes, written.
+
+        The bytes land in one of the sink's own buffers, are written, and the
+        buffer goes to the hashing thread, which frees it when it is hashed:
+        no copy in Python at all. Returns the count; 0 when the peer closed.
+        """
+        if self._fd is None:
+            self._open(0)
+        self._hand_over()  # pieces fed before go to the hash first, in order
+        buffer = self._take_buffer()
+        try:
+            count = read_into(buffer[: min(len(buffer), limit)])
+            if count:
+                self._write(buffer[:count])
+        except BaseException:
+            self._free.put(buffer)
+            raise
+        if not count:
+            self._free.put(buffer)
+            return 0
+        self.received += count
+        self._queue.put(([buffer[:count]], buffer))
+        return count
+
+    def _take_buffer(self) -> memoryview:
+        if self._buffers < _BUFFERS and self._free.empty():
+            self._buffers += 1
+            return memoryview(bytearray(_BUFFER))
+        return self._free.get()
+
     def _hand_over(self) -> None:
         self._raise_error()
         if self._pending:
-            self._queue.put(self._pending)
+            self._queue.put((self._pending, None))
             self._pending = []
             self._pending_bytes = 0
 
@@ -152,12 +194,15 @@ class Sink:
 
     def _run(self) -> None:
         while True:
-            batch = self._queue.get()
+            item = self._queue.get()
             try:
-                if batch is None:
+                if item is None:
                     return
+                batch, buffer = item
                 if self._error is None:
                     self.hashers.update_all(batch)
+                if buffer is not None:
+                    self._free.put(buffer)
             except BaseException as exc:  # noqa: BLE001 - handed to the feeding thread
                 self._error = exc
             finally:
