@@ -64,9 +64,14 @@ class Sink:
             self._open(start)
 
     def _open(self, start: int) -> None:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.ftruncate(self._fd, start)
-        os.lseek(self._fd, start, os.SEEK_SET)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
         self._thread = threading.Thread(target=self._run, name="inferfleet-hash", daemon=True)
         self._thread.start()
 
