@@ -1,29 +1,35 @@
-"""The writing end of a download: append to the partial file and hash, in a thread.
+"""The writing end of a download: append to the partial file at once, hash in a thread.
 
-The receiving thread hands over pieces of at most 64 KiB through a queue of
-two; a writer thread appends them and feeds the hashes (hashlib and
-``os.write`` release the GIL, so hashing overlaps receiving). At most
-:data:`CHUNK` bytes of a file are ever received and not yet written: that
-is all a ``kill -9`` can lose, and the next run re-hashes the prefix on disk.
+Each piece the socket delivers is written to the partial file before the
+next one is read, so a ``kill -9`` loses at most the piece in hand
+(:data:`CHUNK` bounds it) and the next run resumes from what is on disk,
+re-hashing that prefix. Hashing is off the receiving thread and in large
+batches: the pieces (immutable ``bytes``, kept by reference, never copied)
+are handed to a hashing thread about 4 MiB at a time, and hashlib releases
+the GIL while it works, so receiving, writing and hashing overlap. One
+hand-over per batch, not per piece: a queue and a thread wake-up per
+64 KiB piece cost more than the hash itself.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from inferfleet.hub.errors import FetchError, HubError
+from inferfleet.artifacts.digests import Digests, Hashers, hash_into
+from inferfleet.hub.errors import FetchError
 
-_PIECE = 64 << 10  # bytes handed to the writer thread at once (at most)
-_QUEUED = 2  # pieces waiting for the writer
+_BATCH = 4 << 20  # bytes handed to the hashing thread at once
+_QUEUED = 2  # batches waiting for the hashing thread (memory: about 3 x _BATCH)
+_BUFFER = 1 << 20  # one socket read when the body is read directly (Sink.fill)
+_BUFFERS = 4  # such buffers per file: one being filled, the rest being hashed or queued
+Piece = bytes | bytearray | memoryview
 # The most bytes of one file received and not yet written, at any moment: the
-# pieces queued, the one being written and the one being handed over.
-CHUNK = _PIECE * (_QUEUED + 2)
-_REHASH = 4 << 20
+# piece in hand: one socket read (64 KiB through httpx, at most _BUFFER directly).
+CHUNK = _BUFFER
 
 
 class Cancelled(Exception):
@@ -31,7 +37,7 @@ class Cancelled(Exception):
 
 
 class Sink:
-    """Appends to the partial and hashes, in a thread of its own.
+    """Appends to the partial at once and hashes, in a thread of its own, in batches.
 
     The file is created on the first byte, so an answer that is refused
     before its body (L-01) leaves nothing behind.
@@ -41,71 +47,125 @@ class Sink:
         self.path = path
         self.size = size
         self.git = git  # the git blob id costs a second hash pass: non-LFS files only
-        self.received = start  # bytes fed; on disk once flush() returns
+        self.received = start  # bytes written (to the page cache) so far
+        self.hashers = Hashers(size, git=git)
         self._fd: int | None = None
         self._thread: threading.Thread | None = None
-        self._queue: queue.Queue[memoryview | None] = queue.Queue(maxsize=_QUEUED)
+        # Batches to hash, each with the sink buffer to free once hashed (None: pieces).
+        self._queue: queue.Queue[tuple[list[Piece], memoryview | None] | None] = queue.Queue(
+            maxsize=_QUEUED + _BUFFERS
+        )
+        self._free: queue.Queue[memoryview] = queue.Queue()
+        self._buffers = 0  # allocated so far, at most _BUFFERS
+        self._pending: list[Piece] = []
+        self._pending_bytes = 0
         self._error: BaseException | None = None
-        self._hashers()
         if start:
             self._open(start)
 
-    def _hashers(self) -> None:
-        self.sha256 = hashlib.sha256()
-        header = f"blob {self.size}\0".encode()
-        self.gitsha1 = hashlib.sha1(header, usedforsecurity=False)
-
     def _open(self, start: int) -> None:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.ftruncate(self._fd, start)
-        os.lseek(self._fd, start, os.SEEK_SET)
-        self._thread = threading.Thread(target=self._run, name="inferfleet-sink", daemon=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._thread = threading.Thread(target=self._run, name="inferfleet-hash", daemon=True)
         self._thread.start()
 
     def rehash(self, *, cancelled: Callable[[], bool], on_bytes: Callable[[int], None]) -> None:
         """Hash the prefix already on disk (a new process lost the hash state)."""
         if self.received == 0:
             return
-        with self.path.open("rb") as handle:
-            left = self.received
-            while left > 0:
-                if cancelled():
-                    raise Cancelled
-                block = handle.read(min(_REHASH, left))
-                if not block:
-                    raise HubError(f"{self.path} shrank while it was read", hint="run again")
-                self.sha256.update(block)
-                if self.git:
-                    self.gitsha1.update(block)
-                left -= len(block)
-                on_bytes(len(block))
+        done = hash_into(
+            self.hashers, self.path, limit=self.received, on_bytes=on_bytes, cancelled=cancelled
+        )
+        if done < self.received:
+            raise Cancelled
 
-    def feed(self, data: bytes) -> None:
-        if self._fd is None:
-            self._open(0)
-        self._raise_error()
-        view = memoryview(data)
-        for at in range(0, len(view), _PIECE):
-            self._queue.put(view[at : at + _PIECE])
-        self.received += len(data)
-
-    def _raise_error(self) -> None:
-        if self._error is None:
-            return
-        if isinstance(self._error, OSError):
+    def _write(self, data: Piece) -> None:
+        assert self._fd is not None
+        try:
+            written = os.write(self._fd, data)
+            if written < len(data):
+                view = memoryview(data)
+                while written < len(data):
+                    written += os.write(self._fd, view[written:])
+        except OSError as exc:
             raise FetchError(
-                f"cannot write {self.path}: {self._error.strerror or self._error}",
+                f"cannot write {self.path}: {exc.strerror or exc}",
                 hint="free some space or fix the model dir's permissions, then run again: "
                 "what is on disk is kept and resumed",
-            ) from self._error
-        raise self._error
+                where=str(self.path),
+            ) from exc
+
+    def feed(self, data: Piece) -> None:
+        """Write ``data`` (on disk when this returns) and queue it for hashing."""
+        if self._fd is None:
+            self._open(0)
+        self._write(data)
+        self.received += len(data)
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= _BATCH:
+            self._hand_over()
+
+    def fill(self, read_into: Callable[[memoryview], int], limit: int) -> int:
+        """One ``read_into`` (a socket's ``recv_into``) of at most ``limit`` bytes, written.
+
+        The bytes land in one of the sink's own buffers, are written, and the
+        buffer goes to the hashing thread, which frees it when it is hashed:
+        no copy in Python at all. Returns the count; 0 when the peer closed.
+        """
+        if self._fd is None:
+            self._open(0)
+        self._hand_over()  # pieces fed before go to the hash first, in order
+        buffer = self._take_buffer()
+        try:
+            count = read_into(buffer[: min(len(buffer), limit)])
+            if count:
+                self._write(buffer[:count])
+        except BaseException:
+            self._free.put(buffer)
+            raise
+        if not count:
+            self._free.put(buffer)
+            return 0
+        self.received += count
+        self._queue.put(([buffer[:count]], buffer))
+        return count
+
+    def _take_buffer(self) -> memoryview:
+        if self._buffers < _BUFFERS and self._free.empty():
+            self._buffers += 1
+            return memoryview(bytearray(_BUFFER))
+        return self._free.get()
+
+    def _hand_over(self) -> None:
+        self._raise_error()
+        if self._pending:
+            self._queue.put((self._pending, None))
+            self._pending = []
+            self._pending_bytes = 0
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
 
     def flush(self) -> None:
-        """Everything fed so far is written (to the page cache) when this returns."""
+        """Every byte fed so far is hashed when this returns."""
         if self._fd is None:
             return
+        self._hand_over()
         self._queue.join()
         self._raise_error()
+
+    def digests(self) -> Digests:
+        """The hashes of everything fed (and rehashed) so far."""
+        self.flush()
+        return self.hashers.digests()
 
     def reset(self) -> None:
         """Back to an empty file: a 200 answered our Range, or the bytes were wrong."""
@@ -114,7 +174,7 @@ class Sink:
             os.ftruncate(self._fd, 0)
             os.lseek(self._fd, 0, os.SEEK_SET)
         self.received = 0
-        self._hashers()
+        self.hashers = Hashers(self.size, git=self.git)
 
     def sync(self) -> None:
         """Flush and fsync; creates the file if no byte came (a declared empty file)."""
@@ -125,7 +185,7 @@ class Sink:
         os.fsync(self._fd)
 
     def close(self) -> None:
-        """Stop the writer and close the file (idempotent; keeps what was written)."""
+        """Stop the hashing thread and close the file (idempotent; keeps what was written)."""
         if self._fd is None:
             return
         try:
@@ -139,17 +199,15 @@ class Sink:
 
     def _run(self) -> None:
         while True:
-            block = self._queue.get()
+            item = self._queue.get()
             try:
-                if block is None:
+                if item is None:
                     return
-                if self._error is None and self._fd is not None:
-                    view = block
-                    while view:
-                        view = view[os.write(self._fd, view) :]
-                    self.sha256.update(block)
-                    if self.git:
-                        self.gitsha1.update(block)
+                batch, buffer = item
+                if self._error is None:
+                    self.hashers.update_all(batch)
+                if buffer is not None:
+                    self._free.put(buffer)
             except BaseException as exc:  # noqa: BLE001 - handed to the feeding thread
                 self._error = exc
             finally:
