@@ -58,6 +58,7 @@ def url_for(bind: str, port: int, path: str) -> str:
 def probe(client: httpx.Client, url: str) -> Probe:
     """One health request, classified."""
     import httpx
+
     try:
         response = client.get(url)
     except httpx.TransportError as exc:

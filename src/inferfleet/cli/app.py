@@ -144,9 +144,7 @@ VERBS: dict[str, Verb] = {
         "models_cmd", "group", "Model files: Hub manifests, verified resumable fetch, verify."
     ),
     "secrets": Verb("secrets_cmd", "group", "Keep secrets out of the repository (L-55)."),
-    "relay": Verb(
-        "relay_cmd", "group", "Deliver Alertmanager alerts to a command of your choice."
-    ),
+    "relay": Verb("relay_cmd", "group", "Deliver Alertmanager alerts to a command of your choice."),
 }
 
 HELP = "Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints."
