@@ -6,40 +6,17 @@ imported, in a fresh interpreter running the real entry point.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import typer.main
+from helpers.imports import imported_by
 
 from inferfleet.cli.app import VERBS, build_app
 
 HEAVY = ("matplotlib", "huggingface_hub", "starlette", "uvicorn", "psutil")
-
-# Runs `inferfleet ARGS` through the real main() in a fresh interpreter, then
-# prints the names of every module that was imported (stdout of the verb is
-# sent to stderr so the last stdout line is the module list).
-PROBE = """
-import contextlib, json, sys
-from inferfleet.cli.app import main
-sys.argv = ["inferfleet", *sys.argv[1:]]
-with contextlib.redirect_stdout(sys.stderr):
-    try:
-        main()
-    except SystemExit:
-        pass
-print(json.dumps(sorted(sys.modules)))
-"""
-
-
-def imported_by(*args: str) -> set[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def cli_modules(modules: set[str]) -> set[str]:
@@ -52,7 +29,7 @@ def heavy(modules: set[str]) -> set[str]:
 
 @pytest.mark.parametrize("args", [("--help",), (), ("--version",), ("no-such-verb",)])
 def test_the_verb_list_imports_no_verb_module(args: tuple[str, ...]) -> None:
-    modules = imported_by(*args)
+    modules = imported_by(*args, ok=False)
     assert cli_modules(modules) == set()
     assert heavy(modules) == set()
     assert "httpx" not in modules
