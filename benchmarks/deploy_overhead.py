@@ -7,7 +7,7 @@
    Reference, in the same run: what a hand-written deploy script does for the
    same result, `git push` then `ssh HOST 'cd CHECKOUT && git pull --ff-only'`
    on both hosts in parallel over the same kind of multiplexed connection.
-   Target: under 1.5 s.
+   Target: under 0.3 s.
 2. `plan` over a generated repository with 5,000 commits and 200 services on
    10 hosts, markers recorded at many older revisions: the fleet at HEAD
    (git show, ls-tree, validation, inputs) and the plan of every host.
@@ -15,7 +15,8 @@
    commit-by-commit planner would have to walk). Target: under 1 s.
 
 Needs root (network namespaces) and openssh-server. Runs alternate arms so
-drift hits both alike; prints medians, spread and ratios.
+drift hits both alike; prints medians, spread and ratios, and records them with
+results.py.
 
     .venv/bin/python benchmarks/deploy_overhead.py [--runs 7]
 """
@@ -36,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
+from results import record
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests" / "deploy"
@@ -67,7 +69,7 @@ def timed(fn: Callable[[], object]) -> float:
 # ---------------------------------------------------------------- 1. no-op deploy
 
 
-def noop_deploy(runs: int, work: Path) -> None:
+def noop_deploy(runs: int, work: Path, figures: dict[str, float]) -> None:
     lab = Lab(work / "lab", f"{os.getpid() % 10000:04d}")
     control = Path(tempfile.mkdtemp(prefix="ifbench", dir="/tmp"))
     try:
@@ -129,8 +131,8 @@ def noop_deploy(runs: int, work: Path) -> None:
         print("   " + summary("inferfleet deploy h1 h2 -y (fresh process)", ours))
         print("   " + summary("inferfleet plan (fresh process, 2 hosts)", plans))
         ratio = statistics.median(ours) / statistics.median(hand)
-        verdict = "meets" if statistics.median(ours) < 1.5 else "MISSES"
-        print(f"   inferfleet / by hand: {ratio:.1f}x; {verdict} the 1.5 s target")
+        verdict = "meets" if statistics.median(ours) < 0.3 else "MISSES"
+        print(f"   inferfleet / by hand: {ratio:.1f}x; {verdict} the 0.3 s target")
         floor = statistics.median(local_cpu) + statistics.median(remote_max)
         print(
             f"   cpu: deploying process {statistics.median(local_cpu):.2f} s (with its ssh "
@@ -138,6 +140,12 @@ def noop_deploy(runs: int, work: Path) -> None:
             f"cores the wall time approaches their sum, {floor:.2f} s"
         )
         print(f"   load average during the runs: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+        figures["noop_deploy_s"] = statistics.median(ours)
+        figures["by_hand_s"] = statistics.median(hand)
+        figures["plan_2_hosts_s"] = statistics.median(plans)
+        figures["noop_deploy_vs_by_hand"] = ratio
+        figures["deploying_cpu_s"] = statistics.median(local_cpu)
+        figures["slowest_apply_cpu_s"] = statistics.median(remote_max)
     finally:
         for host in lab.hosts.values():
             subprocess.run(
@@ -248,7 +256,7 @@ def generated_repo(folder: Path) -> tuple[Repo, list[str]]:
     return Repo(folder), revs
 
 
-def plan_over_history(runs: int, work: Path) -> None:
+def plan_over_history(runs: int, work: Path, figures: dict[str, float]) -> None:
     started = time.perf_counter()
     repo, revs = generated_repo(work / "history")
     built = time.perf_counter() - started
@@ -290,6 +298,9 @@ def plan_over_history(runs: int, work: Path) -> None:
     ratio = statistics.median(ours) / statistics.median(ref)
     verdict = "meets" if statistics.median(ours) < 1.0 else "MISSES"
     print(f"   plan / history walk: {ratio:.1f}x; {verdict} the 1 s target")
+    figures["plan_history_s"] = statistics.median(ours)
+    figures["history_walk_s"] = statistics.median(ref)
+    figures["plan_vs_history_walk"] = ratio
 
 
 def main() -> None:
@@ -297,13 +308,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--skip-hosts", action="store_true", help="Only the plan benchmark.")
     args = parser.parse_args()
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="inferfleet-deploy-bench-") as tmp:
         work = Path(tmp)
         if not args.skip_hosts:
             if os.geteuid() != 0:
                 raise SystemExit("the test hosts need root (network namespaces)")
-            noop_deploy(args.runs, work)
-        plan_over_history(args.runs, work)
+            noop_deploy(args.runs, work, figures)
+        plan_over_history(args.runs, work, figures)
+    record(
+        "deploy_overhead",
+        figures,
+        lower_is_better=set(figures),
+        notes={"runs": args.runs, "target": "no-op deploy to 2 hosts < 0.3 s; plan < 1 s"},
+    )
 
 
 if __name__ == "__main__":

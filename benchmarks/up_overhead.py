@@ -11,7 +11,8 @@ Same binary, same argv, same model, same machine, in the same run:
 
 Runs alternate (bare, inferfleet, ...) so drift hits both arms alike. Each
 server is stopped by pid before the next run and the port is checked free.
-Prints medians, spread and the ratio; target: inferfleet adds < 0.5 s.
+Prints medians, spread and the ratio, and records them with results.py;
+target: inferfleet adds < 0.15 s.
 
     .venv/bin/python benchmarks/up_overhead.py [--runs 5]
 """
@@ -33,6 +34,7 @@ from pathlib import Path
 import httpx
 import psutil
 import yaml
+from results import record
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "local" / "fleet.yaml"
@@ -154,7 +156,19 @@ def main() -> None:
     med_bare, med_ours = statistics.median(bare), statistics.median(ours)
     overhead = med_ours - med_bare
     print(f"ratio up/bare: {med_ours / med_bare:.2f}x   overhead: {overhead:+.3f} s")
-    print(f"target (< 0.5 s overhead): {'met' if overhead < 0.5 else 'NOT met'}")
+    print(f"target (< 0.15 s overhead): {'met' if overhead < 0.15 else 'NOT met'}")
+    record(
+        "up_overhead",
+        {
+            "bare_s": med_bare,
+            "up_s": med_ours,
+            "up_contract_s": statistics.median(ours_contract),
+            "overhead_s": overhead,
+            "up_vs_bare": med_ours / med_bare,
+        },
+        lower_is_better={"bare_s", "up_s", "up_contract_s", "overhead_s", "up_vs_bare"},
+        notes={"runs": args.runs, "target": "overhead < 0.15 s"},
+    )
 
 
 if __name__ == "__main__":

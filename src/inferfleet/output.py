@@ -13,15 +13,19 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING
 
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+# rich loads on the first human line, table or note: a `--json` run or the
+# event stream of a remote `apply` prints JSON only and does not pay for it.
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def esc(value: object) -> str:
     """Escape any text from a file or a server for rich markup."""
+    from rich.markup import escape
+
     return escape(str(value))
 
 
@@ -39,10 +43,20 @@ class Output:
     def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
-        # Human output goes to stdout; progress and notes to stderr so that
-        # `--json` stdout stays parseable.
-        self.console = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
+
+    # Human output goes to stdout; progress and notes to stderr so that
+    # `--json` stdout stays parseable.
+    @cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
     @property
     def human(self) -> bool:
@@ -66,6 +80,9 @@ class Output:
     def table(self, title: str | None, columns: list[str], rows: list[list[str]]) -> None:
         if not self.human:
             return
+        from rich import box
+        from rich.table import Table
+
         table = Table(
             title=title,
             title_justify="left",

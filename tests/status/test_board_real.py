@@ -177,9 +177,6 @@ def test_the_page_says_so_when_the_board_itself_goes_away(browser: Any, tmp_path
 def test_board_cli_errors(
     cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from inferfleet.cli import app
-
-    monkeypatch.setitem(app.VERBS, "board", ("board_cmd", "register"))
     fleet = write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port()))
     result = cli("board", "nowhere", "--file", str(fleet), "--port", "0")
     assert result.code == 2 and "no host named 'nowhere'" in result.stderr

@@ -15,13 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import psutil
 
 from inferfleet.backends.ports import listeners, owned_by
 from inferfleet.errors import HealthError
-from inferfleet.io import http, process
+from inferfleet.io import process
+
+if TYPE_CHECKING:
+    import httpx
 
 StateFn = Callable[[str, float], None]
 FAST_POLL = 0.025  # seconds between health polls during the first FAST_PHASE seconds
@@ -54,6 +57,8 @@ def url_for(bind: str, port: int, path: str) -> str:
 
 def probe(client: httpx.Client, url: str) -> Probe:
     """One health request, classified."""
+    import httpx
+
     try:
         response = client.get(url)
     except httpx.TransportError as exc:
@@ -76,6 +81,10 @@ def wait_healthy(
     log_path: Path | None = None,
     on_state: StateFn | None = None,
 ) -> HealthResult:
+    # The HTTP stack is imported here, once the process exists: it loads while
+    # the server does, instead of delaying the start.
+    from inferfleet.io import http
+
     url = url_for(bind, port, path)
     started = time.monotonic()
     deadline = started + timeout

@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import matplotlib
-
+from inferfleet.bench.measure import RequestRecord
 from inferfleet.documents import BenchDocument
+from inferfleet.errors import UsageError
 
-matplotlib.use("Agg")  # before pyplot: a CLI must never need a display
+INSTALL_HINT = "pip install 'inferfleet[bench]' (or: pip install matplotlib)"
 
-import matplotlib.pyplot as plt  # noqa: E402
 
-from inferfleet.bench.measure import RequestRecord  # noqa: E402
+def require() -> Any:
+    """matplotlib's pyplot on the Agg backend, or a UsageError saying how to install it.
+
+    matplotlib is the optional ``bench`` extra: hosts that only ``apply`` do not
+    carry it, and every other verb starts without importing it.
+    """
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise UsageError(
+            f"`inferfleet bench` draws its plots with matplotlib, which is not installed ({exc})",
+            where="bench",
+            hint=INSTALL_HINT,
+        ) from None
+    matplotlib.use("Agg")  # before pyplot: a CLI must never need a display
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _arms(summary: BenchDocument) -> list[str]:
@@ -20,6 +37,7 @@ def _arms(summary: BenchDocument) -> list[str]:
 
 
 def rate_by_concurrency(summary: BenchDocument, path: Path) -> None:
+    plt = require()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for arm in _arms(summary):
         levels = sorted(
@@ -45,6 +63,7 @@ def rate_by_concurrency(summary: BenchDocument, path: Path) -> None:
 
 
 def ttft_distribution(records: list[RequestRecord], summary: BenchDocument, path: Path) -> None:
+    plt = require()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for arm in _arms(summary):
         for c in summary["options"]["concurrency"]:
@@ -69,6 +88,7 @@ def ttft_distribution(records: list[RequestRecord], summary: BenchDocument, path
 
 
 def arm_comparison(summary: BenchDocument, path: Path) -> None:
+    plt = require()
     arms = _arms(summary)
     levels = summary["options"]["concurrency"]
     by_key = {(lv["arm"], lv["concurrency"]): lv for lv in summary["levels"]}

@@ -3,85 +3,201 @@
 Expected errors (:class:`FleetError`) print ``where: message -- hint`` on
 stderr and exit with the error's code (2 for bad input, 1 for failed
 operations); a traceback only with ``INFERFLEET_DEBUG=1``.
+
+Start-up is part of the interface: the CLI runs in loops, in CI and on every
+host of every deploy. Only the invoked verb's module is imported; the verb
+list in ``--help`` comes from the registry below (its help strings live here),
+and ``--version`` answers before any verb or rich is imported.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
-import traceback
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from inferfleet import __version__
 from inferfleet.errors import EXIT_FAILED, FleetError
 
-# Verb -> (module under inferfleet.cli, how it attaches). "register": the
-# module's register(app) adds top-level verbs; "group": its `app` is a
-# sub-app named after the verb. Modules are imported only for the verb being
-# run (help imports them all): `inferfleet up` should not pay for importing
-# the GGUF reader or the plotting stack.
-VERBS: dict[str, tuple[str, str]] = {
-    "init": ("fleet_cmds", "register"),
-    "validate": ("fleet_cmds", "register"),
-    "show": ("fleet_cmds", "register"),
-    "schema": ("fleet_cmds", "register"),
-    "up": ("run_cmds", "register"),
-    "down": ("run_cmds", "register"),
-    "status": ("run_cmds", "register"),
-    "logs": ("run_cmds", "register"),
-    "runtime": ("runtime_cmds", "group"),
-    "gguf": ("gguf_cmd", "group"),
-    "check": ("check_cmd", "register"),
-    "render": ("render_cmd", "register"),
-    "diff": ("render_cmd", "register"),
-    "render-settings": ("render_cmd", "register"),
-    "models": ("models_cmd", "group"),
-    "probe": ("probe_cmd", "register"),
-    "bench": ("bench_cmd", "register"),
-    "secrets": ("secrets_cmd", "group"),
-    "budget": ("budget_cmd", "register"),
-    "plan": ("deploy_cmd", "register"),
-    "deploy": ("deploy_cmd", "register"),
-    "apply": ("deploy_cmd", "register"),
-    "rollback": ("deploy_cmd", "register"),
-    "board": ("board_cmd", "register"),
-    "relay": ("relay_cmd", "group"),
+
+class Verb:
+    """One verb: the module under ``inferfleet.cli`` that defines it, how it
+    attaches ("register": the module's ``register(app)`` adds top-level verbs;
+    "group": its ``app`` is a sub-app named after the verb) and its one-line help
+    for the verb list (the same line as the command's own docstring's first line)."""
+
+    __slots__ = ("module", "how", "help")
+
+    def __init__(self, module: str, how: str, help: str) -> None:
+        self.module = module
+        self.how = how
+        self.help = help
+
+
+# In the order `inferfleet --help` lists them.
+VERBS: dict[str, Verb] = {
+    "validate": Verb(
+        "fleet_cmds",
+        "register",
+        "Check a fleet file: YAML, schema and cross-references. Exit 2 when invalid.",
+    ),
+    "show": Verb(
+        "fleet_cmds", "register", "Show the fleet, or one service with the exact argv it runs."
+    ),
+    "schema": Verb(
+        "fleet_cmds",
+        "register",
+        "Print the fleet file's JSON Schema (for editor validation and completion).",
+    ),
+    "init": Verb(
+        "fleet_cmds",
+        "register",
+        "Scaffold a fleet repository: fleet.yaml (from the embedded example) and .gitignore.",
+    ),
+    "up": Verb(
+        "run_cmds",
+        "register",
+        "Bring this machine's services up: build, verify, start, health-gate, check.",
+    ),
+    "down": Verb(
+        "run_cmds",
+        "register",
+        "Stop this machine's services by their recorded pid (never by name, L-43).",
+    ),
+    "status": Verb(
+        "run_cmds",
+        "register",
+        "Health, pid, uptime, slots, revision and last bench of every service; "
+        "exit 1 on a problem.",
+    ),
+    "logs": Verb(
+        "run_cmds", "register", "Print the last lines of a service's log (process backend)."
+    ),
+    "check": Verb(
+        "check_cmd",
+        "register",
+        "Check the fleet against every lesson encoded as a rule (schema first).",
+    ),
+    "render": Verb(
+        "render_cmd",
+        "register",
+        "Write every artifact (units, env files, monitoring, client configs) to --out.",
+    ),
+    "diff": Verb(
+        "render_cmd",
+        "register",
+        "Show what `render` would change in a directory of previously rendered artifacts.",
+    ),
+    "render-settings": Verb(
+        "render_cmd",
+        "register",
+        "Render a service's third-party settings files from env files (L-54), on the host.",
+    ),
+    "probe": Verb(
+        "probe_cmd",
+        "register",
+        "Check an endpoint's contract: APIs, slots and window, tools, reasoning, vision, metrics.",
+    ),
+    "bench": Verb(
+        "bench_cmd",
+        "register",
+        "Benchmark endpoints on real, salted prompts with the server's own token counts.",
+    ),
+    "budget": Verb(
+        "budget_cmd",
+        "register",
+        "Memory per device of llama.cpp services: weights, KV, compute, projector, drafter, "
+        "headroom; fits or not. Exits 1 when a device does not fit.",
+    ),
+    "plan": Verb(
+        "deploy_cmd",
+        "register",
+        "Per host, the services whose inputs changed since the revision recorded there.",
+    ),
+    "deploy": Verb(
+        "deploy_cmd",
+        "register",
+        "Push, then on each host: git pull --ff-only and inferfleet apply, gated per service.",
+    ),
+    "apply": Verb(
+        "deploy_cmd",
+        "register",
+        "On the host: gates, stop, install, start, health gate, marker; service by service.",
+    ),
+    "rollback": Verb(
+        "deploy_cmd",
+        "register",
+        "Apply one service as of an earlier revision, gated like a deploy.",
+    ),
+    "board": Verb(
+        "board_cmd",
+        "register",
+        "Serve a status page of the fleet: health, slots, revisions and last bench figures.",
+    ),
+    "runtime": Verb("runtime_cmds", "group", "Install and inspect runtimes (llama.cpp builds)."),
+    "gguf": Verb(
+        "gguf_cmd", "group", "Read GGUF headers (metadata and tensor infos; never tensor data)."
+    ),
+    "models": Verb(
+        "models_cmd", "group", "Model files: Hub manifests, verified resumable fetch, verify."
+    ),
+    "secrets": Verb("secrets_cmd", "group", "Keep secrets out of the repository (L-55)."),
+    "relay": Verb("relay_cmd", "group", "Deliver Alertmanager alerts to a command of your choice."),
 }
 
+HELP = "Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints."
 
-def build_app(verb: str | None = None) -> typer.Typer:
-    """The Typer app with every verb group, or only the one ``verb`` needs."""
+
+def _new_app() -> typer.Typer:
     app = typer.Typer(
         name="inferfleet",
-        help="Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints.",
+        help=HELP,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
     )
     app.callback()(_root)
-    wanted = [VERBS[verb]] if verb in VERBS else list(VERBS.values())
+    return app
+
+
+def build_app(verb: str | None = None, *, full: bool = False) -> typer.Typer:
+    """The Typer app for running ``verb``: only that verb's module is imported.
+
+    With no known ``verb`` (``--help``, no arguments, a mistyped verb) every verb
+    is listed from :data:`VERBS` without importing its module; ``full=True``
+    imports and attaches every verb (for tests and tools that want the whole app).
+    """
+    import importlib
+
+    app = _new_app()
+    if verb not in VERBS and not full:
+        for name, entry in VERBS.items():
+            app.command(name, help=entry.help, add_help_option=False)(_listed)
+        return app
+    wanted = list(VERBS.values()) if full else [VERBS[str(verb)]]
     done: set[str] = set()
-    for module_name, how in wanted:
-        if module_name in done:
+    for entry in wanted:
+        if entry.module in done:
             continue
-        done.add(module_name)
+        done.add(entry.module)
         try:
-            module = importlib.import_module(f"inferfleet.cli.{module_name}")
+            module = importlib.import_module(f"inferfleet.cli.{entry.module}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"inferfleet.cli.{module_name}":
+            if exc.name != f"inferfleet.cli.{entry.module}":
                 raise
             continue  # a verb group this installation does not ship
-        if how == "register":
+        if entry.how == "register":
             module.register(app)
         else:
-            names = [v for v, (m, _h) in VERBS.items() if m == module_name]
+            names = [v for v, e in VERBS.items() if e.module == entry.module]
             app.add_typer(module.app, name=names[0])
     return app
+
+
+def _listed() -> None:
+    """A verb as listed by ``--help``; never run (a known verb builds its real app)."""
 
 
 _full_app: typer.Typer | None = None
@@ -93,7 +209,7 @@ def __getattr__(name: str) -> typer.Typer:
     global _full_app
     if name == "app":
         if _full_app is None:
-            _full_app = build_app()
+            _full_app = build_app(full=True)
         return _full_app
     raise AttributeError(name)
 
@@ -126,22 +242,38 @@ def _terminated(_signum: int, _frame: object) -> None:
 
 
 def main() -> None:
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        # The most common probe of an installation (scripts, CI, every deploy
+        # host): answered before Typer, rich or any verb is imported.
+        sys.stdout.write(f"inferfleet {__version__}\n")
+        return
     debug = os.environ.get("INFERFLEET_DEBUG") == "1"
     signal.signal(signal.SIGTERM, _terminated)
+
     try:
         # Standalone mode: typer formats usage errors and turns Exit into
         # sys.exit itself; only our own errors and real bugs reach us.
-        build_app(_first_verb(sys.argv[1:]))()
+        build_app(_first_verb(argv))()
     except FleetError as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         _print_error(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        from rich.console import Console
+
         Console(stderr=True).print("interrupted")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - last resort: no traceback unless asked
+        from rich.console import Console
+        from rich.markup import escape
+
         if debug:
+            import traceback
+
             traceback.print_exc()
         else:
             Console(stderr=True).print(
@@ -152,6 +284,9 @@ def main() -> None:
 
 
 def _print_error(exc: FleetError) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     console.print(f"[bold red]error[/bold red]: {escape(exc.render())}")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from inferfleet.bench import outputs
+from inferfleet.bench import outputs, plots
 from inferfleet.bench.arms import load_arms
 from inferfleet.bench.battery import load_battery
 from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm, run_bench
@@ -81,6 +81,7 @@ def bench(
 ) -> None:
     """Benchmark endpoints on real, salted prompts with the server's own token counts."""
     out = Output(json_mode=json_out)
+    plots.require()  # the optional `bench` extra: say how to install it before any work
     if api not in ("chat", "completions"):
         raise UsageError(f"--api {api!r} is not chat or completions", hint="e.g. --api chat")
     if max_tokens < MIN_DECODE_TOKENS:

@@ -6,22 +6,18 @@ import json
 import shlex
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from inferfleet.documents import (
-    FleetCounts,
-    ShowFleetDocument,
-    ShowServiceDocument,
-    ValidateDocument,
-    ValidationIssue,
-)
 from inferfleet.errors import SpecError, UsageError
-from inferfleet.fleetfile.fleet import Fleet
-from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
-from inferfleet.fleetfile.quantities import format_duration, format_size
-from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
+
+# Every verb module imports this one for its options: the fleet model (pydantic)
+# and the documents load only when a fleet is read, inside the functions.
+if TYPE_CHECKING:
+    from inferfleet.documents import ShowServiceDocument
+    from inferfleet.fleetfile.loader import LoadedFleet
 
 DEFAULT_FLEET = Path("fleet.yaml")
 
@@ -49,6 +45,8 @@ def embedded_example() -> Path:
 
 def resolve_fleet(path: Path | None, out: Output | None = None) -> LoadedFleet:
     """An explicit path, else ./fleet.yaml, else the embedded example."""
+    from inferfleet.fleetfile.loader import load_fleet
+
     if path is not None:
         return load_fleet(path)
     if DEFAULT_FLEET.exists():
@@ -67,6 +65,9 @@ def register(app: typer.Typer) -> None:
 
 def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
     """Check a fleet file: YAML, schema and cross-references. Exit 2 when invalid."""
+    from inferfleet.documents import FleetCounts, ValidateDocument, ValidationIssue
+    from inferfleet.fleetfile.loader import load_fleet
+
     out = Output(json_mode=json_out)
     target = file if file is not None else DEFAULT_FLEET
     try:
@@ -117,6 +118,8 @@ def show(
     json_out: bool = JsonOpt,
 ) -> None:
     """Show the fleet, or one service with the exact argv it runs."""
+    from inferfleet.fleetfile.quantities import format_duration
+
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
     fleet = loaded.fleet
@@ -169,6 +172,7 @@ def service_detail(loaded: LoadedFleet, name: str) -> ShowServiceDocument:
     svc = fleet.services[name]
     # Imported here: validate, schema and init need none of the launch machinery.
     from inferfleet.deploy.facts import host_facts
+    from inferfleet.documents import ShowServiceDocument
     from inferfleet.render.facts import facts_for
     from inferfleet.render.pipeline import service_launch
 
@@ -195,6 +199,9 @@ def service_detail(loaded: LoadedFleet, name: str) -> ShowServiceDocument:
 
 
 def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
+    from inferfleet.documents import ShowFleetDocument
+    from inferfleet.fleetfile.quantities import format_size
+
     fleet = loaded.fleet
     if out.json_mode:
         out.emit(
@@ -233,6 +240,8 @@ def _show_fleet(out: Output, loaded: LoadedFleet) -> None:
 
 def schema(indent: int = typer.Option(2, help="JSON indentation.")) -> None:
     """Print the fleet file's JSON Schema (for editor validation and completion)."""
+    from inferfleet.fleetfile.fleet import Fleet
+
     doc = Fleet.model_json_schema(mode="validation")
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     doc["$id"] = "inferfleet.fleet/v1"
@@ -252,6 +261,8 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing fleet.yaml."),
 ) -> None:
     """Scaffold a fleet repository: fleet.yaml (from the embedded example) and .gitignore."""
+    from inferfleet.io.files import atomic_write
+
     out = Output()
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "fleet.yaml"

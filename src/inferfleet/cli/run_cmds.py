@@ -6,24 +6,22 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import Progress, TaskID
 
-from inferfleet.backends.health import tail
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.cli.progress import bytes_progress, note_above, steps_progress
-from inferfleet.deploy import local
-from inferfleet.documents import (
-    DownDocument,
-    DownService,
-    MinimalCheck,
-    UpDocument,
-    UpService,
-    document_of,
-)
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.output import Output, esc
+
+# The launch machinery (deploy.local: render, backends, httpx, psutil) and the
+# progress bars load inside the verbs that use them: `status --help` and
+# `logs` do not pay for `up`.
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from inferfleet.deploy import local
+    from inferfleet.documents import UpService
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +32,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
+    from rich.progress import TaskID
+
+    from inferfleet.cli.progress import bytes_progress, note_above, steps_progress
+    from inferfleet.deploy import local
+
     if not out.human:
         return local.Hooks(), None
     progress = steps_progress(out, spinner=True)
@@ -89,6 +92,9 @@ def up(
     ),
 ) -> None:
     """Bring this machine's services up: build, verify, start, health-gate, check."""
+    from inferfleet.deploy import local
+    from inferfleet.documents import UpDocument
+
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
     names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
@@ -145,6 +151,8 @@ def up(
 
 
 def _up_json(r: local.UpResult) -> UpService:
+    from inferfleet.documents import MinimalCheck, UpService, document_of
+
     return document_of(
         UpService,
         r,
@@ -160,6 +168,9 @@ def down(
     json_out: bool = JsonOpt,
 ) -> None:
     """Stop this machine's services by their recorded pid (never by name, L-43)."""
+    from inferfleet.deploy import local
+    from inferfleet.documents import DownDocument, DownService, document_of
+
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
     names = local.local_services(loaded, service)
@@ -223,6 +234,9 @@ def logs(
     follow: bool = typer.Option(False, "--follow", "-F", help="Keep printing new lines."),
 ) -> None:
     """Print the last lines of a service's log (process backend)."""
+    from inferfleet.backends.health import tail
+    from inferfleet.deploy import local
+
     out = Output()
     loaded = resolve_fleet(file, out)
     [name] = local.local_services(loaded, service)

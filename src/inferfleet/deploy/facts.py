@@ -28,7 +28,6 @@ from inferfleet.deploy.state import (
     ServiceFacts,
     UnitFact,
 )
-from inferfleet.io import http
 from inferfleet.render.facts import HostFacts, unit_name
 
 PROBE_TIMEOUT = 2.0
@@ -140,6 +139,8 @@ def gather(
         answer, status = "down", None
         if pid is not None or held:
             url = gate.url_for(bind, port, health_path)
+            from inferfleet.io import http  # only when something may answer
+
             with http.client(timeout=PROBE_TIMEOUT) as client:
                 probe = gate.probe(client, url)
             answer, status = probe.state, probe.status

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inferfleet import paths
 from inferfleet.artifacts.manifest import declared_files
@@ -37,9 +37,11 @@ from inferfleet.errors import ContractError, FleetError, RuntimeInstallError, Us
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import llamacpp_build
-from inferfleet.probe.minimal import Check, run_minimal
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.runtimes.registry import traits
+
+if TYPE_CHECKING:
+    from inferfleet.probe.minimal import Check
 
 
 @dataclass
@@ -200,6 +202,8 @@ def _up_one(
     def contract_check(done: ServiceLaunch) -> None:
         if service.kind != "llm":
             return
+        from inferfleet.probe.minimal import run_minimal  # after the health gate (httpx)
+
         found = run_minimal(
             url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name
         )

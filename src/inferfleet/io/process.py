@@ -16,10 +16,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import psutil
+from typing import TYPE_CHECKING
 
 from inferfleet.errors import ProcessError
+
+# psutil loads with the first server started or stopped: `run` (git, a build
+# step) is on the path of every deploy and needs none of it.
+if TYPE_CHECKING:
+    import psutil
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,8 @@ def spawn_detached(
     process handle; callers record its pid and create time (a pid alone can
     be reused by an unrelated process).
     """
+    import psutil
+
     argv = [str(a) for a in argv]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
@@ -210,6 +216,8 @@ def terminate(proc: psutil.Process, *, grace: float = 10.0) -> str:
 
 
 def _wait_gone(proc: psutil.Process, timeout: float) -> bool:
+    import psutil
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         popen = _reapers.get(proc.pid)
