@@ -28,6 +28,23 @@ class MetricNames:
     prompt_tokens: str  # counter
     generation_tokens: str  # counter
 
+    @classmethod
+    def engine(
+        cls,
+        prefix: str,
+        running: str,
+        waiting: str,
+        *,
+        generation_tokens: str = "generation_tokens_total",
+    ) -> MetricNames:
+        """Series named ``<prefix>:<name>``, as llama.cpp, vLLM and SGLang all export them."""
+        return cls(
+            running=f"{prefix}:{running}",
+            waiting=f"{prefix}:{waiting}",
+            prompt_tokens=f"{prefix}:prompt_tokens_total",
+            generation_tokens=f"{prefix}:{generation_tokens}",
+        )
+
 
 @dataclass(frozen=True)
 class Launch:

@@ -229,11 +229,11 @@ TRAITS = RuntimeTraits(
     kind="llama.cpp",
     argv=argv,
     reasoning_field="reasoning_content",  # L-45
-    metrics=MetricNames(
-        running="llamacpp:requests_processing",
-        waiting="llamacpp:requests_deferred",
-        prompt_tokens="llamacpp:prompt_tokens_total",
-        generation_tokens="llamacpp:tokens_predicted_total",
+    metrics=MetricNames.engine(
+        "llamacpp",
+        "requests_processing",
+        "requests_deferred",
+        generation_tokens="tokens_predicted_total",
     ),
     stop_grace_s=10.0,
     # The official server images put the binary here (ghcr.io/ggml-org/llama.cpp:server).

@@ -108,12 +108,7 @@ TRAITS = replace(
     kind="sglang",
     argv=argv,
     reasoning_field="reasoning_content",  # L-45
-    metrics=MetricNames(
-        running="sglang:num_running_reqs",
-        waiting="sglang:num_queue_reqs",
-        prompt_tokens="sglang:prompt_tokens_total",
-        generation_tokens="sglang:generation_tokens_total",
-    ),
+    metrics=MetricNames.engine("sglang", "num_running_reqs", "num_queue_reqs"),
     container_program=("python3", "-m", "sglang.launch_server"),
     cache_env={k: v for k, v in vllm.CACHE_ENV.items() if k != "VLLM_CACHE_ROOT"},
     cache_types=frozenset(_KV_DTYPE),

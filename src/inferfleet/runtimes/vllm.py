@@ -186,12 +186,7 @@ TRAITS = RuntimeTraits(
     kind="vllm",
     argv=argv,
     reasoning_field="reasoning",  # L-45
-    metrics=MetricNames(
-        running="vllm:num_requests_running",
-        waiting="vllm:num_requests_waiting",
-        prompt_tokens="vllm:prompt_tokens_total",
-        generation_tokens="vllm:generation_tokens_total",
-    ),
+    metrics=MetricNames.engine("vllm", "num_requests_running", "num_requests_waiting"),
     stop_grace_s=30.0,
     container_program=("vllm", "serve"),
     cache_env=CACHE_ENV,
