@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import UsageError
+from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.secrets import is_secret_name, redact, secret_in
 
 # Values shorter than this are too likely to occur by chance ("1", "true").
@@ -34,7 +35,6 @@ PLACEHOLDERS = frozenset(
      "secret", "password", "token", "xxxx", "xxxxxxxx", "redacted", "<secret>"}
 )  # fmt: skip
 _WORD = re.compile(rb"[A-Za-z0-9_]")
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _MAX_FILE = 256 * 1024 * 1024  # larger files are model payloads, not config
 
 
@@ -61,17 +61,7 @@ def parse_env_file(path: Path) -> dict[str, str]:
             hint="the untracked env file that holds the secrets (e.g. secrets.env, mode 600) "
             "must exist and be readable",
         ) from None
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        if raw.lstrip().startswith("#"):
-            continue
-        match = _ENV_LINE.match(raw)
-        if not match:
-            continue
-        name, value = match.groups()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[name] = value
+    values, _unreadable = parse_env_text(text)  # lines that are no assignment hold no value
     return values
 
 

@@ -9,6 +9,8 @@ reads by itself (L-24).
 
 from __future__ import annotations
 
+import re
+
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.base import env_value_problem, unsafe_char
 from inferfleet.fleetfile.fleet import Service
@@ -54,3 +56,27 @@ def _line(service: str, key: str, value: str) -> str:
             hint="use a plain value; pass structured settings with a settings file",
         )
     return f"{key}={value}"
+
+
+# One `NAME=value` line of an env file, as systemd's EnvironmentFile= and a shell's
+# `.` both read it: optional `export`, spaces around `=`, matching outer quotes.
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def parse_env_text(text: str) -> tuple[dict[str, str], list[int]]:
+    """The values of an env file, and the numbers of its lines that are not
+    ``NAME=value``, a ``#`` comment or blank (callers decide whether that is an error)."""
+    values: dict[str, str] = {}
+    bad: list[int] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        match = _ENV_LINE.match(raw)
+        if match is None:
+            bad.append(number)
+            continue
+        name, value = match.groups()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name] = value
+    return values, bad

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from inferfleet.errors import FleetError
+from inferfleet.render.envfile import parse_env_text
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOSE = re.compile(r"\$\{[^}]*\}?")
@@ -36,20 +37,10 @@ def read_env_files(files: Iterable[Path]) -> dict[str, str]:
                 where=str(path),
                 hint="create it from the committed example (it is untracked on purpose)",
             ) from None
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            line = line.removeprefix("export ").strip()
-            key, sep, value = line.partition("=")
-            if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
-                raise SettingsError(
-                    "env file line is not KEY=value", where=f"{path}:{number}", hint=""
-                )
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            values[key.strip()] = value
+        found, bad = parse_env_text(text)
+        if bad:
+            raise SettingsError("env file line is not KEY=value", where=f"{path}:{bad[0]}", hint="")
+        values.update(found)
     return values
 
 
