@@ -84,17 +84,19 @@ def gather(
     """
     files: dict[str, str] = {}
     scopes_with_files: set[str] = set()
-    for scope, candidates in unit_paths(name, facts).items():
-        for candidate in candidates:
-            digest = file_sha256(Path(candidate))
-            if digest is not None:
-                files[candidate] = digest
-                if not candidate.endswith(".env"):
-                    scopes_with_files.add(scope)
-    for extra in extra_paths:
-        digest = file_sha256(Path(extra))
-        if digest is not None:
-            files[extra] = digest
+    # Where the renderer installs this service's files, per scope, and the files the
+    # launch names besides (extra_paths): one stat + hash each, when present.
+    candidates: list[tuple[str | None, str]] = [
+        (s, c) for s, paths in unit_paths(name, facts).items() for c in paths
+    ]
+    candidates += [(None, extra) for extra in extra_paths]
+    for scope, candidate in candidates:
+        digest = file_sha256(Path(candidate))
+        if digest is None:
+            continue
+        files[candidate] = digest
+        if scope is not None and not candidate.endswith(".env"):
+            scopes_with_files.add(scope)
 
     record_fact: RecordFact | None = None
     pid: int | None = None
@@ -137,15 +139,15 @@ def gather(
         family = family_of(pid) if pid is not None else set()
         strangers = [h for h in held if h.pid not in family]
         answer, status = "down", None
+        url = gate.url_for(bind, port, health_path)
         if pid is not None or held:
-            url = gate.url_for(bind, port, health_path)
             from inferfleet.io import http  # only when something may answer
 
             with http.client(timeout=PROBE_TIMEOUT) as client:
                 probe = gate.probe(client, url)
             answer, status = probe.state, probe.status
         health = HealthFact(
-            url=gate.url_for(bind, port, health_path),
+            url=url,
             answer=answer,
             status=status,
             listeners=[h.pid for h in held if h.pid is not None],
