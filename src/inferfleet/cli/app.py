@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-
-import typer
+from typing import TYPE_CHECKING
 
 from inferfleet import __version__
 from inferfleet.errors import EXIT_FAILED, FleetError
+
+if TYPE_CHECKING:
+    import typer
 
 
 class Verb:
@@ -151,6 +153,20 @@ HELP = "Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducibl
 
 
 def _new_app() -> typer.Typer:
+    import typer
+
+    def _version(value: bool) -> None:
+        if value:
+            typer.echo(f"inferfleet {__version__}")
+            raise typer.Exit()
+
+    def _root(
+        version: bool = typer.Option(
+            False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ) -> None:
+        """Fleet-as-code for self-hosted LLM inference."""
+
     app = typer.Typer(
         name="inferfleet",
         help=HELP,
@@ -221,20 +237,6 @@ def _first_verb(argv: list[str]) -> str | None:
     return None
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"inferfleet {__version__}")
-        raise typer.Exit()
-
-
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """Fleet-as-code for self-hosted LLM inference."""
-
-
 def _terminated(_signum: int, _frame: object) -> None:
     # SIGTERM takes the same clean-up path as Ctrl-C: children we run (a
     # build, a download) are stopped and nothing half-written stays behind.
@@ -252,6 +254,13 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
 
     try:
+        if argv[:1] == ["apply"] and os.environ.get("INFERFLEET_NO_MEMO") != "1":
+            # A deploy's apply on a host with nothing to do: answered from the
+            # host's no-op memo before Typer, pydantic or the fleet model load.
+            from inferfleet.deploy import noop
+
+            if noop.answer(argv[1:]):
+                return
         # Standalone mode: typer formats usage errors and turns Exit into
         # sys.exit itself; only our own errors and real bugs reach us.
         build_app(_first_verb(argv))()

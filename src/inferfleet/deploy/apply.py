@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from inferfleet import paths
-from inferfleet.deploy import planner
+from inferfleet.deploy import noop, planner
 from inferfleet.deploy.errors import GitError
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
@@ -68,6 +68,9 @@ class ApplyResult:
     failed: Failure | None = None
     actions: list[Action] = field(default_factory=list)
     dry_run: bool = False
+    # What was applied, for the no-op memo (not part of the document).
+    fleet_at: FleetAtRevision | None = field(default=None, repr=False)
+    state_dir: Path = field(default=Path(), repr=False)
 
     @property
     def ok(self) -> bool:
@@ -118,19 +121,57 @@ def failure_json(service: str | None, exc: FleetError) -> Failure:
 
 
 def lock_for(repo: Repo, host: str) -> HostLock:
-    git_dir = Path(repo.git("rev-parse", "--absolute-git-dir").strip())
-    return HostLock(git_dir / LOCK_NAME, host)
+    return HostLock(repo.git_dir() / LOCK_NAME, host)
 
 
 def apply(fleet_file: Path, options: ApplyOptions, emit: Emit) -> ApplyResult:
-    repo = Repo.containing(fleet_file)
+    repo, git_dir = Repo.with_git_dir(fleet_file)
     fleet_path = repo.relative(fleet_file)
     if options.dry_run:
         return _apply(repo, fleet_file, fleet_path, options, emit)
     what = f"apply of {options.revision or 'HEAD'}" + (" after a pull" if options.pull else "")
-    with lock_for(repo, options.host) as lock:
+    with HostLock(git_dir / LOCK_NAME, options.host) as lock:
         lock.acquire(what)
-        return _apply(repo, fleet_file, fleet_path, options, emit)
+        result = _apply(repo, fleet_file, fleet_path, options, emit)
+        if _memo_kind(options):
+            _remember(git_dir, options.host, result)
+        return result
+
+
+def _memo_kind(options: ApplyOptions) -> bool:
+    """Whether an apply of these options may leave the no-op memo (deploy/noop.py):
+    a whole host brought to HEAD, as a deploy does."""
+    return not (options.services or options.drain or options.dry_run or options.revision)
+
+
+def _remember(git_dir: Path, host: str, result: ApplyResult) -> None:
+    """After a whole-host apply: the memo of its no-op, when every service is now kept.
+
+    The markers' signature is read before and after they are planned from, so a
+    marker written meanwhile (an ``up``, a ``down``) leaves no memo. A memo is
+    an optimisation: failing to write it fails nothing.
+    """
+    at = result.fleet_at
+    try:
+        if at is None or not result.ok:
+            noop.forget(git_dir)
+            return
+        state_dir = result.state_dir
+        before = noop.markers_signature(state_dir)
+        plan = planner.plan_host(host, at, MarkerStore(state_dir).all())
+        if plan.changes() or noop.markers_signature(state_dir) != before:
+            noop.forget(git_dir)
+            return
+        doc = ApplyResult(host, at.revision, plan.items).to_json()
+        memo = noop.memo_of(
+            host, at.fleet_path, at.blobs, at.host_files(host), state_dir, before, dict(doc)
+        )
+        if memo is None:
+            noop.forget(git_dir)
+        else:
+            noop.write(git_dir, memo)
+    except (OSError, FleetError):
+        return
 
 
 def _apply(
@@ -177,6 +218,7 @@ def _apply(
     result = ApplyResult(
         options.host, revision, plan.items, [i.service for i in chosen], dry_run=options.dry_run
     )
+    result.fleet_at, result.state_dir = at, state_dir
     emit({"event": "plan", "host": options.host, "revision": revision, "selected": result.selected})
     if not chosen:
         return result

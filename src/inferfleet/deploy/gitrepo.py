@@ -31,15 +31,29 @@ class Repo:
     @classmethod
     def containing(cls, path: Path) -> Repo:
         """The repository whose working tree holds ``path`` (a file or folder)."""
+        return cls._located(path, "--show-toplevel")[0]
+
+    @classmethod
+    def with_git_dir(cls, path: Path) -> tuple[Repo, Path]:
+        """The repository holding ``path`` and its git directory, in one git call."""
+        repo, lines = cls._located(path, "--show-toplevel", "--absolute-git-dir")
+        return repo, Path(lines[1])
+
+    @classmethod
+    def _located(cls, path: Path, *asked: str) -> tuple[Repo, list[str]]:
         folder = path if path.is_dir() else path.parent
-        done = _git(folder, "rev-parse", "--show-toplevel", check=False)
-        if done.returncode != 0:
+        done = _git(folder, "rev-parse", *asked, check=False)
+        lines = done.stdout.splitlines()
+        if done.returncode != 0 or len(lines) != len(asked):
             raise GitError(
                 f"{path} is not inside a git repository",
                 hint="deploys work from a git repository: git init, commit the fleet file, "
                 "and clone it on every host",
             )
-        return cls(Path(done.stdout.strip()))
+        return cls(Path(lines[0])), lines
+
+    def git_dir(self) -> Path:
+        return Path(self.git("rev-parse", "--absolute-git-dir").strip())
 
     def git(self, *args: str, check: bool = True, timeout: float = _GIT_TIMEOUT) -> str:
         done = _git(self.root, *args, check=False, timeout=timeout)

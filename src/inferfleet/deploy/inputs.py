@@ -14,8 +14,6 @@ Both are pure functions of the fleet and one ``git ls-tree``.
 
 from __future__ import annotations
 
-import bisect
-import fnmatch
 import hashlib
 import json
 import posixpath
@@ -25,11 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from inferfleet.deploy.repofiles import MISSING, RepoFiles
 from inferfleet.fleetfile.fleet import Fleet
 
 INPUTS_VERSION = 1
-MISSING = "-"  # the blob id recorded for a declared file that does not exist
-_GLOB = set("*?[")
 
 
 @dataclass(frozen=True)
@@ -87,56 +84,14 @@ def _dump(model: BaseModel) -> Any:
     return model.model_dump(mode="json", exclude_defaults=True)
 
 
-class RepoFiles:
-    """The files of one revision, for exact, folder and glob lookups."""
-
-    def __init__(self, blobs: Mapping[str, str]) -> None:
-        # Kept as given: a working tree's blob ids are computed only when read.
-        self.blobs = blobs
-        self._sorted = sorted(self.blobs)
-
-    def match(self, pattern: str) -> dict[str, str]:
-        """Files a declared path names: the file, everything under a folder, or a glob."""
-        pattern = pattern.strip()
-        if pattern.startswith("./"):
-            pattern = pattern[2:]
-        if any(ch in _GLOB for ch in pattern):
-            return {p: self.blobs[p] for p in self._sorted if fnmatch.fnmatchcase(p, pattern)}
-        pattern = pattern.rstrip("/")
-        if pattern in self.blobs:
-            return {pattern: self.blobs[pattern]}
-        prefix = pattern + "/"
-        start = bisect.bisect_left(self._sorted, prefix)
-        found: dict[str, str] = {}
-        for path in self._sorted[start:]:
-            if not path.startswith(prefix):
-                break
-            found[path] = self.blobs[path]
-        return found
-
-
 def service_inputs(fleet: Fleet, fleet_path: str, name: str, files: RepoFiles) -> ServiceInputs:
     """The inputs of service ``name``; ``fleet_path`` is the fleet file's repository path."""
     service = fleet.services[name]
-    base = posixpath.dirname(fleet_path)
-
-    def in_repo(relative: str) -> str:
-        return posixpath.normpath(posixpath.join(base, relative))
-
     sections = {"service": digest(_dump(service))}
     if service.runtime is not None and service.runtime in fleet.runtimes:
         sections[f"runtime:{service.runtime}"] = digest(_dump(fleet.runtimes[service.runtime]))
-    used_models = [service.model]
-    if service.speculative is not None:
-        used_models.append(service.speculative.draft_model)
-    declared: list[str] = []
-    for model_name in used_models:
-        if model_name is None or model_name not in fleet.models:
-            continue
-        model = fleet.models[model_name]
-        sections[f"model:{model_name}"] = digest(_dump(model))
-        if model.manifest is not None:
-            declared.append(in_repo(model.manifest))
+    for model_name in _used_models(fleet, name):
+        sections[f"model:{model_name}"] = digest(_dump(fleet.models[model_name]))
     host = fleet.hosts.get(service.host)
     if host is not None:
         wanted = set(service.devices)
@@ -146,20 +101,36 @@ def service_inputs(fleet: Fleet, fleet_path: str, name: str, files: RepoFiles) -
         used = [[i, _dump(d)] for i, d in enumerate(host.devices) if d.name in wanted]
         if used:
             sections["devices"] = digest(used)
+    declared, patterns = file_inputs(fleet, fleet_path, name)
+    return ServiceInputs(sections=sections, files=files.inputs(declared, patterns))
+
+
+def _used_models(fleet: Fleet, name: str) -> list[str]:
+    service = fleet.services[name]
+    used = [service.model]
+    if service.speculative is not None:
+        used.append(service.speculative.draft_model)
+    return [m for m in used if m is not None and m in fleet.models]
+
+
+def file_inputs(fleet: Fleet, fleet_path: str, name: str) -> tuple[list[str], list[str]]:
+    """The repository files service ``name`` depends on: the paths it declares (model
+    manifests, chat template, settings templates) and its ``paths`` patterns."""
+    service = fleet.services[name]
+    base = posixpath.dirname(fleet_path)
+
+    def in_repo(relative: str) -> str:
+        return posixpath.normpath(posixpath.join(base, relative))
+
+    declared = [
+        in_repo(manifest)
+        for manifest in (fleet.models[m].manifest for m in _used_models(fleet, name))
+        if manifest is not None
+    ]
     if service.chat_template_file is not None:
         declared.append(in_repo(service.chat_template_file))
     declared += [in_repo(s.template) for s in service.settings]
-
-    found: dict[str, str] = {}
-    for path in declared:
-        found[path] = files.blobs.get(path, MISSING)
-    for pattern in service.paths:
-        matched = files.match(pattern)
-        if matched:
-            found.update(matched)
-        else:
-            found.setdefault(pattern.rstrip("/"), MISSING)
-    return ServiceInputs(sections=sections, files=dict(sorted(found.items())))
+    return declared, list(service.paths)
 
 
 @dataclass(frozen=True)
@@ -170,10 +141,21 @@ class FleetAtRevision:
     fleet: Fleet
     fleet_path: str  # repository path of the fleet file
     inputs: dict[str, ServiceInputs] = field(default_factory=dict)
+    blobs: Mapping[str, str] = field(default_factory=dict)  # the revision's files -> blob ids
 
     def services_of(self, host: str) -> list[str]:
         """The host's services, in fleet file order (the order they deploy in)."""
         return [n for n, s in self.fleet.services.items() if s.host == host]
+
+    def host_files(self, host: str) -> tuple[list[str], list[str]]:
+        """The files the host's services declare and their ``paths`` patterns, once each."""
+        declared: dict[str, None] = {}
+        patterns: dict[str, None] = {}
+        for name in self.services_of(host):
+            named, matched = file_inputs(self.fleet, self.fleet_path, name)
+            declared.update(dict.fromkeys(named))
+            patterns.update(dict.fromkeys(matched))
+        return list(declared), list(patterns)
 
 
 def fleet_inputs(

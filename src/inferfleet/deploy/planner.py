@@ -67,8 +67,9 @@ def fleet_at(repo: Repo, revision: str, fleet_path: str) -> FleetAtRevision:
             hint="commit the fleet file, or pass the right one with --file",
         )
     fleet = parse_fleet(text, label)
+    blobs = repo.blobs(revision)
     return FleetAtRevision(
-        revision, fleet, fleet_path, fleet_inputs(fleet, fleet_path, repo.blobs(revision))
+        revision, fleet, fleet_path, fleet_inputs(fleet, fleet_path, blobs), blobs
     )
 
 

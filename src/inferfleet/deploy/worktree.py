@@ -63,7 +63,7 @@ def fleet_here(loaded: LoadedFleet) -> FleetAtRevision:
         if head is not None and not repo.dirty():
             blobs: Mapping[str, str] = repo.blobs(head)
             return FleetAtRevision(
-                head, loaded.fleet, fleet_path, fleet_inputs(loaded.fleet, fleet_path, blobs)
+                head, loaded.fleet, fleet_path, fleet_inputs(loaded.fleet, fleet_path, blobs), blobs
             )
         listed = repo.git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
         paths = [p for p in listed.split("\0") if p and (repo.root / p).is_file()]

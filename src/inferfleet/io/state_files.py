@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from inferfleet.errors import FleetError
+
+if TYPE_CHECKING:
+    # Imported where a file is parsed: the host lock imports this module, and
+    # the deploy's no-op fast path takes that lock before pydantic is loaded.
+    from pydantic import TypeAdapter, ValidationError
 
 T = TypeVar("T")
 MAX_STATE_BYTES = 1024 * 1024  # a record is a few hundred bytes; more is not ours
@@ -32,6 +35,8 @@ _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
 
 
 def _adapter(shape: type[T]) -> TypeAdapter[T]:
+    from pydantic import TypeAdapter
+
     if shape not in _ADAPTERS:
         _ADAPTERS[shape] = TypeAdapter(shape)
     return _ADAPTERS[shape]
@@ -57,6 +62,8 @@ def parse_state(
             where=str(path),
             hint=hint,
         )
+    from pydantic import ValidationError
+
     try:
         value: T = _adapter(shape).validate_json(raw, strict=True)
     except ValidationError as exc:
