@@ -95,7 +95,7 @@ def wait_healthy(
     polls = 0
     states: list[str] = []
     last = Probe("down", None)
-    with http.client(timeout=5.0) as client:
+    with http.client(timeout=5.0, plain_http=True) as client:
         while True:
             exit_code = _exited(proc)
             if exit_code is not None:

@@ -143,7 +143,7 @@ def gather(
         if pid is not None or held:
             from inferfleet.io import http  # only when something may answer
 
-            with http.client(timeout=PROBE_TIMEOUT) as client:
+            with http.client(timeout=PROBE_TIMEOUT, plain_http=True) as client:
                 probe = gate.probe(client, url)
             answer, status = probe.state, probe.status
         health = HealthFact(

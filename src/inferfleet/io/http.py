@@ -53,16 +53,28 @@ def client(
     purpose: Purpose = "fleet",
     timeout: float = 10.0,
     base_url: str = "",
+    plain_http: bool = False,
 ) -> httpx.Client:
-    """A synchronous client with explicit timeouts; proxies only for ``remote``."""
+    """A synchronous client with explicit timeouts; proxies only for ``remote``.
+
+    ``plain_http``: every URL it is given is ``http://`` (a health gate polling
+    its own server while that server loads): the CA bundle is not loaded, and
+    an ``https://`` URL fails verification instead of being trusted.
+    """
     return httpx.Client(
         base_url=base_url,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
         headers={"User-Agent": USER_AGENT},
         follow_redirects=False,  # see send(): several lessons read the first answer (L-02)
         trust_env=purpose == "remote",
-        verify=tls_context(),
+        verify=_trusting_nothing() if plain_http else tls_context(),
     )
+
+
+@functools.lru_cache(maxsize=1)
+def _trusting_nothing() -> ssl.SSLContext:
+    # Verifying, with no CA loaded: every certificate fails.
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def tls_context(environ: Mapping[str, str] | None = None) -> ssl.SSLContext:
