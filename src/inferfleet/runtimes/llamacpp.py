@@ -19,6 +19,7 @@ The argv is a list, never a shell string. Lessons encoded here:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 
 from inferfleet.fleetfile.fleet import Host, Service, Speculative
 from inferfleet.runtimes.base import (
@@ -30,7 +31,7 @@ from inferfleet.runtimes.base import (
     gpu_devices,
     require_ctx,
 )
-from inferfleet.runtimes.flags import FieldFlag, FlagTable
+from inferfleet.runtimes.flags import Arg, FieldFlag, FlagTable
 
 # llama.cpp's kv_cache_types (common/arg.cpp): what -ctk / -ctv accept.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -112,6 +113,33 @@ FLAGS = FlagTable(
     ),
     inline_values=False,  # llama-server refuses --ctx-size=4096: "invalid argument"
 )  # fmt: skip
+
+# How a llama-server loses mmap (L-23): the flag older builds take, the load
+# modes of newer ones (b11434 `--load-mode`: auto, none, mmap, mlock,
+# mmap+mlock, dio) that read the weights into anonymous memory, and the
+# environment variables it reads the same settings from.
+NO_MMAP_FLAGS = frozenset({"--no-mmap"})
+LOAD_MODE_FLAGS = frozenset({"--load-mode", "-lm"})
+LOAD_MODES_WITHOUT_MMAP = frozenset({"none", "mlock", "dio"})
+_FALSE = frozenset({"0", "false", "off", "no", "disabled"})
+
+
+def mmap_disabled(args: Iterable[Arg], env: Mapping[str, str]) -> str | None:
+    """What in a parsed argv or the server's environment turns mmap off, or None (L-23)."""
+    for arg in args:
+        if arg.flag in NO_MMAP_FLAGS:
+            return arg.text
+        if arg.flag in LOAD_MODE_FLAGS and (arg.value or "").lower() in LOAD_MODES_WITHOUT_MMAP:
+            return f"{arg.flag} {arg.value}"
+    mode = env.get("LLAMA_ARG_LOAD_MODE", "").lower()
+    if mode in LOAD_MODES_WITHOUT_MMAP:
+        return f"LLAMA_ARG_LOAD_MODE={mode}"
+    if env.get("LLAMA_ARG_NO_MMAP", "").lower() not in ("", *_FALSE):
+        return f"LLAMA_ARG_NO_MMAP={env['LLAMA_ARG_NO_MMAP']}"
+    if env.get("LLAMA_ARG_MMAP", "").lower() in _FALSE:
+        return f"LLAMA_ARG_MMAP={env['LLAMA_ARG_MMAP']}"
+    return None
+
 
 # llama.cpp names its devices (and their buffer types) after the backend that drives them.
 _DEVICE_PREFIX = {"nvidia": "CUDA", "amd": "ROCm", "intel": "SYCL"}
