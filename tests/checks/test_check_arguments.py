@@ -304,6 +304,9 @@ def test_mmap_off_is_an_error(cli: Any, tmp_path: Path, incident: Patch, culprit
     (hit,) = [f for f in doc["findings"] if f["rule"] == "mmap-disabled"]
     assert hit["lesson"] == "L-23" and hit["severity"] == "error"
     assert f"mmap off ({culprit})" in hit["message"]
+    key = culprit.split("=")[0]
+    expected = f"runtime_env.{key}" if "=" in culprit else "extra_args"
+    assert hit["field"] == f"services.chat.{expected}"
 
 
 @pytest.mark.parametrize(

@@ -94,11 +94,18 @@ def mmap_off(ctx: CheckContext) -> Iterator[Hit | Skip]:
         if isinstance(argv, str):
             yield Skip(s.name, argv)
             continue
-        env = {**s.service.runtime_env, **s.service.env, **s.service.container.env}
+        maps = {
+            "runtime_env": s.service.runtime_env,
+            "env": s.service.env,
+            "container.env": s.service.container.env,
+        }
+        env = {k: v for values in maps.values() for k, v in values.items()}
         culprit = mmap_disabled(parse_args(argv, s.traits.flags.takes), env)
         if culprit is not None:
+            name = culprit.split("=", 1)[0]
+            where = next((f"{m}.{name}" for m, values in maps.items() if name in values), None)
             yield s.hit(
-                "extra_args" if culprit.startswith("-") else "env",
+                where or "extra_args",
                 f"service {s.name!r} starts llama-server with mmap off ({culprit}): the weights "
                 "are read into anonymous memory, and a model with a huge embedding table was "
                 "killed silently by its cgroup",
