@@ -99,3 +99,24 @@ def test_every_llamacpp_spelling_is_one_the_built_server_takes(
             assert known.takes(spelling) == int(item.takes_value), spelling
     # The load modes the mmap rule knows are the ones this build documents (L-23).
     assert known.takes("--load-mode") == 1 and known.takes("--no-mmap") is None
+
+
+def test_the_one_launch_refuses_a_field_flag(tmp_path: Path) -> None:
+    """``up``/``apply``/``show`` take their launch from service_launch: it refuses (L-25)."""
+    import json
+
+    from test_render_runtimes import BASE
+
+    from inferfleet.errors import UsageError
+    from inferfleet.fleetfile.loader import parse_fleet
+    from inferfleet.render.facts import facts_for
+    from inferfleet.render.pipeline import service_launch
+
+    spec = {"host": "box", "port": 9000, "ctx_per_slot": 4096, "runtime": "lcpp", "model": "m"}
+    spec["extra_args"] = ["--seed", "1", "-np", "8"]
+    text = BASE.replace("services: {}", "services:\n  s: " + json.dumps(spec))
+    fleet = parse_fleet(text, tmp_path / "fleet.yaml")
+    with pytest.raises(UsageError) as caught:
+        service_launch(fleet, tmp_path, "s", facts_for(fleet)["box"])
+    assert "service 's' sets -np in extra_args" in caught.value.message
+    assert caught.value.hint == "use `services.s.parallel` (remove -np from extra_args)"
