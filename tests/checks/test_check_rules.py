@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from check_helpers import DIGEST, Patch, check, rule_ids
+from test_check_arguments import FLAG_LIST_RULES
 from test_check_header_rules import HEADER_RULES
 
 from inferfleet.checks.engine import Hit, Subject, catalogue, service_rule
@@ -47,6 +48,16 @@ CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
     "spec-flags-in-extra-args": (
         {f"{S}.chat.extra_args": ["--model-draft", "/m/d.gguf", "--spec-draft-n-max", "8"]},
         {f"{S}.chat.extra_args": ["--ubatch-size", "512"]},
+        {},
+    ),
+    "extra-args-field-flag": (
+        {f"{S}.chat.extra_args": ["-c", "32768", "--parallel=4"]},
+        {f"{S}.chat.extra_args": ["--ubatch-size", "512"]},
+        {},
+    ),
+    "mmap-disabled": (
+        {f"{S}.chat.extra_args": ["--load-mode", "none"]},
+        {f"{S}.chat.extra_args": ["--load-mode", "mmap"]},
         {},
     ),
     "spec-one-drafter": (
@@ -230,7 +241,7 @@ def test_the_base_fleet_passes_every_rule(tmp_path: Path) -> None:
 
 
 def test_every_rule_has_a_case() -> None:
-    covered = set(CASES) | set(HEADER_RULES)
+    covered = set(CASES) | set(HEADER_RULES) | FLAG_LIST_RULES
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25
 

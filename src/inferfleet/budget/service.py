@@ -20,6 +20,7 @@ from inferfleet.budget.shape import RS_ROLLBACK_ARCHS, ModelShape
 from inferfleet.fleetfile.fleet import Host, Service
 from inferfleet.gguf.kv import DEFAULT_UBATCH
 from inferfleet.runtimes.base import gpu_devices
+from inferfleet.runtimes.flags import parse_args
 from inferfleet.runtimes.llamacpp import CONTEXT_BACKED, device_name, ordered_overrides
 
 # Spec types whose target keeps extra recurrent rows to roll back a draft
@@ -53,24 +54,28 @@ class ServerFlags:
     unified: bool = False
 
 
+_UBATCH = ("-ub", "--ubatch-size")
+_UNIFIED = {"-kvu": True, "--kv-unified": True, "-no-kvu": False, "--no-kv-unified": False}
+_BOOLEAN = ("--swa-full", *_UNIFIED)
+
+
 def server_flags(extra_args: Sequence[str]) -> ServerFlags:
+    """The flags of ``extra_args`` that change the budget, read by the one parser."""
+    args = parse_args(extra_args, lambda flag: 0 if flag in _BOOLEAN else None)
     ubatch, swa_full, unified = DEFAULT_UBATCH, False, False
-    args = list(extra_args)
-    for i, arg in enumerate(args):
-        name, _, inline = arg.partition("=")
-        if name in ("-ub", "--ubatch-size"):
-            value = inline or (args[i + 1] if i + 1 < len(args) else "")
+    for arg in args:
+        if arg.flag in _UBATCH:
+            value = arg.value or ""
             if not value.isdigit() or int(value) <= 0:
                 raise BudgetError(
-                    f"extra_args has {arg} {value!r}: the micro-batch must be a positive number"
+                    f"extra_args has {arg.flag} {value!r}: the micro-batch must be a positive "
+                    "number"
                 )
             ubatch = int(value)
-        elif arg == "--swa-full":
+        elif arg.flag == "--swa-full":
             swa_full = True
-        elif arg in ("-kvu", "--kv-unified"):
-            unified = True
-        elif arg == "--no-kv-unified":
-            unified = False
+        elif arg.flag in _UNIFIED:
+            unified = _UNIFIED[arg.flag]
     return ServerFlags(ubatch, swa_full, unified)
 
 

@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Literal
 
 from inferfleet.artifacts.locate import main_path
-from inferfleet.errors import SpecError
+from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
+from inferfleet.render.facts import facts_for
+from inferfleet.render.launch import resolve
+from inferfleet.runtimes.flags import Arg, parse_args
 from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 Severity = Literal["error", "warning"]
@@ -255,6 +258,26 @@ class Subject:
     def hit(self, field: str, message: str, hint: str) -> Hit:
         """A finding on ``services.<name>.<field>``."""
         return Hit(self.name, f"services.{self.name}.{field}", message, hint)
+
+    @property
+    def argv(self) -> list[str] | str:
+        """The service's effective launch argv, or why it cannot be built.
+
+        Built by the adapter through the one launch resolver (paths as the
+        host will see them, ``extra_args`` last), so rules judge what the
+        server will really get, never the fleet fields alone.
+        """
+        facts = facts_for(self.ctx.fleet, fleet_subdir=self.ctx.loaded.repo_subdir)
+        try:
+            return resolve(self.ctx.fleet, self.ctx.root, self.name, facts[self.service.host]).argv
+        except FleetError as exc:
+            return f"service {self.name!r}: its launch cannot be built: {exc.message}"
+
+    @property
+    def extra_args(self) -> list[Arg]:
+        """``extra_args`` parsed, with the runtime's field flags known (the one parser)."""
+        takes = self.traits.flags.takes if self.service.runtime is not None else None
+        return parse_args(self.service.extra_args, takes)
 
 
 # ---------------------------------------------------------------- running

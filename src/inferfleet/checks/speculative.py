@@ -93,14 +93,17 @@ def params_without_drafter(s: Subject) -> Iterator[Hit]:
 @service_rule("spec-flags-in-extra-args", "L-13", "error")
 def flags_in_extra_args(s: Subject) -> Iterator[Hit]:
     """speculative flags in extra_args bypass the set the renderer keeps consistent"""
-    for index, arg in enumerate(s.service.extra_args):
-        if is_spec_flag(arg):
-            yield s.hit(
-                f"extra_args[{index}]",
-                f"service {s.name!r} passes {arg.split('=', 1)[0]} in extra_args",
-                "declare drafting under speculative: (types, draft_model, draft_*), so the "
-                "flags are emitted together or not at all",
-            )
+    for arg in s.extra_args:
+        if arg.flag is None or not is_spec_flag(arg.flag):
+            continue
+        owner = s.traits.flags.field_of(arg.flag)
+        yield s.hit(
+            f"extra_args[{arg.index}]",
+            f"service {s.name!r} passes {arg.flag} in extra_args",
+            ("" if owner is None else f"use `services.{s.name}.{owner.field}`: ")
+            + "declare drafting under speculative: (types, draft_model, draft_*), so the "
+            "flags are emitted together or not at all",
+        )
 
 
 @service_rule("spec-one-drafter", "L-14", "error")

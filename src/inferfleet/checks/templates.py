@@ -18,7 +18,7 @@ def jinja_off(s: Subject) -> Iterator[Hit]:
         uses.append("tools")
     if service.chat_template_kwargs:
         uses.append("chat_template_kwargs")
-    disabled = wants_jinja(service) is False or "--no-jinja" in service.extra_args
+    disabled = wants_jinja(service) is False or any(a.flag == "--no-jinja" for a in s.extra_args)
     if uses and disabled:
         yield s.hit(
             "jinja",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inferfleet.checks import (  # noqa: F401 - imported for their @rule registrations
+    arguments,
     client_window,
     environment,
     kvcache,

@@ -134,7 +134,7 @@ def source_pinned(ctx: CheckContext) -> Iterator[Hit]:
 @service_rule("metrics-off", "L-56", "error")
 def metrics_off(s: Subject) -> Iterator[Hit]:
     """an llm endpoint without metrics silently drops out of monitoring"""
-    if not s.service.metrics_on or any(a == "--no-metrics" for a in s.service.extra_args):
+    if not s.service.metrics_on or any(a.flag == "--no-metrics" for a in s.extra_args):
         yield s.hit(
             "metrics",
             f"service {s.name!r} runs without its metrics endpoint (/metrics answers 501)",

@@ -13,11 +13,13 @@ from pathlib import Path
 import typer
 
 from inferfleet import __version__
+from inferfleet.checks.arguments import using_flag_source
 from inferfleet.checks.engine import Report, catalogue, run_checks
 from inferfleet.checks.locate import locator
 from inferfleet.checks.report import catalogue_document, report_document, sarif
 from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.install import runtime_flags
 from inferfleet.output import Output, esc
 
 STYLE = {"error": "bold red", "warning": "yellow"}
@@ -43,7 +45,8 @@ def check(
         _catalogue(out, json_out or sarif_out)
         return
     loaded = resolve_fleet(file, out)
-    report = run_checks(loaded, rules=rules, locate=locator(loaded.source))
+    with using_flag_source(runtime_flags.flag_source()):
+        report = run_checks(loaded, rules=rules, locate=locator(loaded.source))
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:

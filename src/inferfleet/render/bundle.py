@@ -28,6 +28,7 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
+from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, facts_for
 from inferfleet.render.launch import Resolved, resolve
 
@@ -127,6 +128,7 @@ def render_fleet(
     found: list[Artifact] = []
     for name in names:
         service = fleet.services[name]
+        refuse_field_flags(name, service, fleet)
         resolved = resolve(fleet, loaded.root, name, host_facts[service.host])
         found += service_artifacts(resolved)
     if only is None:

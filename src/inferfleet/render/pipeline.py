@@ -23,6 +23,7 @@ from inferfleet.artifacts.manifest import declared_files
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.render.bundle import service_artifacts
+from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
 from inferfleet.render.secrets import flag_secrets
@@ -132,6 +133,7 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
     service = fleet.services[name]
     if service.backend == "process":
         _process_only_llm(name, service, fleet)
+    refuse_field_flags(name, service, fleet)
     resolved = resolve(fleet, root, name, facts)
     models = [m for m in (service.model,) if m is not None]
     if service.speculative is not None and service.speculative.draft_model is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Device, Host, Service
+from inferfleet.runtimes.flags import FlagTable
 
 
 class AdapterError(UsageError):
@@ -74,6 +75,7 @@ class RuntimeTraits:
 
     kind: str
     argv: Callable[[Launch], list[str]]
+    flags: FlagTable  # the flags argv emits from service fields (refused in extra_args)
     reasoning_field: str  # where chat answers carry reasoning text (L-45)
     metrics: MetricNames  # how its /metrics names the series we alert on
     stop_grace_s: float  # how long it takes to stop cleanly after SIGTERM

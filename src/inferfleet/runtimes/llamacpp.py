@@ -7,7 +7,8 @@ The argv is a list, never a shell string. Lessons encoded here:
   turned off explicitly so each slot really owns its share.
 - L-56: ``--metrics`` is on unless the fleet turns it off, so ``/metrics``
   never answers 501 and the endpoint never silently drops out of monitoring.
-- L-23: mmap stays on (we never pass ``--no-mmap``).
+- L-23: mmap stays on (we never pass ``--no-mmap`` or a ``--load-mode``
+  without mmap; the ``mmap-disabled`` rule refuses them in extra_args).
 - L-17: tensor overrides go out as ONE joined list in first-match order, with
   the CPU targets (the broad patterns) last.
 - L-13, L-14, L-16: speculative flags are emitted as a set, or not at all.
@@ -18,6 +19,7 @@ The argv is a list, never a shell string. Lessons encoded here:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 
 from inferfleet.fleetfile.fleet import Host, Service, Speculative
 from inferfleet.runtimes.base import (
@@ -29,6 +31,7 @@ from inferfleet.runtimes.base import (
     gpu_devices,
     require_ctx,
 )
+from inferfleet.runtimes.flags import Arg, FieldFlag, FlagTable
 
 # llama.cpp's kv_cache_types (common/arg.cpp): what -ctk / -ctv accept.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -39,6 +42,104 @@ CONTEXT_BACKED = frozenset(
 )
 # Of those, the ones that load a separate drafter file; draft-mtp may use the target's head.
 NEEDS_DRAFT_MODEL = frozenset({"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"})
+
+# The flags this adapter emits from service fields, with every spelling llama-server
+# (common/arg.cpp, b11434 `--help`) takes for them; in extra_args they are refused.
+MODEL = FieldFlag(
+    "model", ("--model", "-m", "--model-url", "-mu", "--hf-repo", "-hf", "-hfr", "--hf-file",
+              "-hff", "--docker-repo", "-dr"),
+)  # fmt: skip
+ALIAS = FieldFlag("alias", ("--alias", "-a"))
+HOST = FieldFlag("bind", ("--host",))
+PORT = FieldFlag("port", ("--port",))
+CTX_SIZE = FieldFlag("ctx_per_slot", ("--ctx-size", "-c"))
+PARALLEL = FieldFlag("parallel", ("--parallel", "-np"))
+# One KV stream per slot, so each slot owns its window (L-25).
+NO_KV_UNIFIED = FieldFlag(
+    "ctx_per_slot",
+    ("--no-kv-unified", "-no-kvu", "--kv-unified", "-kvu"),
+    takes_value=False,
+)
+KV_UNIFIED_PER_SLOT = FieldFlag("ctx_per_slot", ("--kv-unified-per-slot",))
+CACHE_TYPE_K = FieldFlag("kv_cache.k", ("--cache-type-k", "-ctk"))
+CACHE_TYPE_V = FieldFlag("kv_cache.v", ("--cache-type-v", "-ctv"))
+FLASH_ATTN = FieldFlag("flash_attn", ("--flash-attn", "-fa"))
+METRICS = FieldFlag("metrics", ("--metrics",), takes_value=False)
+DEVICE = FieldFlag("devices", ("--device", "-dev"))
+GPU_LAYERS = FieldFlag("devices", ("--n-gpu-layers", "-ngl", "--gpu-layers"))
+SPLIT_MODE = FieldFlag("split_mode", ("--split-mode", "-sm"))
+TENSOR_SPLIT = FieldFlag("tensor_split", ("--tensor-split", "-ts"))
+OVERRIDE_TENSOR = FieldFlag("tensor_overrides", ("--override-tensor", "-ot"))
+# Shorthands that add overrides of their own (exps=CPU), outside the one ordered list (L-17).
+CPU_MOE = FieldFlag("tensor_overrides", ("--cpu-moe", "-cmoe"), takes_value=False)
+N_CPU_MOE = FieldFlag("tensor_overrides", ("--n-cpu-moe", "-ncmoe"))
+MMPROJ = FieldFlag("mmproj", ("--mmproj", "-mm", "--mmproj-url", "-mmu"))
+NO_MMPROJ = FieldFlag(
+    "mmproj", ("--no-mmproj", "--mmproj-auto", "--no-mmproj-auto"), takes_value=False
+)
+JINJA = FieldFlag("jinja", ("--jinja", "--no-jinja"), takes_value=False)
+CHAT_TEMPLATE_FILE = FieldFlag("chat_template_file", ("--chat-template-file", "--chat-template"))
+CHAT_TEMPLATE_KWARGS = FieldFlag("chat_template_kwargs", ("--chat-template-kwargs",))
+API_KEY = FieldFlag("secrets_env", ("--api-key", "--api-key-file"))
+SPEC_TYPE = FieldFlag("speculative.types", ("--spec-type",))
+SPEC_DRAFT_MODEL = FieldFlag(
+    "speculative.draft_model", ("--spec-draft-model", "-md", "--model-draft")
+)
+SPEC_DRAFT_DEVICE = FieldFlag(
+    "speculative.draft_device", ("--spec-draft-device", "-devd", "--device-draft")
+)
+SPEC_DRAFT_MAX = FieldFlag(
+    "speculative.draft_max", ("--spec-draft-n-max", "--draft", "--draft-n", "--draft-max")
+)
+SPEC_DRAFT_MIN = FieldFlag(
+    "speculative.draft_min", ("--spec-draft-n-min", "--draft-min", "--draft-n-min")
+)
+SPEC_DRAFT_P_MIN = FieldFlag("speculative.draft_p_min", ("--spec-draft-p-min", "--draft-p-min"))
+SPEC_DRAFT_TYPE_K = FieldFlag(
+    "speculative.draft_kv_cache.k", ("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft")
+)
+SPEC_DRAFT_TYPE_V = FieldFlag(
+    "speculative.draft_kv_cache.v", ("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft")
+)
+FLAGS = FlagTable(
+    program="llama-server",
+    fields=(
+        MODEL, ALIAS, HOST, PORT, CTX_SIZE, PARALLEL, NO_KV_UNIFIED, KV_UNIFIED_PER_SLOT,
+        CACHE_TYPE_K, CACHE_TYPE_V,
+        FLASH_ATTN, METRICS, DEVICE, GPU_LAYERS, SPLIT_MODE, TENSOR_SPLIT, OVERRIDE_TENSOR,
+        CPU_MOE, N_CPU_MOE, MMPROJ, NO_MMPROJ, JINJA, CHAT_TEMPLATE_FILE, CHAT_TEMPLATE_KWARGS,
+        API_KEY, SPEC_TYPE, SPEC_DRAFT_MODEL, SPEC_DRAFT_DEVICE, SPEC_DRAFT_MAX, SPEC_DRAFT_MIN,
+        SPEC_DRAFT_P_MIN, SPEC_DRAFT_TYPE_K, SPEC_DRAFT_TYPE_V,
+    ),
+    inline_values=False,  # llama-server refuses --ctx-size=4096: "invalid argument"
+)  # fmt: skip
+
+# How a llama-server loses mmap (L-23): the flag older builds take, the load
+# modes of newer ones (b11434 `--load-mode`: auto, none, mmap, mlock,
+# mmap+mlock, dio) that read the weights into anonymous memory, and the
+# environment variables it reads the same settings from.
+NO_MMAP_FLAGS = frozenset({"--no-mmap"})
+LOAD_MODE_FLAGS = frozenset({"--load-mode", "-lm"})
+LOAD_MODES_WITHOUT_MMAP = frozenset({"none", "mlock", "dio"})
+_FALSE = frozenset({"0", "false", "off", "no", "disabled"})
+
+
+def mmap_disabled(args: Iterable[Arg], env: Mapping[str, str]) -> str | None:
+    """What in a parsed argv or the server's environment turns mmap off, or None (L-23)."""
+    for arg in args:
+        if arg.flag in NO_MMAP_FLAGS:
+            return arg.text
+        if arg.flag in LOAD_MODE_FLAGS and (arg.value or "").lower() in LOAD_MODES_WITHOUT_MMAP:
+            return f"{arg.flag} {arg.value}"
+    mode = env.get("LLAMA_ARG_LOAD_MODE", "").lower()
+    if mode in LOAD_MODES_WITHOUT_MMAP:
+        return f"LLAMA_ARG_LOAD_MODE={mode}"
+    if env.get("LLAMA_ARG_NO_MMAP", "").lower() not in ("", *_FALSE):
+        return f"LLAMA_ARG_NO_MMAP={env['LLAMA_ARG_NO_MMAP']}"
+    if env.get("LLAMA_ARG_MMAP", "").lower() in _FALSE:
+        return f"LLAMA_ARG_MMAP={env['LLAMA_ARG_MMAP']}"
+    return None
+
 
 # llama.cpp names its devices (and their buffer types) after the backend that drives them.
 _DEVICE_PREFIX = {"nvidia": "CUDA", "amd": "ROCm", "intel": "SYCL"}
@@ -65,35 +166,26 @@ def argv(launch: Launch) -> list[str]:
     ctx = require_ctx(launch)
     args = [
         *launch.program,
-        "--model",
-        launch.model_path,
-        "--alias",
-        launch.alias,
-        "--host",
-        launch.listen_host,
-        "--port",
-        str(launch.listen_port),
-        "--ctx-size",
-        str(ctx * service.parallel),
-        "--parallel",
-        str(service.parallel),
-        "--no-kv-unified",
-        "--cache-type-k",
-        service.kv_cache.k,
-        "--cache-type-v",
-        service.kv_cache.v,
-        "--flash-attn",
-        service.flash_attn,
+        *MODEL.emit(launch.model_path),
+        *ALIAS.emit(launch.alias),
+        *HOST.emit(launch.listen_host),
+        *PORT.emit(str(launch.listen_port)),
+        *CTX_SIZE.emit(str(ctx * service.parallel)),
+        *PARALLEL.emit(str(service.parallel)),
+        *NO_KV_UNIFIED.emit(),
+        *CACHE_TYPE_K.emit(service.kv_cache.k),
+        *CACHE_TYPE_V.emit(service.kv_cache.v),
+        *FLASH_ATTN.emit(service.flash_attn),
     ]
     if service.metrics_on:
-        args.append("--metrics")
+        args += METRICS.emit()
     args += _device_args(service, launch.host)
     args += _split_args(service)
     args += _override_args(service, launch.host)
     if service.mmproj is not None:
         if launch.mmproj_path is None:
             raise _unresolved(launch, "mmproj", "the projector file's path")
-        args += ["--mmproj", launch.mmproj_path]
+        args += MMPROJ.emit(launch.mmproj_path)
     args += _template_args(launch)
     if service.speculative is not None:
         args += _speculative_args(launch, service.speculative)
@@ -109,16 +201,16 @@ def _device_args(service: Service, host: Host) -> list[str]:
     ]
     if not gpus:
         # CPU only: keep every layer off any accelerator the build may have.
-        return ["--device", "none", "--n-gpu-layers", "0"]
-    return ["--device", ",".join(gpus), "--n-gpu-layers", "999"]
+        return [*DEVICE.emit("none"), *GPU_LAYERS.emit("0")]
+    return [*DEVICE.emit(",".join(gpus)), *GPU_LAYERS.emit("999")]
 
 
 def _split_args(service: Service) -> list[str]:
     args: list[str] = []
     if service.split_mode is not None:
-        args += ["--split-mode", service.split_mode]
+        args += SPLIT_MODE.emit(service.split_mode)
     if service.tensor_split:
-        args += ["--tensor-split", ",".join(f"{share:g}" for share in service.tensor_split)]
+        args += TENSOR_SPLIT.emit(",".join(f"{share:g}" for share in service.tensor_split))
     return args
 
 
@@ -137,7 +229,7 @@ def _override_args(service: Service, host: Host) -> list[str]:
     pairs = ordered_overrides(service, host)
     if not pairs:
         return []
-    return ["--override-tensor", ",".join(f"{pattern}={target}" for pattern, target in pairs)]
+    return OVERRIDE_TENSOR.emit(",".join(f"{pattern}={target}" for pattern, target in pairs))
 
 
 def wants_jinja(service: Service) -> bool | None:
@@ -154,16 +246,16 @@ def _template_args(launch: Launch) -> list[str]:
     args: list[str] = []
     jinja = wants_jinja(service)
     if jinja is True:
-        args.append("--jinja")
+        args.append(JINJA.spellings[0])
     elif jinja is False:
-        args.append("--no-jinja")
+        args.append(JINJA.spellings[1])
     if service.chat_template_file is not None:
         if launch.chat_template_path is None:
             raise _unresolved(launch, "chat_template_file", "the template file's path")
-        args += ["--chat-template-file", launch.chat_template_path]
+        args += CHAT_TEMPLATE_FILE.emit(launch.chat_template_path)
     if service.chat_template_kwargs:
         text = json.dumps(service.chat_template_kwargs, sort_keys=True, separators=(",", ":"))
-        args += ["--chat-template-kwargs", text]
+        args += CHAT_TEMPLATE_KWARGS.emit(text)
     return args
 
 
@@ -195,26 +287,22 @@ def _speculative_args(launch: Launch, spec: Speculative) -> list[str]:
             "drafter (L-13)",
             hint="remove them, or add a draft-* spec type",
         )
-    args = ["--spec-type", ",".join(spec.types)]
+    args = SPEC_TYPE.emit(",".join(spec.types))
     if spec.draft_model is not None:
         if launch.draft_model_path is None:
             raise _unresolved(launch, "speculative.draft_model", "the drafter's file")
-        args += ["--spec-draft-model", launch.draft_model_path]
+        args += SPEC_DRAFT_MODEL.emit(launch.draft_model_path)
     if spec.draft_device is not None:
-        args += ["--spec-draft-device", device_name(launch.host, spec.draft_device)]
+        args += SPEC_DRAFT_DEVICE.emit(device_name(launch.host, spec.draft_device))
     if spec.draft_max is not None:
-        args += ["--spec-draft-n-max", str(spec.draft_max)]
+        args += SPEC_DRAFT_MAX.emit(str(spec.draft_max))
     if spec.draft_min is not None:
-        args += ["--spec-draft-n-min", str(spec.draft_min)]
+        args += SPEC_DRAFT_MIN.emit(str(spec.draft_min))
     if spec.draft_p_min is not None:
-        args += ["--spec-draft-p-min", f"{spec.draft_p_min:g}"]
+        args += SPEC_DRAFT_P_MIN.emit(f"{spec.draft_p_min:g}")
     if spec.draft_kv_cache is not None:
-        args += [
-            "--spec-draft-type-k",
-            spec.draft_kv_cache.k,
-            "--spec-draft-type-v",
-            spec.draft_kv_cache.v,
-        ]
+        args += SPEC_DRAFT_TYPE_K.emit(spec.draft_kv_cache.k)
+        args += SPEC_DRAFT_TYPE_V.emit(spec.draft_kv_cache.v)
     return args
 
 
@@ -228,6 +316,7 @@ def _unresolved(launch: Launch, field: str, what: str) -> AdapterError:
 TRAITS = RuntimeTraits(
     kind="llama.cpp",
     argv=argv,
+    flags=FLAGS,
     reasoning_field="reasoning_content",  # L-45
     metrics=MetricNames.engine(
         "llamacpp",

@@ -13,7 +13,14 @@ from dataclasses import replace
 
 from inferfleet.runtimes import vllm
 from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, require_ctx
+from inferfleet.runtimes.flags import FieldFlag, FlagTable
 from inferfleet.runtimes.vllm import (
+    CHAT_TEMPLATE,
+    HOST,
+    PORT,
+    REASONING_PARSER,
+    SERVED_NAME,
+    TOOL_PARSER,
     chat_template_args,
     kv_cache_dtype,
     memory_share,
@@ -33,40 +40,58 @@ _ALGORITHM = {
     "ngram-simple": "NGRAM",
 }
 
+# The flags argv emits from service fields (`python3 -m sglang.launch_server --help`).
+MODEL_PATH = FieldFlag("model", ("--model-path", "--model"))
+CONTEXT_LENGTH = FieldFlag("ctx_per_slot", ("--context-length",))
+MAX_RUNNING = FieldFlag("parallel", ("--max-running-requests",))
+MEM_FRACTION = FieldFlag("gpu_memory_utilization", ("--mem-fraction-static",))
+KV_CACHE_DTYPE = FieldFlag("kv_cache", ("--kv-cache-dtype",))
+TP_SIZE = FieldFlag("tensor_parallel", ("--tp-size", "--tensor-parallel-size", "--tp"))
+ENABLE_METRICS = FieldFlag("metrics", ("--enable-metrics",), False)
+MULTIMODAL = FieldFlag("client.input", ("--enable-multimodal",), False)
+SPEC_ALGORITHM = FieldFlag("speculative.types", ("--speculative-algorithm",))
+SPEC_DRAFT_MODEL = FieldFlag(
+    "speculative.draft_model", ("--speculative-draft-model-path", "--speculative-draft-model")
+)
+SPEC_STEPS = FieldFlag("speculative.draft_max", ("--speculative-num-steps",))
+SPEC_DRAFT_TOKENS = FieldFlag("speculative.draft_max", ("--speculative-num-draft-tokens",))
+API_KEY = FieldFlag("secrets_env", ("--api-key",))
+FLAGS = FlagTable(
+    program="sglang.launch_server",
+    fields=(
+        MODEL_PATH, SERVED_NAME, HOST, PORT, CONTEXT_LENGTH, MAX_RUNNING, MEM_FRACTION,
+        KV_CACHE_DTYPE, TP_SIZE, ENABLE_METRICS, MULTIMODAL, REASONING_PARSER, TOOL_PARSER,
+        CHAT_TEMPLATE, SPEC_ALGORITHM, SPEC_DRAFT_MODEL, SPEC_STEPS, SPEC_DRAFT_TOKENS, API_KEY,
+    ),
+    inline_values=True,
+)  # fmt: skip
+
 
 def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
     refuse_mmproj(launch, "SGLang")
+    share = memory_share(launch, DEFAULT_MEM_FRACTION, MEM_FRACTION_CAP, "gpu_memory_utilization")
     args = [
         *launch.program,
-        "--model-path",
-        launch.model_path,
-        "--served-model-name",
-        launch.alias,
-        "--host",
-        launch.listen_host,
-        "--port",
-        str(launch.listen_port),
-        "--context-length",
-        str(require_ctx(launch)),
-        "--max-running-requests",
-        str(service.parallel),
-        "--mem-fraction-static",
-        memory_share(launch, DEFAULT_MEM_FRACTION, MEM_FRACTION_CAP, "gpu_memory_utilization"),
-        "--kv-cache-dtype",
-        kv_cache_dtype("SGLang", name, service.kv_cache, _KV_DTYPE),
-        "--tp-size",
-        str(tensor_parallel(launch)),
+        *MODEL_PATH.emit(launch.model_path),
+        *SERVED_NAME.emit(launch.alias),
+        *HOST.emit(launch.listen_host),
+        *PORT.emit(str(launch.listen_port)),
+        *CONTEXT_LENGTH.emit(str(require_ctx(launch))),
+        *MAX_RUNNING.emit(str(service.parallel)),
+        *MEM_FRACTION.emit(share),
+        *KV_CACHE_DTYPE.emit(kv_cache_dtype("SGLang", name, service.kv_cache, _KV_DTYPE)),
+        *TP_SIZE.emit(str(tensor_parallel(launch))),
     ]
     if service.metrics_on:
-        args.append("--enable-metrics")
+        args += ENABLE_METRICS.emit()
     if "image" in service.client.input:
-        args.append("--enable-multimodal")
+        args += MULTIMODAL.emit()
     if service.reasoning_parser is not None:
-        args += ["--reasoning-parser", service.reasoning_parser]
+        args += REASONING_PARSER.emit(service.reasoning_parser)
     if service.client.tools:
-        args += ["--tool-call-parser", tool_parser(launch, "SGLang", "qwen25, llama3")]
+        args += TOOL_PARSER.emit(tool_parser(launch, "SGLang", "qwen25, llama3"))
     args += chat_template_args(launch)
     if service.chat_template_kwargs:
         raise AdapterError(
@@ -88,16 +113,12 @@ def _speculative_args(launch: Launch) -> list[str]:
             f"({', '.join(_ALGORITHM)}), not {', '.join(spec.types)}",
             hint="pick one type; chained n-gram drafters are a llama.cpp feature",
         )
-    args = ["--speculative-algorithm", _ALGORITHM[spec.types[0]]]
+    args = SPEC_ALGORITHM.emit(_ALGORITHM[spec.types[0]])
     if launch.draft_model_path is not None:
-        args += ["--speculative-draft-model-path", launch.draft_model_path]
+        args += SPEC_DRAFT_MODEL.emit(launch.draft_model_path)
     if spec.draft_max is not None:
-        args += [
-            "--speculative-num-steps",
-            str(spec.draft_max),
-            "--speculative-num-draft-tokens",
-            str(spec.draft_max + 1),
-        ]
+        args += SPEC_STEPS.emit(str(spec.draft_max))
+        args += SPEC_DRAFT_TOKENS.emit(str(spec.draft_max + 1))
     return args
 
 
@@ -107,6 +128,7 @@ TRAITS = replace(
     vllm.TRAITS,
     kind="sglang",
     argv=argv,
+    flags=FLAGS,
     reasoning_field="reasoning_content",  # L-45
     metrics=MetricNames.engine("sglang", "num_running_reqs", "num_queue_reqs"),
     container_program=("python3", "-m", "sglang.launch_server"),

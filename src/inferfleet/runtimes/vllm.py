@@ -27,6 +27,7 @@ from inferfleet.runtimes.base import (
     gpu_devices,
     require_ctx,
 )
+from inferfleet.runtimes.flags import FieldFlag, FlagTable
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
 GPU_MEMORY_UTILIZATION_CAP = 0.98  # L-32: 0.98 worked, 1.0 killed endpoints
@@ -47,6 +48,38 @@ CACHE_ENV = {
     "HF_HOME": "/cache/huggingface",
     "XDG_CACHE_HOME": "/cache/xdg",
 }
+
+
+# The flags argv emits from service fields (vLLM's `vllm serve --help`); vLLM also
+# reads every long flag with underscores (--max_model_len), see FLAGS.underscores.
+MODEL = FieldFlag("model", ("--model",))  # the positional model path, or this
+SERVED_NAME = FieldFlag("alias", ("--served-model-name",))
+HOST = FieldFlag("bind", ("--host",))
+PORT = FieldFlag("port", ("--port",))
+MAX_MODEL_LEN = FieldFlag("ctx_per_slot", ("--max-model-len",))
+MAX_NUM_SEQS = FieldFlag("parallel", ("--max-num-seqs",))
+GPU_MEMORY = FieldFlag("gpu_memory_utilization", ("--gpu-memory-utilization",))
+KV_CACHE_DTYPE = FieldFlag("kv_cache", ("--kv-cache-dtype",))
+TENSOR_PARALLEL = FieldFlag("tensor_parallel", ("--tensor-parallel-size", "-tp"))
+REASONING_PARSER = FieldFlag("reasoning_parser", ("--reasoning-parser",))
+AUTO_TOOL_CHOICE = FieldFlag(
+    "client.tools", ("--enable-auto-tool-choice", "--no-enable-auto-tool-choice"), False
+)
+TOOL_PARSER = FieldFlag("tool_parser", ("--tool-call-parser",))
+CHAT_TEMPLATE = FieldFlag("chat_template_file", ("--chat-template",))
+TEMPLATE_KWARGS = FieldFlag("chat_template_kwargs", ("--default-chat-template-kwargs",))
+SPECULATIVE = FieldFlag("speculative", ("--speculative-config",))
+API_KEY = FieldFlag("secrets_env", ("--api-key",))
+FLAGS = FlagTable(
+    program="vllm serve",
+    fields=(
+        MODEL, SERVED_NAME, HOST, PORT, MAX_MODEL_LEN, MAX_NUM_SEQS, GPU_MEMORY, KV_CACHE_DTYPE,
+        TENSOR_PARALLEL, REASONING_PARSER, AUTO_TOOL_CHOICE, TOOL_PARSER, CHAT_TEMPLATE,
+        TEMPLATE_KWARGS, SPECULATIVE, API_KEY,
+    ),
+    inline_values=True,
+    underscores=True,
+)  # fmt: skip
 
 
 def refuse_mmproj(launch: Launch, engine: str) -> None:
@@ -76,7 +109,7 @@ def chat_template_args(launch: Launch) -> list[str]:
         return []
     if launch.chat_template_path is None:
         raise AdapterError(f"service {launch.service_name!r}: chat template path not resolved")
-    return ["--chat-template", launch.chat_template_path]
+    return CHAT_TEMPLATE.emit(launch.chat_template_path)
 
 
 def kv_cache_dtype(kind: str, service_name: str, cache: KvCache, table: dict[str, str]) -> str:
@@ -117,43 +150,33 @@ def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
     refuse_mmproj(launch, "vLLM")
+    share = memory_share(
+        launch, DEFAULT_GPU_MEMORY_UTILIZATION, GPU_MEMORY_UTILIZATION_CAP, "gpu_memory_utilization"
+    )
     args = [
         *launch.program,
         launch.model_path,
-        "--served-model-name",
-        launch.alias,
-        "--host",
-        launch.listen_host,
-        "--port",
-        str(launch.listen_port),
-        "--max-model-len",
-        str(require_ctx(launch)),
-        "--max-num-seqs",
-        str(service.parallel),
-        "--gpu-memory-utilization",
-        memory_share(
-            launch,
-            DEFAULT_GPU_MEMORY_UTILIZATION,
-            GPU_MEMORY_UTILIZATION_CAP,
-            "gpu_memory_utilization",
-        ),
-        "--kv-cache-dtype",
-        kv_cache_dtype("vLLM", name, service.kv_cache, _KV_DTYPE),
-        "--tensor-parallel-size",
-        str(tensor_parallel(launch)),
+        *SERVED_NAME.emit(launch.alias),
+        *HOST.emit(launch.listen_host),
+        *PORT.emit(str(launch.listen_port)),
+        *MAX_MODEL_LEN.emit(str(require_ctx(launch))),
+        *MAX_NUM_SEQS.emit(str(service.parallel)),
+        *GPU_MEMORY.emit(share),
+        *KV_CACHE_DTYPE.emit(kv_cache_dtype("vLLM", name, service.kv_cache, _KV_DTYPE)),
+        *TENSOR_PARALLEL.emit(str(tensor_parallel(launch))),
     ]
     if service.reasoning_parser is not None:
-        args += ["--reasoning-parser", service.reasoning_parser]
+        args += REASONING_PARSER.emit(service.reasoning_parser)
     if service.client.tools:
         parser = tool_parser(launch, "vLLM", "hermes, qwen3_coder")
-        args += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
+        args += [*AUTO_TOOL_CHOICE.emit(), *TOOL_PARSER.emit(parser)]
     args += chat_template_args(launch)
     if service.chat_template_kwargs:
         text = json.dumps(service.chat_template_kwargs, sort_keys=True, separators=(",", ":"))
-        args += ["--default-chat-template-kwargs", text]
+        args += TEMPLATE_KWARGS.emit(text)
     if service.speculative is not None and service.speculative.types:
         config = _speculative_config(launch)
-        args += ["--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
+        args += SPECULATIVE.emit(json.dumps(config, sort_keys=True, separators=(",", ":")))
     args += service.extra_args
     return args
 
@@ -185,6 +208,7 @@ def _speculative_config(launch: Launch) -> dict[str, Any]:
 TRAITS = RuntimeTraits(
     kind="vllm",
     argv=argv,
+    flags=FLAGS,
     reasoning_field="reasoning",  # L-45
     metrics=MetricNames.engine("vllm", "num_requests_running", "num_requests_waiting"),
     stop_grace_s=30.0,

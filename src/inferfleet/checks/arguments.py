@@ -1,0 +1,113 @@
+"""Rules over the command line a server really gets: extra_args parsed, not appended blind.
+
+- ``extra-args-field-flag`` (L-25): a flag inferfleet renders from a field
+  (``-c``, ``--parallel``, ``-fa``, ``-ctv``, ``-ot``, ``--gpu-memory-utilization``
+  ...) in ``extra_args`` wins over the fleet file and bypasses every rule about
+  it; ``-c``/``--parallel`` silently break the per-slot contract. The render
+  refuses the same words (:func:`inferfleet.runtimes.flags.field_overrides`).
+- ``extra-args-unknown-flag`` (L-42): a flag the pinned runtime does not take
+  crash-loops the unit on the host; checked against the binary's own
+  ``--help`` when the binary is on this machine, skipped (saying why) when not.
+- ``mmap-disabled`` (L-23): the effective argv or environment turns mmap off.
+
+The runtime's flag list is an effect (it runs the binary): the CLI hands a
+source in with :func:`using_flag_source`; without one the rule skips.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+from inferfleet.checks.engine import CheckContext, Hit, Skip, Subject, rule, service_rule
+from inferfleet.checks.speculative import is_spec_flag
+from inferfleet.fleetfile.fleet import Runtime
+from inferfleet.render.secrets import SECRET_FLAGS
+from inferfleet.runtimes.flags import FlagList, field_overrides, parse_args, unknown_flags
+from inferfleet.runtimes.llamacpp import mmap_disabled
+
+FlagSource = Callable[[str, Runtime], FlagList | str]
+_SOURCE: ContextVar[FlagSource | None] = ContextVar("runtime_flag_source", default=None)
+NO_SOURCE = "the runtime's flag list is read by `inferfleet check` (not through this entry point)"
+
+
+@contextlib.contextmanager
+def using_flag_source(source: FlagSource) -> Iterator[None]:
+    """Rules run inside this block read runtimes' own flag lists from ``source``."""
+    token = _SOURCE.set(source)
+    try:
+        yield
+    finally:
+        _SOURCE.reset(token)
+
+
+def owned_elsewhere(flag: str) -> bool:
+    """Flags a more specific rule reports: speculative ones (L-13), secrets (L-06)."""
+    return is_spec_flag(flag) or flag in SECRET_FLAGS
+
+
+@service_rule("extra-args-field-flag", "L-25", "error")
+def field_flag(s: Subject) -> Iterator[Hit]:
+    """a flag inferfleet renders from a field is set in extra_args, bypassing the fleet file"""
+    for found in field_overrides(s.traits.flags, s.service.extra_args):
+        if owned_elsewhere(found.flag):
+            continue
+        yield s.hit(
+            f"extra_args[{found.index}]",
+            f"service {s.name!r} passes {found.written} in extra_args; inferfleet renders that "
+            f"flag from services.{s.name}.{found.field}, and the rules about it would judge a "
+            "value the server never gets",
+            found.hint(s.name),
+        )
+
+
+@rule("extra-args-unknown-flag", "L-42", "error")
+def unknown_flag(ctx: CheckContext) -> Iterator[Hit | Skip]:
+    """a flag in extra_args that the pinned runtime does not take: the unit would crash-loop"""
+    source = _SOURCE.get()
+    for s in ctx.subjects("llm"):
+        if not s.service.extra_args:
+            continue
+        if source is None:
+            yield Skip(s.name, NO_SOURCE)
+            continue
+        assert s.service.runtime is not None
+        known = source(s.service.runtime, s.runtime)
+        if isinstance(known, str):
+            yield Skip(s.name, known)
+            continue
+        for found in unknown_flags(s.traits.flags, known, s.service.extra_args):
+            yield s.hit(
+                f"extra_args[{found.index}]",
+                f"service {s.name!r} passes {found.written}, which {found.problem}; the server "
+                "would refuse to start and its unit crash-loop",
+                found.fix,
+            )
+
+
+@rule("mmap-disabled", "L-23", "error")
+def mmap_off(ctx: CheckContext) -> Iterator[Hit | Skip]:
+    """the server is started with mmap off: huge embedding tables land in anonymous memory"""
+    for s in ctx.subjects("gguf"):
+        argv = s.argv
+        if isinstance(argv, str):
+            yield Skip(s.name, argv)
+            continue
+        maps = {
+            "runtime_env": s.service.runtime_env,
+            "env": s.service.env,
+            "container.env": s.service.container.env,
+        }
+        env = {k: v for values in maps.values() for k, v in values.items()}
+        culprit = mmap_disabled(parse_args(argv, s.traits.flags.takes), env)
+        if culprit is not None:
+            name = culprit.split("=", 1)[0]
+            where = next((f"{m}.{name}" for m, values in maps.items() if name in values), None)
+            yield s.hit(
+                where or "extra_args",
+                f"service {s.name!r} starts llama-server with mmap off ({culprit}): the weights "
+                "are read into anonymous memory, and a model with a huge embedding table was "
+                "killed silently by its cgroup",
+                "remove it: keep mmap on (the default load mode, auto, maps the file)",
+            )
