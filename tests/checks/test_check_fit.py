@@ -235,3 +235,28 @@ def test_check_and_budget_size_a_projector_alike(cli: Any, tmp_path: Path) -> No
     small["models"]["gemma"]["files"][-1]["size"] = 10 * MIB
     code, hits, _ = fit_findings(cli, write(tmp_path, small, "small.yaml"))
     assert hits == [] and code == 0
+
+
+def test_a_flag_that_cannot_be_sized_is_skipped_with_the_budgets_error(
+    cli: Any, tmp_path: Path
+) -> None:
+    """A bad ``-ub`` in extra_args: the rule says why it could not size the service.
+    A good one is sized: on a card the default micro-batch fits, -ub 2048 does not (L-30)."""
+    services = {"chat": chat(8080, "g0", 32768, 2)}
+    services["chat"]["extra_args"] = ["-ub", "zero"]
+    path = write(tmp_path, fleet([nvidia("g0", "1650MiB")], services))
+    code, hits, doc = fit_findings(cli, path)
+    assert hits == [] and code == 0
+    (skip,) = [s for s in doc["skipped"] if s["rule"] == "device-memory-fit"]
+    assert skip["subject"] == "chat"
+    assert "extra_args has -ub 'zero': the micro-batch must be a positive number" in skip["reason"]
+
+    services["chat"]["extra_args"] = []
+    code, hits, doc = fit_findings(cli, write(tmp_path, fleet([nvidia("g0", "1650MiB")], services)))
+    assert (code, hits, doc["skipped"]) == (0, [], [])
+    services["chat"]["extra_args"] = ["-ub", "2048"]
+    path = write(tmp_path, fleet([nvidia("g0", "1650MiB")], services))
+    code, (hit,), doc = fit_findings(cli, path)
+    big = bill(cli, path, "chat", "g0")
+    assert code == 1 and doc["skipped"] == []
+    assert f"chat {mib(big['used'])} (llama.cpp budget)" in hit["message"]
