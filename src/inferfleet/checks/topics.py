@@ -5,7 +5,9 @@ from __future__ import annotations
 from inferfleet.checks import (  # noqa: F401 - imported for their @rule registrations
     arguments,
     client_window,
+    collisions,
     environment,
+    fit,
     kvcache,
     memory,
     speculative,

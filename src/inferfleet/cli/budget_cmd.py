@@ -20,6 +20,7 @@ import typer
 from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
+from inferfleet.budget.fleet import fleet_request
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
 from inferfleet.budget.memreport import BootReport
 from inferfleet.budget.plan import Budget, BudgetRequest, Solution
@@ -29,7 +30,6 @@ from inferfleet.budget.report import (
     comparison_document,
     solution_document,
 )
-from inferfleet.budget.service import assumptions, service_request
 from inferfleet.budget.shape import ModelShape
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip
@@ -96,23 +96,6 @@ def read_shape(loaded: LoadedFleet, name: str, *, remote: bool) -> ModelShape:
     return model_shape(inspect(model_location(loaded, name, remote=remote)))
 
 
-def projector_size(loaded: LoadedFleet, name: str, mmproj: str) -> int:
-    """The projector file's size: declared in the fleet, else by stat (L-08)."""
-    model = loaded.fleet.models[name]
-    declared = {f.path: f.size for f in declared_files(model, loaded.root)}
-    if mmproj in declared:
-        return declared[mmproj]
-    path = model_dir(name, model) / mmproj
-    try:
-        return path.stat().st_size
-    except OSError:
-        raise BudgetError(
-            f"the projector {mmproj!r} is neither declared in model {name!r}'s files nor here",
-            where=str(path),
-            hint="declare it (path, size, sha256) in the model's files or manifest",
-        ) from None
-
-
 def parse_boot(text: str) -> tuple[int, int]:
     """``CTX=MiB`` -> (ctx, bytes)."""
     ctx, _, mib = text.partition("=")
@@ -158,32 +141,14 @@ def llama_services(loaded: LoadedFleet, wanted: str | None) -> tuple[list[str], 
 def build_request(
     loaded: LoadedFleet, name: str, *, ctx: int | None, headroom_mib: float, remote: bool
 ) -> BudgetRequest:
-    fleet = loaded.fleet
-    service = fleet.services[name]
-    host = fleet.hosts[service.host]
-    assert service.model is not None  # an llm service has one (schema)
-    shape = read_shape(loaded, service.model, remote=remote)
-    spec = service.speculative
-    drafter = None
-    if spec is not None and spec.draft_model is not None:
-        drafter = read_shape(loaded, spec.draft_model, remote=remote)
-    projector = None
-    if service.mmproj is not None:
-        projector = projector_size(loaded, service.model, service.mmproj)
-    request = service_request(
-        service,
-        host,
-        shape,
+    return fleet_request(
+        loaded.fleet,
+        loaded.root,
+        name,
+        lambda model: read_shape(loaded, model, remote=remote),
         ctx_per_slot=ctx,
-        drafter_model=drafter,
-        projector_bytes=projector,
         headroom=int(headroom_mib * MIB),
     )
-    notes = assumptions(service)
-    if notes:
-        model = replace(request.model, notes=(*request.model.notes, *notes))
-        request = replace(request, model=model)
-    return request
 
 
 # ---------------------------------------------------------------- output

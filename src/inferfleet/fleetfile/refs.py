@@ -169,6 +169,21 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
 
 
 def _overlap(a: str, b: str) -> bool:
-    if a == b:
+    """Whether two bind addresses take the same port: one address however written
+    (``::1`` and ``0:0::1``, ``::ffff:10.0.0.1`` and ``10.0.0.1``), or a wildcard
+    over it (``0.0.0.0`` takes every IPv4 address; ``::`` every address, since
+    Linux binds it dual-stack by default)."""
+    x, y = _address(a), _address(b)
+    if x == y:
         return True
-    return ipaddress.ip_address(a).is_unspecified or ipaddress.ip_address(b).is_unspecified
+    return any(
+        wild.is_unspecified and (wild.version == 6 or other.version == 4)
+        for wild, other in ((x, y), (y, x))
+    )
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    address = ipaddress.ip_address(text)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address

@@ -1,0 +1,103 @@
+"""Memory fit: every device holds what the services sharing it need (L-27, L-31, L-32).
+
+The bill is ``inferfleet budget``'s own (:mod:`inferfleet.budget.fleet`): a
+llama.cpp service's weights, KV cache, compute, output, projector and drafter
+per device, from its model's header; a vLLM/SGLang service's declared share of
+each device it takes (L-32); the headroom once per device; an APU's GTT
+aperture and system RAM (L-31). A service whose header cannot be read here is
+skipped with the reason, and the devices are judged without it: an overrun
+found without it is an overrun all the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from inferfleet.budget import MIB, BudgetError, ModelShape, model_shape, plan
+from inferfleet.budget.fleet import ENGINE_SHARES, Pool, fleet_request, host_pools
+from inferfleet.budget.plan import Budget
+from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
+from inferfleet.errors import FleetError
+from inferfleet.runtimes.registry import traits
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:,.0f} MiB"
+
+
+def _pool_name(pool: Pool) -> str:
+    if pool.name == "system RAM":
+        return f"the system RAM of host {pool.host!r} (unified-memory GTT and host memory, L-31)"
+    if pool.name == "host":
+        return f"the memory of host {pool.host!r}"
+    return f"device {pool.name!r} of host {pool.host!r}"
+
+
+def _overrun(pool: Pool, over: int, engines: set[str], unsized: list[str]) -> Hit:
+    by_service: dict[str, tuple[int, list[str]]] = {}
+    for use in pool.uses:
+        total, whats = by_service.get(use.service, (0, []))
+        by_service[use.service] = (total + use.bytes, [*whats, use.what])
+    parts = [
+        f"{name} {_mib(total)} ({', '.join(dict.fromkeys(whats))})"
+        for name, (total, whats) in by_service.items()
+    ]
+    if pool.headroom:
+        parts.append(f"headroom {_mib(pool.headroom)}")
+    assert pool.memory is not None  # an overrun needs a known size
+    message = (
+        f"{_pool_name(pool)} has {_mib(pool.memory)} and the services sharing it need "
+        f"{_mib(pool.used + pool.headroom)}: {'; '.join(parts)} -- "
+        f"{math.ceil(over / MIB):,} MiB over"
+    )
+    if unsized:
+        message += f" (without {', '.join(unsized)}, which could not be sized here)"
+    llama = [name for name in by_service if name not in engines]
+    fixes = []
+    if llama:
+        solve = " and ".join(f"`inferfleet budget {name} --solve`" for name in llama)
+        fixes.append(
+            f"{solve} finds the largest ctx_per_slot that fits (L-27); lower ctx_per_slot, "
+            "parallel or the kv_cache types to match"
+        )
+    if engines & set(by_service):
+        fixes.append("lower gpu_memory_utilization of the vLLM/SGLang service (L-32)")
+    fixes.append("or move a service to another device")
+    services = list(by_service)
+    return Hit(services[0] if len(services) == 1 else None, pool.path, message, "; ".join(fixes))
+
+
+@rule("device-memory-fit", "L-27", "error")
+def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
+    """the services sharing a device need more memory than it has"""
+    fleet = ctx.fleet
+
+    def shape_of(model: str) -> ModelShape:
+        facts = ctx.header(model)
+        if isinstance(facts, str):
+            raise BudgetError(facts)
+        return model_shape(facts)
+
+    for host_name in fleet.hosts:
+        budgets: dict[str, Budget] = {}
+        engines: list[tuple[str, str]] = []
+        unsized: dict[str, str] = {}
+        for name, service in fleet.services.items():
+            if service.host != host_name or service.kind != "llm" or service.runtime is None:
+                continue
+            kind = fleet.runtimes[service.runtime].kind
+            if kind in ENGINE_SHARES:
+                engines.append((name, kind))
+            elif traits(kind).gguf:
+                try:
+                    budgets[name] = plan(fleet_request(fleet, ctx.root, name, shape_of))
+                except FleetError as exc:
+                    unsized[name] = exc.render()
+        engine_names = {name for name, _ in engines}
+        for pool in host_pools(fleet, host_name, budgets, engines):
+            over = pool.over
+            if over is not None:
+                yield _overrun(pool, over, engine_names, list(unsized))
+        for name, reason in unsized.items():
+            yield Skip(name, f"memory of service {name!r} not sized: {reason}")
