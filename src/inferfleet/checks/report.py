@@ -42,11 +42,16 @@ def report_document(report: Report) -> CheckDocument:
     )
 
 
+def rule_document(rule: Rule) -> CheckRule:
+    """One rule of the catalogue as a document part."""
+    return document_of(CheckRule, rule)
+
+
 def catalogue_document(rules: list[Rule]) -> CheckRulesDocument:
     """The ``inferfleet.check.rules/v1`` document: every rule ``check`` runs."""
     return CheckRulesDocument(
         schema=CATALOGUE_SCHEMA,
-        rules=[document_of(CheckRule, rule) for rule in rules],
+        rules=[rule_document(rule) for rule in rules],
     )
 
 

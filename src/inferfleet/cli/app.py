@@ -80,6 +80,11 @@ VERBS: dict[str, Verb] = {
         "register",
         "Check the fleet against every lesson encoded as a rule (schema first).",
     ),
+    "explain": Verb(
+        "explain_cmd",
+        "register",
+        "Explain a lesson (L-25) or a check rule: what happened, why, what inferfleet does.",
+    ),
     "render": Verb(
         "render_cmd",
         "register",
