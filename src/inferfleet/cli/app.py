@@ -54,7 +54,7 @@ VERBS: dict[str, Verb] = {
     "init": Verb(
         "fleet_cmds",
         "register",
-        "Scaffold a fleet repository: fleet.yaml (from the embedded example) and .gitignore.",
+        "Scaffold a fleet repo: fleet.yaml, .gitignore, pre-commit + CI running check --strict.",
     ),
     "up": Verb(
         "run_cmds",
