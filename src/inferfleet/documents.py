@@ -178,6 +178,27 @@ class CheckRulesDocument(TypedDict):
     rules: list[CheckRule]
 
 
+class LessonText(TypedDict):
+    """One operational lesson as users read it (``src/inferfleet/lessons``)."""
+
+    id: str
+    kind: str  # check | gate | default | probe | bench
+    title: str
+    happened: str
+    why: str
+    does: str
+
+
+class ExplainDocument(TypedDict):
+    """``explain L-xx`` or ``explain RULE``: the lesson, the rule asked for, and every
+    rule of ``check`` that encodes the lesson."""
+
+    schema: Literal["inferfleet.explain/v1"]
+    lesson: LessonText
+    rule: CheckRule | None  # the rule asked for; None when a lesson was asked for
+    rules: list[CheckRule]
+
+
 class SecretFinding(TypedDict):
     path: str
     line: int
@@ -873,6 +894,7 @@ DOCUMENT_TYPES: tuple[type, ...] = (
     ShowServiceDocument,
     CheckDocument,
     CheckRulesDocument,
+    ExplainDocument,
     SecretsScanDocument,
     RenderDocument,
     DiffDocument,

@@ -86,6 +86,12 @@ def test_check_report_and_rule_catalogue(cli: Cli) -> None:
     assert len(rules["rules"]) > 10
 
 
+def test_explain_a_lesson_and_a_rule(cli: Cli) -> None:
+    assert valid(cli("explain", "L-25", "--json"), "inferfleet.explain/v1")["rule"] is None
+    one = valid(cli("explain", "metrics-off", "--json"), "inferfleet.explain/v1")
+    assert one["rule"]["lesson"] == one["lesson"]["id"] == "L-56"
+
+
 def test_render_and_diff(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "rendered"
     doc = valid(

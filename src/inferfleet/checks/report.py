@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Final, Literal
+from urllib.parse import quote
 
 from inferfleet.checks.engine import Finding, Report, Rule
 from inferfleet.documents import (
@@ -14,11 +16,11 @@ from inferfleet.documents import (
     CheckSkip,
     document_of,
 )
+from inferfleet.lessons import lessons
 
 SCHEMA: Final[Literal["inferfleet.check/v1"]] = "inferfleet.check/v1"
 CATALOGUE_SCHEMA: Final[Literal["inferfleet.check.rules/v1"]] = "inferfleet.check.rules/v1"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-LESSONS_URI = "../shared/lessons.md"
 
 
 def finding_document(finding: Finding) -> CheckFinding:
@@ -42,25 +44,42 @@ def report_document(report: Report) -> CheckDocument:
     )
 
 
+def rule_document(rule: Rule) -> CheckRule:
+    """One rule of the catalogue as a document part."""
+    return document_of(CheckRule, rule)
+
+
 def catalogue_document(rules: list[Rule]) -> CheckRulesDocument:
     """The ``inferfleet.check.rules/v1`` document: every rule ``check`` runs."""
     return CheckRulesDocument(
         schema=CATALOGUE_SCHEMA,
-        rules=[document_of(CheckRule, rule) for rule in rules],
+        rules=[rule_document(rule) for rule in rules],
     )
 
 
 def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:
-    """SARIF 2.1.0: code-scanning UIs show each finding on its fleet file line."""
+    """SARIF 2.1.0 (validated against the OASIS schema in the tests): code-scanning UIs
+    show each finding on its fleet file line, with the rule's lesson as its help.
+
+    The fleet file's URI is relative as given (resolved against the checkout by
+    the consumer) or a ``file://`` URI when absolute; lines and columns are
+    1-based, columns counted in characters. Rules that could not judge (a
+    model file not here) are tool notifications, so a reader sees what was not
+    checked.
+    """
     index = {rule.id: i for i, rule in enumerate(rules)}
+    artifact = {"uri": _uri(report.file)}
     results = []
     for finding in report.findings:
-        location: dict[str, Any] = {"artifactLocation": {"uri": report.file}}
+        location: dict[str, Any] = {"artifactLocation": dict(artifact)}
         if finding.line is not None:
             region: dict[str, int] = {"startLine": finding.line}
             if finding.column is not None:
                 region["startColumn"] = finding.column
             location["region"] = region
+        properties: dict[str, str] = {"lesson": finding.lesson}
+        if finding.service is not None:
+            properties["service"] = finding.service
         results.append(
             {
                 "ruleId": finding.rule,
@@ -68,9 +87,18 @@ def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:
                 "level": finding.severity,
                 "message": {"text": f"{finding.field}: {finding.message} -- {finding.hint}"},
                 "locations": [{"physicalLocation": location}],
-                "properties": {"lesson": finding.lesson, "service": finding.service},
+                "properties": properties,
             }
         )
+    notifications = [
+        {
+            "level": "note",
+            "message": {"text": f"not checked for {s.subject}: {s.reason}"},
+            "associatedRule": {"id": s.rule, "index": index[s.rule]},
+        }
+        for s in report.skipped
+        if s.rule in index
+    ]
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -80,20 +108,52 @@ def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:
                     "driver": {
                         "name": "inferfleet",
                         "version": version,
-                        "informationUri": LESSONS_URI,
-                        "rules": [
-                            {
-                                "id": rule.id,
-                                "shortDescription": {"text": rule.title},
-                                "helpUri": f"{LESSONS_URI}#{rule.lesson.lower()}",
-                                "defaultConfiguration": {"level": rule.severity},
-                                "properties": {"lesson": rule.lesson, "topic": rule.topic},
-                            }
-                            for rule in rules
-                        ],
+                        "rules": [_sarif_rule(rule) for rule in rules],
                     }
                 },
+                "invocations": [
+                    {"executionSuccessful": True, "toolExecutionNotifications": notifications}
+                ],
+                "columnKind": "unicodeCodePoints",
                 "results": results,
             }
         ],
     }
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    """A SARIF reportingDescriptor: the rule, and its lesson as full description and help."""
+    described: dict[str, Any] = {
+        "id": rule.id,
+        "shortDescription": {"text": rule.title},
+    }
+    lesson = lessons().get(rule.lesson)
+    if lesson is not None:
+        described["fullDescription"] = {"text": f"{lesson.id}: {lesson.title}"}
+        described["help"] = {
+            "text": (
+                f"{lesson.id}: {lesson.title}\n\nWhat happened: {lesson.happened}\n\n"
+                f"Why: {lesson.why}\n\nWhat inferfleet does: {lesson.does}\n\n"
+                f"More: inferfleet explain {rule.id}"
+            ),
+            "markdown": (
+                f"**{lesson.id}: {lesson.title}**\n\n**What happened.** {lesson.happened}\n\n"
+                f"**Why.** {lesson.why}\n\n**What inferfleet does.** {lesson.does}\n\n"
+                f"More: `inferfleet explain {rule.id}`"
+            ),
+        }
+    described["defaultConfiguration"] = {"level": rule.severity}
+    described["properties"] = {
+        "lesson": rule.lesson,
+        "topic": rule.topic,
+        "tags": ["inferfleet", rule.topic, rule.lesson],
+    }
+    return described
+
+
+def _uri(file: str) -> str:
+    """The fleet file as a URI reference: ``file://`` when absolute, else relative, encoded."""
+    path = Path(file)
+    if path.is_absolute():
+        return path.as_uri()
+    return quote(path.as_posix())

@@ -56,7 +56,7 @@ VERBS: dict[str, Verb] = {
     "init": Verb(
         "fleet_cmds",
         "register",
-        "Scaffold a fleet repository: fleet.yaml (from the embedded example) and .gitignore.",
+        "Scaffold a fleet repo: fleet.yaml, .gitignore, pre-commit + CI running check --strict.",
     ),
     "up": Verb(
         "run_cmds",
@@ -81,6 +81,11 @@ VERBS: dict[str, Verb] = {
         "check_cmd",
         "register",
         "Check the fleet against every lesson encoded as a rule (schema first).",
+    ),
+    "explain": Verb(
+        "explain_cmd",
+        "register",
+        "Explain a lesson (L-25) or a check rule: what happened, why, what inferfleet does.",
     ),
     "render": Verb(
         "render_cmd",

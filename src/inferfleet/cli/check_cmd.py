@@ -66,7 +66,8 @@ def _catalogue(out: Output, as_json: bool) -> None:
         [r.id, r.lesson, r.severity, "yes" if r.needs_header else "", esc(r.title)] for r in rules
     ]
     out.table(
-        f"{len(rules)} rules (lessons: ../shared/lessons.md)",
+        f"{len(rules)} rules (the lesson behind each: `inferfleet explain LESSON` or "
+        "`inferfleet explain RULE`)",
         ["rule", "lesson", "severity", "GGUF header", "what it refuses"],
         rows,
     )

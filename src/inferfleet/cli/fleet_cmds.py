@@ -256,22 +256,61 @@ GITIGNORE_LINES = (
 )
 
 
+# What `init` writes besides .gitignore: (path in the repository, packaged template).
+# The CI files run `inferfleet check --strict` (pre-commit on commit, the workflow in CI).
+SCAFFOLD: tuple[tuple[str, str], ...] = (
+    ("fleet.yaml", "examples/local/fleet.yaml"),
+    (".pre-commit-config.yaml", "examples/ci/pre-commit-config.yaml"),
+    (".github/workflows/inferfleet-check.yml", "examples/ci/inferfleet-check.yml"),
+)
+
+
 def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the fleet repository."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing fleet.yaml."),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite existing files (fleet.yaml and the CI files)."
+    ),
+    ci: bool = typer.Option(
+        True,
+        "--ci/--no-ci",
+        help="Also write .pre-commit-config.yaml and a CI workflow that run "
+        "`inferfleet check --strict`.",
+    ),
 ) -> None:
-    """Scaffold a fleet repository: fleet.yaml (from the embedded example) and .gitignore."""
+    """Scaffold a fleet repo: fleet.yaml, .gitignore, pre-commit + CI running check --strict.
+
+    fleet.yaml comes from the embedded example; .pre-commit-config.yaml and
+    .github/workflows/inferfleet-check.yml run `inferfleet check --strict`.
+    """
+    from inferfleet import __version__
     from inferfleet.io.files import atomic_write
 
     out = Output()
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "fleet.yaml"
-    if target.exists() and not force:
+    wanted = SCAFFOLD if ci else SCAFFOLD[:1]
+    targets = [(directory / name, template) for name, template in wanted]
+    # Refuse before writing anything: nothing is half-scaffolded.
+    for target, _ in targets:
+        if target.is_dir():
+            raise UsageError(f"cannot write {target}: it is a directory", hint="move it aside")
+        blocked = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise UsageError(
+                f"cannot write {target}: {blocked} is a file, not a directory",
+                hint="move it aside, or pass another directory",
+            )
+    existing = [target for target, _ in targets if target.exists()]
+    if existing and not force:
+        names = ", ".join(str(t) for t in existing)
         raise UsageError(
-            f"{target} already exists",
-            hint="edit it, or pass --force to replace it with the example",
+            f"already exists: {names}",
+            hint="edit them, pass --force to replace them with the templates"
+            + ("" if not ci else ", or --no-ci to write only fleet.yaml"),
         )
-    atomic_write(target, embedded_example().read_text(encoding="utf-8"))
+    packaged = resources.files("inferfleet")
+    for target, template in targets:
+        text = packaged.joinpath(template).read_text(encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, text.replace("@VERSION@", __version__))
     ignore = directory / ".gitignore"
     present = ignore.read_text().splitlines() if ignore.exists() else []
     missing = [line for line in GITIGNORE_LINES if line not in present]
@@ -280,5 +319,11 @@ def init(
             if present and present[-1].strip():
                 handle.write("\n")
             handle.write("\n".join(missing) + "\n")
-    out.line(f"[green]created[/green] {esc(target)}")
+    for target, _ in targets:
+        out.line(f"[green]created[/green] {esc(target)}")
     out.line("next: edit hosts, models and services; then `inferfleet validate`, `inferfleet up`")
+    if ci:
+        out.line(
+            "CI: `pre-commit install` runs `inferfleet check --strict` on every commit; "
+            "the workflow runs it on every push"
+        )
