@@ -42,13 +42,14 @@ def test_json_document(cli: Any) -> None:
     assert result.code == 1
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.check/v1" and doc["ok"] is False
-    assert doc["counts"] == {"error": 5, "warning": 0, "skipped": 3}
+    assert doc["counts"] == {"error": 5, "warning": 0, "skipped": 5}
     first = doc["findings"][0]
     assert set(first) == {
         "rule", "lesson", "severity", "service", "field", "line", "column", "message", "hint"
     }  # fmt: skip
     assert {s["rule"] for s in doc["skipped"]} == {
-        "gguf-unknown-types", "chat-template-missing", "context-beyond-training"
+        "gguf-unknown-types", "chat-template-missing", "context-beyond-training",
+        "declared-files-match-source",
     }  # fmt: skip
 
 

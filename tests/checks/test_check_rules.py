@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from check_helpers import DIGEST, Patch, check, rule_ids
+from test_check_declared import SOURCE_RULES
 from test_check_header_rules import HEADER_RULES
 
 from inferfleet.checks.engine import Hit, Subject, catalogue, service_rule
@@ -230,7 +231,7 @@ def test_the_base_fleet_passes_every_rule(tmp_path: Path) -> None:
 
 
 def test_every_rule_has_a_case() -> None:
-    covered = set(CASES) | set(HEADER_RULES)
+    covered = set(CASES) | set(HEADER_RULES) | set(SOURCE_RULES)
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25
 
