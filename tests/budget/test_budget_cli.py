@@ -123,7 +123,9 @@ def test_missing_model_file_says_what_to_do(cli: Cli, tmp_path: Path) -> None:
     result = cli("budget", "svc", "-f", str(fleet))
     assert result.code == 2
     assert "could not size model 'gemma'" in result.stderr
-    assert "is not on this machine" in result.stderr and f"run budget where {empty}" in result.stderr
+    assert (
+        "is not on this machine" in result.stderr and f"run budget where {empty}" in result.stderr
+    )
     # Fleet-wide, the service is reported as skipped and the run exits 2: could not size.
     doc = json.loads(cli("budget", "-f", str(fleet), "--json").stdout)
     assert doc["services"] == [] and "not on this machine" in doc["skipped"][0]["reason"]
@@ -151,6 +153,7 @@ def test_remote_reads_the_header_with_few_range_requests(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = f"/org/gemma-GGUF/resolve/main/{GEMMA.name}"
+    monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(tmp_path / "cache"))  # a cold header cache
     with serving({path: GEMMA}) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         fleet = _hub_fleet(tmp_path)

@@ -1,8 +1,10 @@
-"""The test Hub (tests/hub) for check and budget tests, and a one-service fleet around the real model.
+"""The test Hub (tests/hub) for check and budget tests, and a fleet around the real model.
 
 The Hub-shaped server serves the real Gemma 3 270M file (whole, or split in
 three parts); tests point ``HF_ENDPOINT`` at it and read its request log.
-The cache dir is per test, so the first run starts cold.
+The cache dir is per test, so the first run starts cold. A test module
+imports the ``*_fixture`` functions to use the fixtures ``hub_env``,
+``model_blobs`` and ``hub``.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ __all__ = [
 ]
 
 
-@pytest.fixture
-def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(name="hub_env")
+def hub_env_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No user token, endpoint or cache leaks in; the cache dir is this test's own."""
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "INFERFLEET_HF_TOKEN_FILE"):
         monkeypatch.delenv(name, raising=False)
@@ -54,13 +56,13 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-@pytest.fixture(scope="session")
-def model_blobs() -> Blobs:
+@pytest.fixture(name="model_blobs", scope="session")
+def model_blobs_fixture() -> Blobs:
     return blobs()
 
 
-@pytest.fixture
-def hub(
+@pytest.fixture(name="hub")
+def hub_fixture(
     model_blobs: Blobs, hub_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[HubServer]:
     """The test Hub on loopback, with the whole and the split repo; HF_ENDPOINT points at it."""

@@ -23,9 +23,9 @@ from remote_fleet import (
     HubServer,
     file_requests,
     fleet,
-    hub,  # noqa: F401 - fixture
-    hub_env,  # noqa: F401 - fixture
-    model_blobs,  # noqa: F401 - fixture
+    hub_env_fixture,  # noqa: F401 - the hub_env fixture
+    hub_fixture,  # noqa: F401 - the hub fixture
+    model_blobs_fixture,  # noqa: F401 - the model_blobs fixture
 )
 
 from inferfleet.hub.headers import header_cache_path
@@ -71,7 +71,7 @@ def test_hub_header_is_read_with_few_requests_and_cached(
     assert 1 <= len(gets) <= 4, [(r.host, r.method, r.range) for r in header_reads]
     assert all(r.range is not None and not r.range.endswith("=0-") for r in gets)  # L-03, L-11
     assert sum(hub.sent.values()) < 16 << 20  # a header, never the 253 MB of tensors
-    assert header_cache_path(WHOLE, "main", MODEL_NAME).is_file()
+    assert header_cache_path((hub.endpoint, WHOLE, "main", MODEL_NAME)).is_file()
     before = len(hub.log)
     second = _doc(cli, path)
     assert len(hub.log) == before, "the second check asked the Hub again"
@@ -189,7 +189,7 @@ def test_a_damaged_cache_entry_is_ignored_and_replaced(
 ) -> None:
     path = _hub_fleet(tmp_path, **INCIDENT)
     good = _doc(cli, path)
-    entry = header_cache_path(WHOLE, "main", MODEL_NAME)
+    entry = header_cache_path((hub.endpoint, WHOLE, "main", MODEL_NAME))
     valid = entry.read_bytes()
     if damage == "replace-key":  # a valid entry of another file is not this file's
         record = json.loads(valid)
@@ -217,12 +217,13 @@ def test_unreachable_hub_is_a_skip_with_the_reason(
 ) -> None:
     from helpers import free_port
 
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    nobody = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("HF_ENDPOINT", nobody)
     path = _hub_fleet(tmp_path, **INCIDENT)
     result = cli("check", str(path), "--strict")
     assert result.code == 1
     assert "cannot read the header of test/gemma-whole@main/" in result.stdout
-    assert not header_cache_path(WHOLE, "main", MODEL_NAME).exists()  # no failure is cached
+    assert not header_cache_path((nobody, WHOLE, "main", MODEL_NAME)).exists()  # not cached
 
 
 def test_the_packaged_example_passes_strict_with_no_skip(cli: Cli, hub_env: Path) -> None:

@@ -12,7 +12,8 @@ no model files. :class:`ModelSources` answers, for each model, in this order:
    the rest of the header, the redirect followed once per file, so at most
    4 requests per file; every part of a split GGUF, found from part 1's
    ``split.count``). The parsed facts are cached under
-   ``<cache>/headers/`` keyed by (repo, revision, path), so a second run
+   ``<cache>/headers/`` keyed by (repo, revision, path) on the endpoint
+   (a mirror's repo is not the Hub's), so a second run
    makes no request. A cached entry is parsed as hostile input
    (:mod:`inferfleet.io.state_files`): a damaged one is ignored, read again
    and replaced (atomically), never trusted.
@@ -67,6 +68,9 @@ from inferfleet.io.files import atomic_write
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
 
 CACHE_FORMAT = 1
+# A Hub file: (endpoint, repo, revision, path). The endpoint is part of the key:
+# a mirror's repo of the same name is not the Hub's.
+HubKey = tuple[str, str, str, str]
 OFFLINE = "--offline: no network request was made"
 
 
@@ -98,6 +102,7 @@ class CachedHeader:
     """One Hub file's parsed header facts, as written under ``<cache>/headers``."""
 
     format: int
+    endpoint: str
     repo: str
     revision: str
     path: str
@@ -150,9 +155,11 @@ def _natural(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _to_cache(repo: str, revision: str, path: str, found: Inspection) -> bytes:
+def _to_cache(key: HubKey, found: Inspection) -> bytes:
+    endpoint_url, repo, revision, path = key
     record = CachedHeader(
         format=CACHE_FORMAT,
+        endpoint=endpoint_url,
         repo=repo,
         revision=revision,
         path=path,
@@ -177,11 +184,11 @@ def _to_cache(repo: str, revision: str, path: str, found: Inspection) -> bytes:
     return TypeAdapter(CachedHeader).dump_json(record)
 
 
-def _check_record(key: tuple[str, str, str]) -> Callable[[CachedHeader], str | None]:
+def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
     def check(record: CachedHeader) -> str | None:
         if record.format != CACHE_FORMAT:
             return f"cache format {record.format}, this inferfleet writes {CACHE_FORMAT}"
-        if (record.repo, record.revision, record.path) != key:
+        if (record.endpoint, record.repo, record.revision, record.path) != key:
             return f"it is the entry of {record.repo}@{record.revision}/{record.path}"
         if not record.parts or any(
             not _natural(t.offset) or not _natural(t.n_elements) for t in record.tensors
@@ -222,19 +229,19 @@ def _key_name(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
-def header_cache_path(repo: str, revision: str, path: str) -> Path:
-    """Where the parsed header of ``repo@revision/path`` is cached."""
-    return paths.cache_dir() / "headers" / f"{_key_name(repo, revision, path)}.json"
+def header_cache_path(key: HubKey) -> Path:
+    """Where the parsed header of one Hub file (endpoint, repo, revision, path) is cached."""
+    return paths.cache_dir() / "headers" / f"{_key_name(*key)}.json"
 
 
-def listing_cache_path(repo: str, revision: str) -> Path:
-    """Where the Hub listing of ``repo@revision`` is cached (a manifest)."""
-    return paths.cache_dir() / "listings" / f"{_key_name(repo, revision)}.manifest"
+def listing_cache_path(endpoint_url: str, repo: str, revision: str) -> Path:
+    """Where the Hub listing of ``repo@revision`` on an endpoint is cached (a manifest)."""
+    return paths.cache_dir() / "listings" / f"{_key_name(endpoint_url, repo, revision)}.manifest"
 
 
-def read_cached_header(repo: str, revision: str, path: str) -> Inspection | None:
+def read_cached_header(key: HubKey) -> Inspection | None:
     """The cached facts, or None when there are none or the entry is damaged (never trusted)."""
-    where = header_cache_path(repo, revision, path)
+    where = header_cache_path(key)
     try:
         raw = where.read_bytes()
     except OSError:
@@ -247,22 +254,22 @@ def read_cached_header(repo: str, revision: str, path: str) -> Inspection | None
             what="cached GGUF header",
             error=HubError,
             hint="it is read again from the Hub and replaced",
-            check=_check_record((repo, revision, path)),
+            check=_check_record(key),
         )
         return _from_cache(record)
     except (FleetError, ValueError):
         return None
 
 
-def write_cached_header(repo: str, revision: str, path: str, found: Inspection) -> bool:
+def write_cached_header(key: HubKey, found: Inspection) -> bool:
     """Cache ``found`` atomically; False (nothing written) when it cannot be cached exactly."""
     try:
-        data = _to_cache(repo, revision, path, found)
+        data = _to_cache(key, found)
     except _Uncachable:
         return False
     if len(data) > MAX_STATE_BYTES:
         return False  # the reader would refuse it: read from the Hub each time instead
-    where = header_cache_path(repo, revision, path)
+    where = header_cache_path(key)
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(where, data)
@@ -415,13 +422,14 @@ class ModelSources:
             return f"model {name!r}: header in package {source.package!r} unreadable: {exc.message}"
 
     def _hub_header(self, name: str, source: HubSource, main: str) -> Inspection | str:
-        cached = read_cached_header(source.hub, source.revision, main)
+        key = (self._endpoint(), source.hub, source.revision, main)
+        cached = read_cached_header(key)
         if cached is not None:
             return cached
         if self.offline:
             return f"model {name!r} is not on this machine and its header is not cached ({OFFLINE})"
         try:
-            url = resolve_url(self._endpoint(), source.hub, source.revision, main)
+            url = resolve_url(*key)
             found = inspect(url, client=self._http())
         except GGUFError as exc:
             hint = f" ({exc.hint})" if exc.hint else ""
@@ -431,7 +439,7 @@ class ModelSources:
             )
         except FleetError as exc:
             return f"model {name!r}: {exc.message}"
-        write_cached_header(source.hub, source.revision, main, found)
+        write_cached_header(key, found)
         return found
 
     # -- source listings ---------------------------------------------------
@@ -469,7 +477,7 @@ class ModelSources:
     def _hub_listing(self, name: str, model: Model, source: HubSource) -> SourceListing | str:
         declared = [e.path for e in self._declared(model)]
         where = f"hub {source.hub}@{source.revision}"
-        cached = _read_listing(source.hub, source.revision)
+        cached = _read_listing(self._endpoint(), source.hub, source.revision)
         if cached is not None and all(p in cached for p in declared):
             return SourceListing(where, cached)
         if self.offline:
@@ -491,13 +499,13 @@ class ModelSources:
         entries = {e.path: e for e in manifest.entries}
         if cached is not None:
             entries = {**cached, **entries}
-        _write_listing(source.hub, source.revision, manifest.commit, entries)
+        _write_listing(self._endpoint(), manifest, entries)
         return SourceListing(where, entries)
 
 
-def _read_listing(repo: str, revision: str) -> dict[str, ManifestEntry] | None:
+def _read_listing(endpoint_url: str, repo: str, revision: str) -> dict[str, ManifestEntry] | None:
     """The cached listing, or None when there is none or it is damaged (never trusted)."""
-    where = listing_cache_path(repo, revision)
+    where = listing_cache_path(endpoint_url, repo, revision)
     if not where.is_file():
         return None
     try:
@@ -509,13 +517,12 @@ def _read_listing(repo: str, revision: str) -> dict[str, ManifestEntry] | None:
     return {e.path: e for e in manifest.entries}
 
 
-def _write_listing(
-    repo: str, revision: str, commit: str | None, entries: dict[str, ManifestEntry]
-) -> None:
+def _write_listing(endpoint_url: str, listed: Manifest, entries: dict[str, ManifestEntry]) -> None:
+    assert listed.repo is not None and listed.revision is not None
     try:
         write_manifest(
-            listing_cache_path(repo, revision),
-            Manifest(repo, revision, commit, tuple(entries.values())),
+            listing_cache_path(endpoint_url, listed.repo, listed.revision),
+            Manifest(listed.repo, listed.revision, listed.commit, tuple(entries.values())),
         )
     except OSError:
         return  # a read-only cache costs requests, not the answer
