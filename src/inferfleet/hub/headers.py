@@ -78,26 +78,6 @@ OFFLINE = "--offline: no network request was made"
 
 
 @dataclass(frozen=True)
-class CachedTensor:
-    name: str
-    shape: tuple[int, ...]
-    type_id: int
-    offset: int
-    n_elements: int
-    n_bytes: int | None
-
-
-@dataclass(frozen=True)
-class CachedPart:
-    source: str
-    split_no: int | None
-    tensor_count: int
-    tensor_bytes: int
-    header_bytes: int
-    file_size: int | None
-
-
-@dataclass(frozen=True)
 class CachedHeader:
     """One Hub file's parsed header facts, as written under ``<cache>/headers``."""
 
@@ -110,8 +90,8 @@ class CachedHeader:
     version: int
     metadata: dict[str, JsonValue]
     value_types: dict[str, str]
-    tensors: tuple[CachedTensor, ...]
-    parts: tuple[CachedPart, ...]
+    tensors: tuple[TensorInfo, ...]
+    parts: tuple[PartInfo, ...]
     split_count: int | None
     problems: tuple[str, ...]
     notes: tuple[str, ...]
@@ -167,16 +147,8 @@ def _to_cache(key: HubKey, found: Inspection) -> bytes:
         version=found.version,
         metadata={key: _encode(value) for key, value in found.metadata.items()},
         value_types=dict(found.value_types),
-        tensors=tuple(
-            CachedTensor(t.name, t.shape, t.type_id, t.offset, t.n_elements, t.n_bytes)
-            for t in found.tensors
-        ),
-        parts=tuple(
-            CachedPart(
-                p.source, p.split_no, p.tensor_count, p.tensor_bytes, p.header_bytes, p.file_size
-            )
-            for p in found.parts
-        ),
+        tensors=found.tensors,
+        parts=found.parts,
         split_count=found.split_count,
         problems=found.problems,
         notes=found.notes,
@@ -201,27 +173,18 @@ def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
 
 def _from_cache(record: CachedHeader) -> Inspection:
     metadata = {key: _decode(value) for key, value in record.metadata.items()}
-    tensors = tuple(
-        TensorInfo(t.name, t.shape, t.type_id, t.offset, t.n_elements, t.n_bytes)
-        for t in record.tensors
-    )
     return Inspection(
         location=record.location,
         version=record.version,
         metadata=metadata,
         value_types=record.value_types,
-        tensors=tensors,
-        parts=tuple(
-            PartInfo(
-                p.source, p.split_no, p.tensor_count, p.tensor_bytes, p.header_bytes, p.file_size
-            )
-            for p in record.parts
-        ),
+        tensors=record.tensors,
+        parts=record.parts,
         split_count=record.split_count,
         layout=attention_layout(metadata),
         problems=record.problems,
         notes=record.notes,
-        type_histogram=type_histogram(tensors),
+        type_histogram=type_histogram(record.tensors),
     )
 
 
