@@ -21,18 +21,21 @@ from helpers import ROOT
 sys.path.insert(0, str(ROOT / "tests" / "hub"))
 
 from hub_repos import (  # noqa: E402 - tests/hub is put on the path just above
+    FRAGMENT_COUNT,
     MODEL_NAME,
     MODEL_SHA256,
     MODEL_SIZE,
     SPLIT_COUNT,
     Blobs,
     blobs,
+    fragment_repo,
     split_repo,
     whole_repo,
 )
 from hubserver import HubServer, Logged  # noqa: E402
 
 __all__ = [
+    "FRAGMENT_COUNT",
     "MODEL_NAME",
     "MODEL_SHA256",
     "MODEL_SIZE",
@@ -65,10 +68,11 @@ def model_blobs_fixture() -> Blobs:
 def hub_fixture(
     model_blobs: Blobs, hub_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[HubServer]:
-    """The test Hub on loopback, with the whole and the split repo; HF_ENDPOINT points at it."""
+    """The test Hub on loopback with the whole, split and fragment repos; HF_ENDPOINT to it."""
     with HubServer() as server:
         server.add(whole_repo())
         server.add(split_repo())
+        server.add(fragment_repo())
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
         yield server
 

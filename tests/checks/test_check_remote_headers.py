@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from helpers import ROOT
 from remote_fleet import (
+    FRAGMENT_COUNT,
     MODEL_NAME,
     MODEL_SIZE,
     SPLIT_COUNT,
@@ -33,6 +34,7 @@ from inferfleet.hub.headers import header_cache_path
 Cli = Callable[..., Any]
 WHOLE = "test/gemma-whole"
 SPLIT = "test/gemma-split"
+FRAGMENTS = "test/gemma-parts"
 # Gemma 3 270M is trained for 32768 tokens: 65536 per slot trips L-25, and a
 # chat client on a base model without a chat template trips L-19.
 INCIDENT = {"ctx_per_slot": 65536, "client": {"chat": True, "max_tokens": 512}}
@@ -103,6 +105,30 @@ def test_split_model_reads_part_one_and_counts_the_parts(
     before = len(hub.log)
     _doc(cli, path)
     assert len(hub.log) == before
+
+
+def test_fragmented_model_header_is_read_from_fragment_one(
+    hub: HubServer, cli: Cli, tmp_path: Path
+) -> None:
+    """L-05: a file published as .partNofM fragments is judged before it is assembled."""
+    manifest = tmp_path / "m.manifest"
+    made = cli("models", "manifest", FRAGMENTS, "--out", str(manifest))
+    assert made.code == 0, made.stderr
+    path = fleet(
+        tmp_path,
+        {"hub": FRAGMENTS, "revision": "main"},
+        manifest="m.manifest",
+        service=INCIDENT,
+        model_dir=tmp_path / "nowhere",
+    )
+    doc = _doc(cli, path)
+    whole = _doc(cli, _hub_fleet(tmp_path / "whole", **INCIDENT))
+    assert doc["skipped"] == [] and _findings(doc) == _findings(whole)
+    first = f"{MODEL_NAME}.part1of{FRAGMENT_COUNT}"
+    gets = [r for r in file_requests(hub, FRAGMENTS, first) if r.method == "GET"]
+    assert 1 <= len(gets) <= 4
+    second = f"{MODEL_NAME}.part2of{FRAGMENT_COUNT}"
+    assert not [r for r in file_requests(hub, FRAGMENTS, second) if r.method == "GET"]
 
 
 def test_absent_and_present_model_give_the_same_findings(

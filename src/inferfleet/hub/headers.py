@@ -47,6 +47,7 @@ from inferfleet.artifacts.manifest import (
     Manifest,
     ManifestEntry,
     declared_files,
+    fragment_of,
     parse_manifest,
 )
 from inferfleet.checks.engine import LocalSources, SourceListing
@@ -57,7 +58,7 @@ from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, Tenso
 from inferfleet.gguf.kv import attention_layout
 from inferfleet.gguf.model import MetaValue
 from inferfleet.gguf.reader import read_header
-from inferfleet.gguf.source import http_client
+from inferfleet.gguf.source import HTTPSource, hf_token_for, http_client
 from inferfleet.gguf.split import build_inspection, type_histogram
 from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
@@ -371,7 +372,7 @@ class ModelSources:
         if isinstance(model.source, PackageSource):
             return self._package_header(model_name, model.source)
         if isinstance(model.source, HubSource):
-            return self._hub_header(model_name, model.source, main)
+            return self._hub_header(model_name, model, model.source, main)
         return here  # a path model: only its host has the file
 
     def _package_header(self, name: str, source: PackageSource) -> Inspection | str:
@@ -384,16 +385,21 @@ class ModelSources:
         except GGUFError as exc:
             return f"model {name!r}: header in package {source.package!r} unreadable: {exc.message}"
 
-    def _hub_header(self, name: str, source: HubSource, main: str) -> Inspection | str:
+    def _hub_header(
+        self, name: str, model: Model, source: HubSource, main: str
+    ) -> Inspection | str:
         key = (self._endpoint(), source.hub, source.revision, main)
         cached = read_cached_header(key)
         if cached is not None:
             return cached
         if self.offline:
             return f"model {name!r} is not on this machine and its header is not cached ({OFFLINE})"
+        pieces = [e for e in self._declared(model) if _first_fragment_of(e.path, main)]
         try:
-            url = resolve_url(*key)
-            found = inspect(url, client=self._http())
+            if pieces:  # L-05: assembled after download; its header is in fragment 1
+                found = self._fragment_header(key, pieces[0].path, self._declared(model))
+            else:
+                found = inspect(resolve_url(*key), client=self._http())
         except GGUFError as exc:
             hint = f" ({exc.hint})" if exc.hint else ""
             return (
@@ -404,6 +410,24 @@ class ModelSources:
             return f"model {name!r}: {exc.message}"
         write_cached_header(key, found)
         return found
+
+    def _fragment_header(
+        self, key: HubKey, first: str, declared: list[ManifestEntry]
+    ) -> Inspection:
+        """The header of a file published as ``.partNofM`` fragments, read from fragment 1.
+
+        The file's size is the declared size of the assembled file, so the
+        reader judges tensor extents against the whole file, not the fragment.
+        """
+        endpoint_url, repo, revision, main = key
+        total = next((e.size for e in declared if e.path == main), None)
+        url = resolve_url(endpoint_url, repo, revision, first)
+        piece = HTTPSource(url, token=hf_token_for(url), client=self._http())
+        try:
+            header = read_header(_Assembled(piece, total))
+        finally:
+            piece.close()
+        return build_inspection(resolve_url(*key), [header])
 
     # -- source listings ---------------------------------------------------
 
@@ -464,6 +488,36 @@ class ModelSources:
             entries = {**cached, **entries}
         _write_listing(self._endpoint(), manifest, entries)
         return SourceListing(where, entries)
+
+
+def _first_fragment_of(path: str, main: str) -> bool:
+    """Whether ``path`` is fragment 1 of the file ``main`` (L-05)."""
+    found = fragment_of(path)
+    return found is not None and found.base == main and found.number == 1
+
+
+class _Assembled:
+    """Fragment 1 of a file read as the start of the whole file (whose size is declared)."""
+
+    remote = True
+
+    def __init__(self, first: HTTPSource, size: int | None) -> None:
+        self._first = first
+        self._size = size
+
+    @property
+    def name(self) -> str:
+        return self._first.name
+
+    @property
+    def size(self) -> int | None:
+        return self._size if self._size is not None else self._first.size
+
+    def read(self, start: int, end: int) -> bytes:
+        return self._first.read(start, end)
+
+    def close(self) -> None:
+        self._first.close()
 
 
 def _read_listing(endpoint_url: str, repo: str, revision: str) -> dict[str, ManifestEntry] | None:
