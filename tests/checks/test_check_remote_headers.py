@@ -207,6 +207,7 @@ def test_strict_fails_on_a_skip_and_names_it(
         b'{"format": 1}',
         "replace-key",
         "bad-metadata",
+        "negative-shape",
         b"x" * (2 << 20),
     ],
 )
@@ -221,6 +222,10 @@ def test_a_damaged_cache_entry_is_ignored_and_replaced(
         record = json.loads(valid)
         record["path"] = "other.gguf"
         record["metadata"]["gemma3.context_length"] = 10**9
+        data = json.dumps(record).encode()
+    elif damage == "negative-shape":
+        record = json.loads(valid)
+        record["tensors"][0]["shape"] = [-1, 640]
         data = json.dumps(record).encode()
     elif damage == "bad-metadata":
         record = json.loads(valid)

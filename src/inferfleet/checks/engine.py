@@ -147,7 +147,8 @@ def header_rule(
 
     ``model`` returns None where the rule does not apply to the service. The
     rule function gets the subject, the model's name and its header facts;
-    where the header cannot be read on this machine the rule skips, saying why.
+    where no source can give the header (:class:`ModelSources`) the rule skips,
+    saying why.
     """
 
     def register(fn: HeaderRuleFn) -> HeaderRuleFn:

@@ -136,6 +136,12 @@ def _natural(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _is_tensor(t: TensorInfo) -> bool:
+    """Every number of a cached tensor is one the reader could have parsed (none negative)."""
+    numbers = (t.type_id, t.offset, t.n_elements, *t.shape)
+    return all(_natural(n) for n in numbers) and (t.n_bytes is None or _natural(t.n_bytes))
+
+
 def _to_cache(key: HubKey, found: Inspection) -> bytes:
     endpoint_url, repo, revision, path = key
     record = CachedHeader(
@@ -163,9 +169,7 @@ def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
             return f"cache format {record.format}, this inferfleet writes {CACHE_FORMAT}"
         if (record.endpoint, record.repo, record.revision, record.path) != key:
             return f"it is the entry of {record.repo}@{record.revision}/{record.path}"
-        if not record.parts or any(
-            not _natural(t.offset) or not _natural(t.n_elements) for t in record.tensors
-        ):
+        if not record.parts or not all(_is_tensor(t) for t in record.tensors):
             return "its parts or tensors are not a GGUF's"
         return None
 
