@@ -122,11 +122,14 @@ def test_missing_model_file_says_what_to_do(cli: Cli, tmp_path: Path) -> None:
     fleet.write_text(fleet.read_text().replace(str(GEMMA.parent), str(empty)))
     result = cli("budget", "svc", "-f", str(fleet))
     assert result.code == 2
-    assert "its file is not on this machine" in result.stderr and "inferfleet up" in result.stderr
-    # Fleet-wide, the service is reported as skipped and the run exits 1.
+    assert "could not size model 'gemma'" in result.stderr
+    assert (
+        "is not on this machine" in result.stderr and f"run budget where {empty}" in result.stderr
+    )
+    # Fleet-wide, the service is reported as skipped and the run exits 2: could not size.
     doc = json.loads(cli("budget", "-f", str(fleet), "--json").stdout)
     assert doc["services"] == [] and "not on this machine" in doc["skipped"][0]["reason"]
-    assert cli("budget", "-f", str(fleet)).code == 1
+    assert cli("budget", "-f", str(fleet)).code == 2
 
 
 def _hub_fleet(tmp_path: Path) -> Path:
@@ -140,16 +143,17 @@ def _hub_fleet(tmp_path: Path) -> Path:
     return write_fleet(tmp_path, {}, models=models)
 
 
-def test_hub_model_not_here_suggests_fetch_or_remote(cli: Cli, tmp_path: Path) -> None:
-    result = cli("budget", "svc", "-f", str(_hub_fleet(tmp_path)))
+def test_hub_model_not_here_offline_says_why(cli: Cli, tmp_path: Path) -> None:
+    result = cli("budget", "svc", "-f", str(_hub_fleet(tmp_path)), "--offline")
     assert result.code == 2
-    assert "inferfleet models fetch gemma" in result.stderr and "--remote" in result.stderr
+    assert "no network request" in result.stderr and "drop --offline" in result.stderr
 
 
 def test_remote_reads_the_header_with_few_range_requests(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = f"/org/gemma-GGUF/resolve/main/{GEMMA.name}"
+    monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(tmp_path / "cache"))  # a cold header cache
     with serving({path: GEMMA}) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         fleet = _hub_fleet(tmp_path)

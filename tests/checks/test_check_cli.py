@@ -32,7 +32,7 @@ def test_broken_fleet_fails_with_every_incident_on_its_line(cli: Any) -> None:
 
 
 def test_homelab_example_passes(cli: Any) -> None:
-    result = cli("check", str(HOMELAB))
+    result = cli("check", str(HOMELAB), "--offline")  # its Hub models are illustrative
     assert result.code == 0, result.stdout
     assert "passed: 0 error(s), 0 warning(s)" in result.stdout
 
@@ -42,14 +42,14 @@ def test_json_document(cli: Any) -> None:
     assert result.code == 1
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.check/v1" and doc["ok"] is False
-    assert doc["counts"] == {"error": 5, "warning": 0, "skipped": 4}
+    assert doc["counts"] == {"error": 5, "warning": 0, "skipped": 6}
     first = doc["findings"][0]
     assert set(first) == {
         "rule", "lesson", "severity", "service", "field", "line", "column", "message", "hint"
     }  # fmt: skip
     assert {s["rule"] for s in doc["skipped"]} == {
         "gguf-unknown-types", "chat-template-missing", "context-beyond-training",
-        "device-memory-fit",
+        "device-memory-fit", "declared-files-match-source",
     }  # fmt: skip
 
 

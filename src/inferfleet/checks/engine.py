@@ -4,9 +4,10 @@ A rule has an id, the lesson it encodes (``L-xx`` in lessons.md), a severity
 and a one-line title (its function's docstring); its function yields :class:`Hit` (a problem, naming
 the service and the field) or :class:`Skip` (it could not judge, and why).
 Most rules judge one service at a time (:func:`service_rule`); rules that
-need GGUF header facts (:func:`header_rule`) read the local file through the
-context, and when the file is not here they skip with the reason instead of
-guessing.
+need GGUF header facts (:func:`header_rule`) read them through the context's
+:class:`ModelSources` (this machine's file, or, from the CLI, the installed
+package or the Hub by range requests), and when no source can answer they skip
+with the reason instead of guessing.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
-from inferfleet.artifacts.locate import main_path
+from inferfleet.artifacts.locate import main_path, model_dir
+from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.errors import FleetError, SpecError
-from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
+from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
 from inferfleet.render.facts import facts_for
@@ -148,7 +150,8 @@ def header_rule(
 
     ``model`` returns None where the rule does not apply to the service. The
     rule function gets the subject, the model's name and its header facts;
-    where the header cannot be read on this machine the rule skips, saying why.
+    where no source can give the header (:class:`ModelSources`) the rule skips,
+    saying why.
     """
 
     def register(fn: HeaderRuleFn) -> HeaderRuleFn:
@@ -179,12 +182,91 @@ def catalogue() -> list[Rule]:
 # ---------------------------------------------------------------- context
 
 
+class ModelSources(Protocol):
+    """Where rules read a model's GGUF header and what its source says its files are.
+
+    Each answer is the facts, or the reason they cannot be had (a rule then
+    skips with it). :class:`LocalSources` reads this machine only; the CLI
+    passes one that also reads package and Hub models without their files
+    (:mod:`inferfleet.hub.headers`), so a CI checkout judges what a host would.
+    """
+
+    def header(self, model_name: str) -> Inspection | str: ...
+
+    def source_files(self, model_name: str) -> SourceListing | str: ...
+
+
+@dataclass(frozen=True)
+class SourceListing:
+    """The files a model's source holds, as it states them (size, and sha256 where it has one)."""
+
+    source: str  # for messages: "hub org/repo@rev", "package x", "this machine (stat)"
+    files: dict[str, ManifestEntry]  # by path; a declared path absent here is not in the source
+
+
 @dataclass
-class CheckContext:
-    """The fleet under check, and cached header reads of its local model files."""
+class LocalSources:
+    """This machine only: the model's main GGUF where the fleet says it lives, never the network."""
 
     loaded: LoadedFleet
+
+    def model_file(self, model_name: str) -> Path | str:
+        """The model's main GGUF on this machine, or why there is none to read."""
+        model = self.loaded.fleet.models[model_name]
+        try:
+            path = main_path(model_name, model, self.loaded.root)
+        except SpecError as exc:
+            return f"model {model_name!r}: {exc.message}"
+        if path is None:
+            return f"model {model_name!r} is not a GGUF (header rules read GGUF files)"
+        if not path.is_file():
+            return f"model {model_name!r} is not on this machine ({path})"
+        return path
+
+    def header(self, model_name: str) -> Inspection | str:
+        path = self.model_file(model_name)
+        if isinstance(path, str):
+            return path
+        try:
+            return inspect(path)
+        except GGUFError as exc:
+            return f"model {model_name!r}: header unreadable: {exc.message}"
+
+    def source_files(self, model_name: str) -> SourceListing | str:
+        """A path model's files by ``stat`` (L-08); other sources are not read here."""
+        model = self.loaded.fleet.models[model_name]
+        if not isinstance(model.source, PathSource):
+            return f"model {model_name!r}: its source is not read on this machine alone"
+        folder = model_dir(model_name, model)
+        try:
+            declared = declared_files(model, self.loaded.root)
+        except SpecError as exc:
+            return f"model {model_name!r}: {exc.message}"
+        found: dict[str, ManifestEntry] = {}
+        for entry in declared:
+            try:
+                info = (folder / entry.path).stat()
+            except OSError:
+                return (
+                    f"model {model_name!r}: {entry.path} is not on this machine "
+                    f"({folder}); its size is checked on the host"
+                )
+            found[entry.path] = ManifestEntry(entry.path, info.st_size, "size", "")
+        return SourceListing(f"{folder} (stat)", found)
+
+
+@dataclass
+class CheckContext:
+    """The fleet under check, and cached reads of its models' headers and sources."""
+
+    loaded: LoadedFleet
+    sources: ModelSources | None = None
     _headers: dict[str, Inspection | str] = field(default_factory=dict)
+    _listings: dict[str, SourceListing | str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sources is None:
+            self.sources = LocalSources(self.loaded)
 
     @property
     def fleet(self) -> Fleet:
@@ -204,33 +286,19 @@ class CheckContext:
                 continue
             yield subject
 
-    def model_file(self, model_name: str) -> Path | str:
-        """The model's main GGUF on this machine, or why there is none to read."""
-        model = self.fleet.models[model_name]
-        try:
-            path = main_path(model_name, model, self.root)
-        except SpecError as exc:
-            return f"model {model_name!r}: {exc.message}"
-        if path is None:
-            return f"model {model_name!r} is not a GGUF (header rules read GGUF files)"
-        if not path.is_file():
-            return f"model {model_name!r} is not on this machine (fetch it to run header rules)"
-        return path
-
     def header(self, model_name: str) -> Inspection | str:
-        """The model's header facts, or the reason they cannot be read here."""
+        """The model's header facts, or the reason they cannot be read (asked once per model)."""
         if model_name not in self._headers:
-            self._headers[model_name] = self._read(model_name)
+            assert self.sources is not None
+            self._headers[model_name] = self.sources.header(model_name)
         return self._headers[model_name]
 
-    def _read(self, model_name: str) -> Inspection | str:
-        path = self.model_file(model_name)
-        if isinstance(path, str):
-            return path
-        try:
-            return inspect(path)
-        except GGUFError as exc:
-            return f"model {model_name!r}: header unreadable: {exc.message}"
+    def source_files(self, model_name: str) -> SourceListing | str:
+        """What the model's source states about its files, or why it cannot be asked."""
+        if model_name not in self._listings:
+            assert self.sources is not None
+            self._listings[model_name] = self.sources.source_files(model_name)
+        return self._listings[model_name]
 
 
 @dataclass(frozen=True)
@@ -307,8 +375,11 @@ def run_checks(
     *,
     rules: Iterable[Rule] | None = None,
     locate: Locator | None = None,
+    sources: ModelSources | None = None,
 ) -> Report:
-    ctx = CheckContext(loaded)
+    """Run ``rules`` (default: the catalogue); header facts come from ``sources``
+    (default: this machine only, :class:`LocalSources`)."""
+    ctx = CheckContext(loaded, sources)
     chosen = list(rules) if rules is not None else catalogue()
     findings: list[Finding] = []
     skipped: list[Skipped] = []

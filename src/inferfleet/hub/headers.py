@@ -1,0 +1,561 @@
+"""Model headers and source file lists without the model files (issue 14, items 1-2; L-01, L-11).
+
+``check`` and ``budget`` judge GGUF header facts; a fleet repository's CI has
+no model files. :class:`ModelSources` answers, for each model, in this order:
+
+1. the main GGUF on this machine, where the fleet says it lives;
+2. a package model (``source: package``): the model file inside the
+   installed package, read in place (its ``chunk_paths()``, concatenated
+   virtually; nothing is assembled or written);
+3. a Hub model: its header read by HTTP range requests through the one HTTP
+   client (:func:`inferfleet.gguf.inspect` on the resolve URL: 256 KiB, then
+   the rest of the header, the redirect followed once per file, so at most
+   4 requests per file; every part of a split GGUF, found from part 1's
+   ``split.count``). The parsed facts are cached under
+   ``<cache>/headers/`` keyed by (repo, revision, path) on the endpoint
+   (a mirror's repo is not the Hub's), so a second run
+   makes no request. A cached entry is parsed as hostile input
+   (:mod:`inferfleet.io.state_files`): a damaged one is ignored, read again
+   and replaced (atomically), never trusted.
+
+What a source states about the declared files (size, and sha256 where it has
+one: the LFS oid) comes from the Hub listing at the pinned revision
+(:func:`inferfleet.hub.manifest.build_manifest`, cached by repo and revision),
+the installed package (its chunks' sizes and the sha256 it ships), or
+``stat`` for a path model.
+
+With ``offline`` no request is made: what the cache or this machine cannot
+answer is a reason, which the caller shows as a skip.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from pydantic import JsonValue, TypeAdapter
+
+from inferfleet import paths
+from inferfleet.artifacts.locate import main_file
+from inferfleet.artifacts.manifest import (
+    Manifest,
+    ManifestEntry,
+    declared_files,
+    fragment_of,
+    parse_manifest,
+)
+from inferfleet.checks.engine import LocalSources, SourceListing
+from inferfleet.errors import FleetError, SpecError
+from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource
+from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
+from inferfleet.gguf.kv import attention_layout
+from inferfleet.gguf.model import MetaValue
+from inferfleet.gguf.reader import read_header
+from inferfleet.gguf.source import HTTPSource, hf_token_for, http_client
+from inferfleet.gguf.split import build_inspection, type_histogram
+from inferfleet.hub.auth import resolve_token
+from inferfleet.hub.errors import HubError
+from inferfleet.hub.fetch_plan import endpoint
+from inferfleet.hub.manifest import build_manifest, write_manifest
+from inferfleet.hub.wire import resolve_url
+from inferfleet.io.files import atomic_write
+from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
+
+CACHE_FORMAT = 1
+# A Hub file: (endpoint, repo, revision, path). The endpoint is part of the key:
+# a mirror's repo of the same name is not the Hub's.
+HubKey = tuple[str, str, str, str]
+OFFLINE = "--offline: no network request was made"
+
+
+# ---------------------------------------------------------------- cached header facts
+
+
+@dataclass(frozen=True)
+class CachedHeader:
+    """One Hub file's parsed header facts, as written under ``<cache>/headers``."""
+
+    format: int
+    endpoint: str
+    repo: str
+    revision: str
+    path: str
+    location: str
+    version: int
+    metadata: dict[str, JsonValue]
+    value_types: dict[str, str]
+    tensors: tuple[TensorInfo, ...]
+    parts: tuple[PartInfo, ...]
+    split_count: int | None
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+class _Uncachable(ValueError):
+    """A metadata value JSON cannot carry exactly (a NaN): the header is read again next time."""
+
+
+def _encode(value: MetaValue) -> JsonValue:
+    if isinstance(value, SkippedArray):
+        return {"array_of": value.element_type, "count": value.count, "offset": value.offset}
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Uncachable(repr(value))
+    return value
+
+
+def _decode(value: JsonValue) -> MetaValue:
+    """A cached metadata value back; anything GGUF metadata cannot be is refused."""
+    if isinstance(value, dict):
+        array_of, count, offset = value.get("array_of"), value.get("count"), value.get("offset")
+        if (
+            set(value) != {"array_of", "count", "offset"}
+            or not isinstance(array_of, str)
+            or not _natural(count)
+            or not _natural(offset)
+        ):
+            raise ValueError(f"not a skipped array: {sorted(value)}")
+        assert isinstance(count, int) and isinstance(offset, int)
+        return SkippedArray(array_of, count, offset)
+    if isinstance(value, list):
+        return tuple(_decode(v) for v in value)
+    if value is None:
+        raise ValueError("null is not a GGUF metadata value")
+    return value
+
+
+def _natural(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_tensor(t: TensorInfo) -> bool:
+    """Every number of a cached tensor is one the reader could have parsed (none negative)."""
+    numbers = (t.type_id, t.offset, t.n_elements, *t.shape)
+    return all(_natural(n) for n in numbers) and (t.n_bytes is None or _natural(t.n_bytes))
+
+
+def _to_cache(key: HubKey, found: Inspection) -> bytes:
+    endpoint_url, repo, revision, path = key
+    record = CachedHeader(
+        format=CACHE_FORMAT,
+        endpoint=endpoint_url,
+        repo=repo,
+        revision=revision,
+        path=path,
+        location=found.location,
+        version=found.version,
+        metadata={key: _encode(value) for key, value in found.metadata.items()},
+        value_types=dict(found.value_types),
+        tensors=found.tensors,
+        parts=found.parts,
+        split_count=found.split_count,
+        problems=found.problems,
+        notes=found.notes,
+    )
+    return TypeAdapter(CachedHeader).dump_json(record)
+
+
+def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
+    def check(record: CachedHeader) -> str | None:
+        if record.format != CACHE_FORMAT:
+            return f"cache format {record.format}, this inferfleet writes {CACHE_FORMAT}"
+        if (record.endpoint, record.repo, record.revision, record.path) != key:
+            return f"it is the entry of {record.repo}@{record.revision}/{record.path}"
+        if not record.parts or not all(_is_tensor(t) for t in record.tensors):
+            return "its parts or tensors are not a GGUF's"
+        return None
+
+    return check
+
+
+def _from_cache(record: CachedHeader) -> Inspection:
+    metadata = {key: _decode(value) for key, value in record.metadata.items()}
+    return Inspection(
+        location=record.location,
+        version=record.version,
+        metadata=metadata,
+        value_types=record.value_types,
+        tensors=record.tensors,
+        parts=record.parts,
+        split_count=record.split_count,
+        layout=attention_layout(metadata),
+        problems=record.problems,
+        notes=record.notes,
+        type_histogram=type_histogram(record.tensors),
+    )
+
+
+def _key_name(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def header_cache_path(key: HubKey) -> Path:
+    """Where the parsed header of one Hub file (endpoint, repo, revision, path) is cached."""
+    return paths.cache_dir() / "headers" / f"{_key_name(*key)}.json"
+
+
+def listing_cache_path(endpoint_url: str, repo: str, revision: str) -> Path:
+    """Where the Hub listing of ``repo@revision`` on an endpoint is cached (a manifest)."""
+    return paths.cache_dir() / "listings" / f"{_key_name(endpoint_url, repo, revision)}.manifest"
+
+
+def read_cached_header(key: HubKey) -> Inspection | None:
+    """The cached facts, or None when there are none or the entry is damaged (never trusted)."""
+    where = header_cache_path(key)
+    try:
+        raw = where.read_bytes()
+    except OSError:
+        return None
+    try:
+        record = parse_state(
+            raw,
+            CachedHeader,
+            path=where,
+            what="cached GGUF header",
+            error=HubError,
+            hint="it is read again from the Hub and replaced",
+            check=_check_record(key),
+        )
+        return _from_cache(record)
+    except (FleetError, ValueError):
+        return None
+
+
+def write_cached_header(key: HubKey, found: Inspection) -> bool:
+    """Cache ``found`` atomically; False (nothing written) when it cannot be cached exactly."""
+    try:
+        data = _to_cache(key, found)
+    except _Uncachable:
+        return False
+    if len(data) > MAX_STATE_BYTES:
+        return False  # the reader would refuse it: read from the Hub each time instead
+    where = header_cache_path(key)
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(where, data)
+    except OSError:
+        return False  # a read-only cache costs requests, not the answer
+    return True
+
+
+# ---------------------------------------------------------------- package models
+
+
+class ChunkSource:
+    """A file shipped as consecutive chunks, read as one (a package's model, in place)."""
+
+    remote = False
+
+    def __init__(self, chunks: Sequence[Path], name: str) -> None:
+        self._name = name
+        self._spans: list[tuple[int, Path, int]] = []  # (start, path, size)
+        start = 0
+        for chunk in chunks:
+            size = chunk.stat().st_size
+            self._spans.append((start, chunk, size))
+            start += size
+        self._size = start
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, start: int, end: int) -> bytes:
+        out = bytearray()
+        for begin, chunk, size in self._spans:
+            lo, hi = max(start, begin), min(end, begin + size)
+            if lo >= hi:
+                continue
+            with chunk.open("rb") as handle:
+                handle.seek(lo - begin)
+                out += handle.read(hi - lo)
+        return bytes(out)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """The model file an installed package ships: its chunks, and the sha256 it states."""
+
+    chunks: tuple[Path, ...]
+    sha256: str | None
+
+    @property
+    def size(self) -> int:
+        return sum(chunk.stat().st_size for chunk in self.chunks)
+
+
+def package_file(name: str, source: PackageSource) -> PackageFile | str:
+    """The installed package's model file, or why it cannot be read here."""
+    try:
+        module = importlib.import_module(source.import_name)
+    except ImportError:
+        return (
+            f"model {name!r} comes from the package {source.package!r}, which is not installed "
+            f"here (pip install {source.package})"
+        )
+    chunk_paths = getattr(module, "chunk_paths", None)
+    if not callable(chunk_paths):
+        return (
+            f"model {name!r}: the package {source.package!r} does not say where its file lies "
+            "(no chunk_paths()); assemble it with `inferfleet up` to check it"
+        )
+    try:
+        chunks = tuple(Path(p) for p in chunk_paths())
+        missing = [str(p) for p in chunks if not p.is_file()]
+    except Exception as exc:  # a third-party package: any failure is a reason, not a crash
+        return f"model {name!r}: package {source.package!r} failed to list its file: {exc}"
+    if not chunks or missing:
+        return f"model {name!r}: package {source.package!r} is incomplete: {', '.join(missing)}"
+    stated = getattr(module, "EXPECTED_SHA256", None)
+    sha = stated if isinstance(stated, str) and len(stated) == 64 else None
+    return PackageFile(chunks, sha)
+
+
+# ---------------------------------------------------------------- the sources
+
+
+@dataclass
+class ModelSources:
+    """Header facts and source listings for check and budget (see the module docstring)."""
+
+    loaded: LoadedFleet
+    offline: bool = False
+    endpoint: str | None = None  # default: HF_ENDPOINT, else the Hub
+    client: httpx.Client | None = None
+
+    def __post_init__(self) -> None:
+        self._local = LocalSources(self.loaded)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def __enter__(self) -> ModelSources:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _http(self) -> httpx.Client:
+        if self.client is None:
+            self.client = http_client()
+        return self.client
+
+    def _endpoint(self) -> str:
+        if self.endpoint is None:
+            self.endpoint = endpoint(None)
+        return self.endpoint
+
+    # -- headers -----------------------------------------------------------
+
+    def header(self, model_name: str) -> Inspection | str:
+        model = self.loaded.fleet.models[model_name]
+        try:
+            main = main_file(model, declared_files(model, self.loaded.root), name=model_name)
+        except SpecError as exc:
+            return f"model {model_name!r}: {exc.message}"
+        here = self._local.model_file(model_name)
+        if main is None or isinstance(here, Path):
+            return self._local.header(model_name)  # read here, or why it is not a GGUF
+        if isinstance(model.source, PackageSource):
+            return self._package_header(model_name, model.source)
+        if isinstance(model.source, HubSource):
+            return self._hub_header(model_name, model, model.source, main)
+        return here  # a path model: only its host has the file
+
+    def _package_header(self, name: str, source: PackageSource) -> Inspection | str:
+        found = package_file(name, source)
+        if isinstance(found, str):
+            return found
+        reader = ChunkSource(found.chunks, f"package {source.package}")
+        try:
+            return build_inspection(reader.name, [read_header(reader)])
+        except GGUFError as exc:
+            return f"model {name!r}: header in package {source.package!r} unreadable: {exc.message}"
+
+    def _hub_header(
+        self, name: str, model: Model, source: HubSource, main: str
+    ) -> Inspection | str:
+        key = (self._endpoint(), source.hub, source.revision, main)
+        cached = read_cached_header(key)
+        if cached is not None:
+            return cached
+        if self.offline:
+            return f"model {name!r} is not on this machine and its header is not cached ({OFFLINE})"
+        pieces = [e for e in self._declared(model) if _first_fragment_of(e.path, main)]
+        try:
+            if pieces:  # L-05: assembled after download; its header is in fragment 1
+                found = self._fragment_header(key, pieces[0].path, self._declared(model))
+            else:
+                found = inspect(resolve_url(*key), client=self._http())
+        except GGUFError as exc:
+            hint = f" ({exc.hint})" if exc.hint else ""
+            return (
+                f"model {name!r}: cannot read the header of {source.hub}@{source.revision}/"
+                f"{main}: {exc.message}{hint}"
+            )
+        except FleetError as exc:
+            return f"model {name!r}: {exc.message}"
+        write_cached_header(key, found)
+        return found
+
+    def _fragment_header(
+        self, key: HubKey, first: str, declared: list[ManifestEntry]
+    ) -> Inspection:
+        """The header of a file published as ``.partNofM`` fragments, read from fragment 1.
+
+        The file's size is the declared size of the assembled file, so the
+        reader judges tensor extents against the whole file, not the fragment.
+        """
+        endpoint_url, repo, revision, main = key
+        total = next((e.size for e in declared if e.path == main), None)
+        url = resolve_url(endpoint_url, repo, revision, first)
+        piece = HTTPSource(url, token=hf_token_for(url), client=self._http())
+        try:
+            header = read_header(_Assembled(piece, total))
+        finally:
+            piece.close()
+        return build_inspection(resolve_url(*key), [header])
+
+    # -- source listings ---------------------------------------------------
+
+    def source_files(self, model_name: str) -> SourceListing | str:
+        model = self.loaded.fleet.models[model_name]
+        if isinstance(model.source, PackageSource):
+            return self._package_listing(model_name, model)
+        if isinstance(model.source, HubSource):
+            return self._hub_listing(model_name, model, model.source)
+        return self._local.source_files(model_name)
+
+    def _declared(self, model: Model) -> list[ManifestEntry]:
+        return declared_files(model, self.loaded.root)
+
+    def _package_listing(self, name: str, model: Model) -> SourceListing | str:
+        assert isinstance(model.source, PackageSource)
+        found = package_file(name, model.source)
+        if isinstance(found, str):
+            return found
+        declared = self._declared(model)
+        if len(declared) != 1:
+            return (
+                f"model {name!r}: the package ships one file and {len(declared)} are declared; "
+                "declare the one file it ships"
+            )
+        path = declared[0].path
+        entry = (
+            ManifestEntry(path, found.size, "sha256", found.sha256)
+            if found.sha256 is not None
+            else ManifestEntry(path, found.size, "size", "")
+        )
+        return SourceListing(f"package {model.source.package}", {path: entry})
+
+    def _hub_listing(self, name: str, model: Model, source: HubSource) -> SourceListing | str:
+        declared = [e.path for e in self._declared(model)]
+        where = f"hub {source.hub}@{source.revision}"
+        cached = _read_listing(self._endpoint(), source.hub, source.revision)
+        if cached is not None and all(p in cached for p in declared):
+            return SourceListing(where, cached)
+        if self.offline:
+            return f"model {name!r}: the listing of {where} is not cached ({OFFLINE})"
+        try:
+            manifest = build_manifest(
+                endpoint=self._endpoint(),
+                repo=source.hub,
+                revision=source.revision,
+                includes=[glob.escape(p) for p in declared],
+                token=resolve_token(),
+            )
+        except HubError as exc:
+            if "no file matches" not in exc.message:
+                return f"model {name!r}: cannot list {where}: {exc.message}"
+            return SourceListing(where, {})  # none of the declared files is there
+        except FleetError as exc:
+            return f"model {name!r}: cannot list {where}: {exc.message}"
+        entries = {e.path: e for e in manifest.entries}
+        if cached is not None:
+            entries = {**cached, **entries}
+        _write_listing(self._endpoint(), manifest, entries)
+        return SourceListing(where, entries)
+
+
+def _first_fragment_of(path: str, main: str) -> bool:
+    """Whether ``path`` is fragment 1 of the file ``main`` (L-05)."""
+    found = fragment_of(path)
+    return found is not None and found.base == main and found.number == 1
+
+
+class _Assembled:
+    """Fragment 1 of a file read as the start of the whole file (whose size is declared)."""
+
+    remote = True
+
+    def __init__(self, first: HTTPSource, size: int | None) -> None:
+        self._first = first
+        self._size = size
+
+    @property
+    def name(self) -> str:
+        return self._first.name
+
+    @property
+    def size(self) -> int | None:
+        return self._size if self._size is not None else self._first.size
+
+    def read(self, start: int, end: int) -> bytes:
+        return self._first.read(start, end)
+
+    def close(self) -> None:
+        self._first.close()
+
+
+def _read_listing(endpoint_url: str, repo: str, revision: str) -> dict[str, ManifestEntry] | None:
+    """The cached listing, or None when there is none or it is damaged (never trusted)."""
+    where = listing_cache_path(endpoint_url, repo, revision)
+    if not where.is_file():
+        return None
+    try:
+        manifest = parse_manifest(where)
+    except SpecError:
+        return None
+    if (manifest.repo, manifest.revision) != (repo, revision):
+        return None
+    return {e.path: e for e in manifest.entries}
+
+
+def _write_listing(endpoint_url: str, listed: Manifest, entries: dict[str, ManifestEntry]) -> None:
+    assert listed.repo is not None and listed.revision is not None
+    try:
+        write_manifest(
+            listing_cache_path(endpoint_url, listed.repo, listed.revision),
+            Manifest(listed.repo, listed.revision, listed.commit, tuple(entries.values())),
+        )
+    except OSError:
+        return  # a read-only cache costs requests, not the answer
+
+
+__all__ = [
+    "ChunkSource",
+    "ModelSources",
+    "PackageFile",
+    "header_cache_path",
+    "listing_cache_path",
+    "package_file",
+    "read_cached_header",
+    "write_cached_header",
+]
