@@ -26,7 +26,7 @@ from inferfleet.render.pipeline import UNIT_KINDS, ServiceLaunch
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # gate | stop | stop-unit | disable | remove-container | wait-port | settings |
+    kind: str  # gate | stop | stop-unit | disable | remove-container | wait-port | write-settings |
     #            install | daemon-reload | enable | start | restart | health | verify |
     #            uninstall | marker | forget
     service: str
@@ -73,7 +73,9 @@ def service_actions(
     for dest in stale:
         how = state.settings_status(dest)
         actions.append(
-            Action("settings", name, f"write {dest} ({how}; from its template, mode 600)", dest)
+            Action(
+                "write-settings", name, f"write {dest} ({how}; from its template, mode 600)", dest
+            )
         )
     if desired.backend == "process":
         # The process backend holds what it starts to the gate itself (and

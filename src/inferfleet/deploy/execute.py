@@ -129,7 +129,16 @@ def _apply_item(
     )
     for dest in settings:
         status = state.settings_status(dest)
-        ctx.emit({"event": "settings", "service": name, "path": dest, "status": status})
+        ctx.emit(
+            {
+                "event": "step",
+                "kind": "settings",
+                "service": name,
+                "detail": f"{dest}: {status} (rendered from its template, L-54)",
+                "path": dest,
+                "status": status,
+            }
+        )
         if status == "unchanged" and not dry_run:
             _owner_only(Path(dest))
     gates = gates_for(desired, ctx.fleet, ctx.root, ctx.facts)
@@ -177,7 +186,7 @@ def run_service(
             run_gate(
                 by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir
             )
-        elif kind == "settings":
+        elif kind == "write-settings":
             rendered = (settings or {})[action.target]
             write_if_changed(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
         elif kind == "stop":
