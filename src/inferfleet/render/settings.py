@@ -30,7 +30,9 @@ from inferfleet.render.facts import HostFacts, fleet_relative
 MAX_TEMPLATE_BYTES = 1024 * 1024
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_LOOSE = re.compile(r"\$\{[^}]*\}?")
+# What is left of a "${" once the well-formed placeholders are gone: shown up to the
+# end of its line (at most 40 characters), never the rest of the file.
+_LOOSE = re.compile(r"\$\{[^}\n]{0,40}\}?")
 
 
 class SettingsError(FleetError, ValueError):
