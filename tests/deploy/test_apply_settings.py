@@ -182,7 +182,7 @@ def test_a_dry_run_reports_the_settings_and_writes_nothing(
 @pytest.mark.parametrize(
     ("template", "message"),
     [
-        ('api_key: "${API_KEY"\n', 'malformed placeholder \'${API_KEY"\''),
+        ('api_key: "${API_KEY"\n', "malformed placeholder '${API_KEY\"'"),
         ('token: "${TOKEN}"\n', "placeholder(s) TOKEN are not in the allowlist"),
     ],
 )
@@ -221,9 +221,7 @@ def test_a_missing_env_file_fails_before_anything_starts(
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0)
 
 
-def test_a_destination_inside_the_checkout_is_refused(
-    cli, repo: FleetRepo, port: int
-) -> None:
+def test_a_destination_inside_the_checkout_is_refused(cli, repo: FleetRepo, port: int) -> None:
     inside = repo.fleet_file.parent / "private" / "rendered.yml"
     repo.data["services"]["a"]["settings"][0]["dest"] = str(inside)
     repo.commit("settings rendered into the repo")
@@ -238,9 +236,7 @@ def test_render_settings_uses_the_same_rendering(
 ) -> None:
     """The manual command stays, and writes exactly what apply would."""
     staged = tmp_path / "staging"
-    result = cli(
-        "render-settings", "a", "--file", str(repo.fleet_file), "--dest-root", str(staged)
-    )
+    result = cli("render-settings", "a", "--file", str(repo.fleet_file), "--dest-root", str(staged))
     assert result.code == 0, result.stderr
     manual = staged / str(dest).lstrip("/")
     assert manual.stat().st_mode & 0o777 == 0o600
