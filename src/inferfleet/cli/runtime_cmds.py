@@ -172,7 +172,14 @@ def pin(
             where=f"runtimes.{runtime}.binary",
             hint="run `inferfleet runtime pin` on the host that has the binary",
         )
-    pinned = pin_of(found.kind, binary.resolve())
+    try:
+        pinned = pin_of(found.kind, binary.resolve())
+    except OSError as exc:
+        raise UsageError(
+            f"runtime {runtime!r}: cannot read {binary}: {exc.strerror or exc}",
+            where=f"runtimes.{runtime}.binary",
+            hint="run it as a user that can read the binary",
+        ) from None
     entry = found.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     entry.update(kind=found.kind, version=pinned.version, sha256=pinned.sha256)
     snippet = yaml.safe_dump(

@@ -169,8 +169,15 @@ def verify_binary(
     cache = DigestCache(state_dir)
     real = binary.resolve()
     shown = str(binary) if real == binary else f"{binary} (-> {real})"
-    entry = binary_digest(real, cache)
     nothing = "Nothing was stopped."
+    try:
+        entry = binary_digest(real, cache)
+    except OSError as exc:
+        raise GateError(
+            f"runtime {name!r}: cannot read {shown} to check its sha256: {exc.strerror or exc}",
+            where=f"{where}: runtimes.{name}.binary",
+            hint=f"the user running inferfleet must be able to read the binary (L-42). {nothing}",
+        ) from None
     if runtime.sha256 is not None and entry.sha256 != runtime.sha256:
         raise GateError(
             f"runtime {name!r}: {shown} is not the pinned binary: its sha256 is "
