@@ -242,3 +242,14 @@ def test_render_settings_uses_the_same_rendering(
     assert manual.stat().st_mode & 0o777 == 0o600
     assert apply(cli, repo)[0].code == 0
     assert manual.read_text() == dest.read_text()
+
+
+def test_two_settings_files_with_one_destination_are_refused(cli, repo: FleetRepo) -> None:
+    entry = repo.data["services"]["a"]["settings"][0]
+    repo.data["services"]["a"]["settings"].append(dict(entry))
+    repo.commit("the same settings file twice")
+    result = cli("apply", "--file", str(repo.fleet_file))
+    assert result.code == 1
+    err = " ".join(result.stderr.split())
+    assert "is also the destination of services.a.settings[0]" in err
+    assert "services.a.settings[1]" in err and repo.record("here", "a") is None

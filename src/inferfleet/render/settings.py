@@ -152,6 +152,13 @@ def render_service_settings(
                     hint="choose a destination outside the fleet checkout (e.g. under /etc or "
                     "~/.config): rendered settings hold secrets (L-54, L-55)",
                 )
+        twice = next((f for f in found if f.dest == dest), None)
+        if twice is not None:
+            raise SettingsError(
+                f"settings destination {dest} is also the destination of {twice.field}",
+                where=where,
+                hint="give each settings file its own dest (one would overwrite the other)",
+            )
         found.append(RenderedSettings(where, str(template_path), dest, text))
     return found
 
