@@ -208,6 +208,12 @@ CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
         {"runtimes.lcpp.source.commit": "b11434"},
         {},
     ),
+    "binary-not-pinned": (
+        {"runtimes.fork": {"kind": "llama.cpp", "binary": "/opt/fork/bin/llama-server"}},
+        {"runtimes.fork": {"kind": "llama.cpp", "binary": "/opt/fork/bin/llama-server",
+                           "version": "11434 (b11434)", "sha256": "b" * 64}},
+        {},
+    ),
     "reasoning-field-mismatch": (
         {f"{S}.serve.client": {"reasoning_field": "reasoning_content"}},
         {f"{S}.serve.client": {"reasoning_field": "reasoning"}},

@@ -19,6 +19,7 @@ from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.materialise import materialise
 from inferfleet.checks.engine import run_checks
 from inferfleet.cli.fleet_cmds import embedded_example
+from inferfleet.deploy.pins import pin_of
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import llamacpp_build
 from inferfleet.io import http
@@ -41,6 +42,17 @@ def runtime_and_model() -> tuple[Path, Path]:
     return Path(record.binary), folder
 
 
+def pinned_runtime(binary: Path) -> dict[str, str]:
+    """The built llama-server as a binary runtime, pinned as `runtime pin` pins it (L-42)."""
+    pin = pin_of("llama.cpp", binary)
+    return {
+        "kind": "llama.cpp",
+        "binary": str(binary),
+        "version": pin.version,
+        "sha256": pin.sha256,
+    }
+
+
 def fleet_file(repo: Path, binary: Path, models: Path, port: int) -> Path:
     (repo / "templates").mkdir(parents=True)
     (repo / "templates" / "plain.jinja").write_text(
@@ -55,7 +67,7 @@ def fleet_file(repo: Path, binary: Path, models: Path, port: int) -> Path:
                 "devices": [{"name": "cpu0", "vendor": "cpu", "memory": "2GiB"}],
             }
         },
-        "runtimes": {"lcpp": {"kind": "llama.cpp", "binary": str(binary)}},
+        "runtimes": {"lcpp": pinned_runtime(binary)},
         "models": {
             "gemma": {
                 "source": {"path": str(models)},

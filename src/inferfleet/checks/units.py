@@ -170,3 +170,21 @@ def host_address(s: Subject) -> Iterator[Hit]:
                     "container; only published ports are forwarded there",
                     f"use {HOST_GATEWAY}:{port} (the host gateway name podman provides)",
                 )
+
+
+@rule("binary-not-pinned", "L-42", "error")
+def binary_pinned(ctx: CheckContext) -> Iterator[Hit]:
+    """a binary runtime does not pin the version and sha256 its host verifies before a start"""
+    for name, runtime in ctx.fleet.runtimes.items():
+        if runtime.binary is None:
+            continue
+        missing = [f for f in ("version", "sha256") if getattr(runtime, f) is None]
+        if missing:
+            yield Hit(
+                None,
+                f"runtimes.{name}.binary",
+                f"runtime {name!r} runs {runtime.binary} without pinning its "
+                f"{' and '.join(missing)}: any build at that path (a fork's) would run",
+                f"on the host, `inferfleet runtime pin {name}` prints the version and sha256 "
+                "to add; apply then refuses any other binary there",
+            )

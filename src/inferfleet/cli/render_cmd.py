@@ -21,7 +21,7 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.output import Output, esc
 from inferfleet.render.bundle import Artifact, diff_bundle, render_fleet
 from inferfleet.render.facts import load_facts
-from inferfleet.render.settings import read_env_files, render_settings
+from inferfleet.render.settings import render_service_settings
 
 ServiceArg = typer.Argument(None, help="Only this service's artifacts (default: all).")
 OutOpt = typer.Option(..., "--out", "-o", help="Directory of rendered artifacts.")
@@ -135,21 +135,19 @@ def settings(
         )
     if not svc.settings:
         raise UsageError(f"service {service!r} has no settings files")
-    for index, spec in enumerate(svc.settings):
-        files = env_file or [Path(p).expanduser() for p in spec.env_files]
-        values = read_env_files(files)
-        template_path = loaded.root / spec.template
-        try:
-            template = template_path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(
-                f"cannot read settings template: {exc.strerror}", where=str(template_path)
-            ) from None
-        text = render_settings(
-            template, spec.allow, values, where=f"services.{service}.settings[{index}]"
-        )
-        dest = Path(spec.dest).expanduser()  # runs on the host itself, at deploy time
+    from inferfleet.deploy.facts import host_facts
+
+    # The same rendering apply does on the host; only the writing differs (--dest-root).
+    rendered = render_service_settings(
+        service,
+        svc,
+        host_facts(loaded.root),
+        env_files=env_file or None,
+        forbidden=[loaded.root],
+    )
+    for item in rendered:
+        dest = Path(item.dest)
         if dest_root is not None:
-            dest = dest_root / str(dest).lstrip("/")
-        changed = write_settings(dest, text, repo_root=loaded.root)
+            dest = dest_root / item.dest.lstrip("/")
+        changed = write_settings(dest, item.content, repo_root=loaded.root)
         out.line(f"{'wrote' if changed else 'unchanged'} {esc(dest)}")

@@ -1,7 +1,9 @@
-"""`inferfleet runtime ...`: install and list runtimes."""
+"""`inferfleet runtime ...`: install, list and pin runtimes."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import typer
@@ -133,3 +135,56 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
             for r in rows
         ],
     )
+
+
+@app.command("pin")
+def pin(
+    runtime: str = typer.Argument(..., help="A runtime of the fleet file with `binary:`."),
+    file: Path | None = FleetOpt,
+) -> None:
+    """Print a binary runtime's version and sha256 as found here, for the fleet file (L-42).
+
+    Run it on the host where the binary is: `apply` and `up` refuse to start
+    a service when that host's binary has another sha256 or reports another
+    version. The output is the runtime's YAML, ready to replace its entry.
+    """
+    import yaml
+
+    from inferfleet.deploy.facts import host_facts
+    from inferfleet.deploy.pins import pin_of
+    from inferfleet.render.facts import runtime_binary
+
+    out = Output()
+    loaded = resolve_fleet(file, out)
+    found = loaded.fleet.runtimes.get(runtime)
+    binaries = sorted(n for n, r in loaded.fleet.runtimes.items() if r.binary is not None)
+    if found is None or found.binary is None:
+        what = "no runtime" if found is None else "no binary runtime"
+        raise UsageError(
+            f"{what} named {runtime!r} in {loaded.path}",
+            hint=f"binary runtimes there: {', '.join(binaries) or '(none)'}; an image is "
+            "pinned by digest and a source by its version",
+        )
+    binary = Path(runtime_binary(found, host_facts(loaded.root)))
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        raise UsageError(
+            f"runtime {runtime!r}: {binary} is not an executable file on this machine",
+            where=f"runtimes.{runtime}.binary",
+            hint="run `inferfleet runtime pin` on the host that has the binary",
+        )
+    try:
+        pinned = pin_of(found.kind, binary.resolve())
+    except OSError as exc:
+        raise UsageError(
+            f"runtime {runtime!r}: cannot read {binary}: {exc.strerror or exc}",
+            where=f"runtimes.{runtime}.binary",
+            hint="run it as a user that can read the binary",
+        ) from None
+    entry = found.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    entry.update(kind=found.kind, version=pinned.version, sha256=pinned.sha256)
+    snippet = yaml.safe_dump(
+        {"runtimes": {runtime: entry}}, sort_keys=False, default_flow_style=False
+    )
+    out.note(f"{esc(binary)}: put this in {esc(loaded.path)} (L-42)")
+    sys.stdout.write(snippet)
+    sys.stdout.flush()

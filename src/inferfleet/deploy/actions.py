@@ -26,9 +26,9 @@ from inferfleet.render.pipeline import UNIT_KINDS, ServiceLaunch
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # gate | stop | stop-unit | disable | remove-container | wait-port | install |
-    #            daemon-reload | enable | start | restart | health | verify | uninstall | marker |
-    #            forget
+    kind: str  # gate | stop | stop-unit | disable | remove-container | wait-port | write-settings |
+    #            install | daemon-reload | enable | start | restart | health | verify |
+    #            uninstall | marker | forget
     service: str
     detail: str
     target: str = ""  # the gate's check, the unit's scope:name, the file's path
@@ -45,11 +45,13 @@ def service_actions(
     health_url = url_for(service.bind, service.port, service.health.path)
     actions = [Action("gate", name, g.detail, g.check) for g in gates]
     changed = [f for f in desired.files if state.files.get(f.path) != f.sha256]
+    # A settings file rendered on the host (L-54) is an input like the unit files.
+    stale = state.stale_settings
     if desired.backend == "process":
-        keep = state.process_spec == desired.spec and state.healthy
+        keep = state.process_spec == desired.spec and state.healthy and not stale
     else:
         running = state.unit_running(desired.scope, desired.service_unit)
-        keep = not changed and running and state.healthy
+        keep = not changed and not stale and running and state.healthy
     marker = Action("marker", name, f"record revision {revision[:12]} for {name}")
     if keep:
         return [
@@ -68,6 +70,13 @@ def service_actions(
             Action("remove-container", name, f"remove a stale container named {desired.unit}")
         )
     actions.append(Action("wait-port", name, f"wait until {service.bind}:{service.port} is free"))
+    for dest in stale:
+        how = state.settings_status(dest)
+        actions.append(
+            Action(
+                "write-settings", name, f"write {dest} ({how}; from its template, mode 600)", dest
+            )
+        )
     if desired.backend == "process":
         # The process backend holds what it starts to the gate itself (and
         # stops it by pid if the gate fails), so start and health are one step.

@@ -34,6 +34,7 @@ from inferfleet.errors import FleetError, UsageError
 
 if TYPE_CHECKING:
     from inferfleet.deploy.actions import Action
+    from inferfleet.render.facts import HostFacts
 
 APPLY_SCHEMA: Final = "inferfleet.apply/v1"
 
@@ -307,8 +308,35 @@ def host_report(
         report["facts"] = asdict(facts)
         report["states"] = {
             n: decide(
-                gather(n, facts, state_dir, markers.get(n), endpoint=_endpoint(at, n))
+                gather(
+                    n,
+                    facts,
+                    state_dir,
+                    markers.get(n),
+                    endpoint=_endpoint(at, n),
+                    settings=_settings_digests(at, n, facts, repo.root),
+                )
             ).to_json()
             for n in names
         }
     return report
+
+
+def _settings_digests(
+    at: FleetAtRevision, name: str, facts: HostFacts, checkout: Path
+) -> dict[str, str]:
+    """The service's settings files as apply would render them here (L-54): dest -> sha256.
+
+    A deploy's dry run decides from these exactly as apply does; a template
+    that does not render is left out here (apply reports it for the service).
+    """
+    from inferfleet.render.settings import render_service_settings
+
+    service = at.fleet.services.get(name)
+    if service is None or not service.settings:
+        return {}
+    try:
+        rendered = render_service_settings(name, service, facts, forbidden=[checkout])
+    except FleetError:
+        return {}
+    return {s.dest: s.sha256 for s in rendered}

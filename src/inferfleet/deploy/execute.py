@@ -7,11 +7,12 @@ CLI prints or streams to the deploying machine as JSON lines.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,8 +32,12 @@ from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.io.files import write_if_changed
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
+from inferfleet.render.settings import RenderedSettings, render_service_settings
+
+SETTINGS_MODE = 0o600  # rendered settings hold secrets (L-54)
 
 
 @dataclass
@@ -107,6 +112,10 @@ def _apply_item(
     desired = service_launch(ctx.fleet, ctx.root, name, ctx.facts)
     extra = [f.path for f in desired.files]
     service = desired.service
+    # Rendered here, on the host, from the templates at this revision and the
+    # host's env files (L-54); a template that does not render fails this
+    # service before anything is touched.
+    settings = {s.dest: s for s in service_settings(ctx, name)}
     state = decide(
         gather(
             name,
@@ -115,15 +124,45 @@ def _apply_item(
             markers.get(name),
             extra_paths=extra,
             endpoint=(service.bind, service.port, service.health.path),
+            settings={dest: s.sha256 for dest, s in settings.items()},
         )
     )
+    for dest in settings:
+        status = state.settings_status(dest)
+        ctx.emit(
+            {
+                "event": "step",
+                "kind": "settings",
+                "service": name,
+                "detail": f"{dest}: {status} (rendered from its template, L-54)",
+                "path": dest,
+                "status": status,
+            }
+        )
+        if status == "unchanged" and not dry_run:
+            _owner_only(Path(dest))
     gates = gates_for(desired, ctx.fleet, ctx.root, ctx.facts)
     actions = service_actions(desired, state, gates, ctx.revision)
     if dry_run:
         return actions, None
-    health_s = run_service(ctx, actions, desired, gates)
+    health_s = run_service(ctx, actions, desired, gates, settings)
     kept = any(a.kind == "verify" for a in actions)
     return actions, ("kept" if kept else "deployed", health_s)
+
+
+def service_settings(ctx: Context, name: str) -> list[RenderedSettings]:
+    """The service's settings files rendered for this host; never inside the checkout."""
+    checkout = Path(ctx.facts.expand(ctx.fleet.hosts[ctx.fleet.services[name].host].checkout))
+    return render_service_settings(
+        name, ctx.fleet.services[name], ctx.facts, forbidden=[ctx.root, checkout]
+    )
+
+
+def _owner_only(path: Path) -> None:
+    """An unchanged settings file loosened by hand is made 0600 again (it holds secrets)."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & 0o7777 != SETTINGS_MODE:
+            os.chmod(path, SETTINGS_MODE)
 
 
 def _step(ctx: Context, action: Action) -> None:
@@ -131,7 +170,11 @@ def _step(ctx: Context, action: Action) -> None:
 
 
 def run_service(
-    ctx: Context, actions: list[Action], desired: ServiceLaunch, gates: list[Gate]
+    ctx: Context,
+    actions: list[Action],
+    desired: ServiceLaunch,
+    gates: list[Gate],
+    settings: Mapping[str, RenderedSettings] | None = None,
 ) -> float | None:
     """Execute a deploy's actions; returns the seconds the health gate took (None if kept)."""
     by_check = {g.check: g for g in gates}
@@ -140,7 +183,12 @@ def run_service(
         _step(ctx, action)
         kind = action.kind
         if kind == "gate":
-            run_gate(by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts)
+            run_gate(
+                by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir
+            )
+        elif kind == "write-settings":
+            rendered = (settings or {})[action.target]
+            write_if_changed(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
         elif kind == "stop":
             ctx.processes.stop(desired.name)
         elif kind == "stop-unit":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import getpass
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import psutil
@@ -75,8 +75,13 @@ def gather(
     *,
     extra_paths: Iterable[str] = (),
     endpoint: Endpoint | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> ServiceFacts:
     """Read (never change) everything :func:`decide` needs about one service.
+
+    ``settings`` are the service's settings files as rendered on this host
+    (dest -> sha256 of the rendered content, L-54): each dest is read like
+    the launch's files, so the installed digest sits next to the rendered one.
 
     Where to probe: the running process's own record first, then the marker
     of the unit that runs it, then ``endpoint`` (the fleet file's, so a
@@ -90,6 +95,7 @@ def gather(
         (s, c) for s, paths in unit_paths(name, facts).items() for c in paths
     ]
     candidates += [(None, extra) for extra in extra_paths]
+    candidates += [(None, dest) for dest in sorted(settings or {})]
     for scope, candidate in candidates:
         digest = file_sha256(Path(candidate))
         if digest is None:
@@ -154,7 +160,7 @@ def gather(
             owned=bool(held) and not strangers and pid is not None,
             holder=strangers[0].describe() if strangers else "",
         )
-    return ServiceFacts(name, record_fact, units, files, health)
+    return ServiceFacts(name, record_fact, units, files, health, dict(settings or {}))
 
 
 def _program_of(pid: int) -> str:

@@ -4,7 +4,9 @@ Every gate runs before the old service is stopped, so a failed gate leaves
 the running service as it was. The model gate is the one verify gate of
 :mod:`inferfleet.artifacts.verify`: sizes by ``stat`` first (L-08), split
 GGUFs declared whole (L-04), and a file the verification record does not
-vouch for is hashed once and recorded; only a mismatch refuses.
+vouch for is hashed once and recorded; only a mismatch refuses. The
+runtime-pin gate holds a ``binary:`` runtime to its pinned sha256 and
+version (L-42, :mod:`inferfleet.deploy.pins`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from inferfleet.backends import quadlet
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.errors import GateError
+from inferfleet.deploy.pins import verify_binary
 from inferfleet.errors import PortInUseError, RuntimeInstallError
-from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.fleet import Fleet, Runtime
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch
@@ -31,7 +34,7 @@ PORT_WAIT_S = 15.0
 
 @dataclass(frozen=True)
 class Gate:
-    check: str  # model:NAME | runtime | image | devices | linger | quadlet
+    check: str  # model:NAME | runtime | runtime-pin | image | devices | linger | quadlet
     detail: str
 
 
@@ -53,6 +56,8 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
     if runtime is not None and runtime.image is None:
         binary = render_paths.runtime_binary(runtime, facts)
         found.append(Gate("runtime", f"runtime binary {binary} is installed"))
+        if runtime.binary is not None:
+            found.append(Gate("runtime-pin", _pin_detail(service.runtime or "", runtime, binary)))
     if desired.image is not None:
         found.append(Gate("image", f"image {desired.image} is in podman's storage"))
     wanted = [d for d in fleet.hosts[service.host].devices if d.name in service.devices]
@@ -66,7 +71,12 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
 
 
 def run_gate(
-    gate: Gate, desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
+    gate: Gate,
+    desired: ServiceLaunch,
+    fleet: Fleet,
+    root: Path,
+    facts: HostFacts,
+    state_dir: Path,
 ) -> None:
     kind, _, name = gate.check.partition(":")
     where = f"service {desired.name}"
@@ -82,6 +92,13 @@ def run_gate(
                 hint="install it on the host first: inferfleet runtime install "
                 f"{runtime.kind} --file <fleet.yaml> (nothing was stopped)",
             )
+    elif kind == "runtime-pin":
+        name = desired.service.runtime or ""
+        runtime = fleet.runtimes[name]
+        binary = Path(render_paths.runtime_binary(runtime, facts))
+        verify_binary(
+            name, runtime, binary, state_dir, where=where, fix=f"inferfleet runtime pin {name}"
+        )
     elif kind == "image":
         assert desired.image is not None
         if not quadlet.image_present(facts.podman, desired.image):
@@ -107,6 +124,21 @@ def run_gate(
             where=where,
             hint="install a podman that ships Quadlet, or use backend: systemd",
         )
+
+
+def _pin_detail(name: str, runtime: Runtime, binary: str) -> str:
+    """What the runtime-pin gate checks (L-42), or that there is nothing it can check."""
+    if runtime.sha256 is None and runtime.version is None:
+        return (
+            f"runtime {name}: {binary} is NOT pinned by sha256 and version (L-42; `inferfleet "
+            f"check` fails it): nothing to verify; `inferfleet runtime pin {name}` prints the pins"
+        )
+    wanted = []
+    if runtime.sha256 is not None:
+        wanted.append(f"has sha256 {runtime.sha256[:12]}…")
+    if runtime.version is not None:
+        wanted.append(f"reports version {runtime.version!r}")
+    return f"runtime {name}: {binary} " + " and ".join(wanted) + " (L-42)"
 
 
 def check_model(name: str, fleet: Fleet, root: Path, where: str) -> list[Checked]:

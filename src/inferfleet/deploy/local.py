@@ -247,6 +247,8 @@ def _up_one(
     elif kinds & {"stop", "stop-unit"}:
         changed = before is not None and before.spec_hash != launch.spec
         action, reason = "restarted", "spec changed" if changed else "it was not healthy"
+        if not changed and "write-settings" in kinds:
+            reason = "settings changed"  # rendered from their templates (L-54)
     else:
         action, reason = "started", ""
     record = ctx.processes.records.read(name)

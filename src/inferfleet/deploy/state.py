@@ -84,6 +84,10 @@ class ServiceFacts:
     units: dict[str, UnitFact] = field(default_factory=dict)  # "scope:unit" -> show
     files: dict[str, str] = field(default_factory=dict)  # installed path -> sha256
     health: HealthFact | None = None
+    # Settings files rendered on the host from their templates (L-54): dest ->
+    # sha256 of the rendered content (what should be installed; ``files`` has
+    # what is). A difference makes the service be re-applied.
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class ServiceState:
     detail: str = ""  # why, in one line
     started_at: float | None = None  # of the recorded process
     runtime_version: str = ""
+    settings: dict[str, str] = field(default_factory=dict)  # dest -> rendered sha256 (L-54)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,6 +111,18 @@ class ServiceState:
     def from_json(cls, data: Mapping[str, Any]) -> ServiceState:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def settings_status(self, dest: str) -> str:
+        """``unchanged``, ``changed`` or ``new``: a rendered settings file against the installed."""
+        installed = self.files.get(dest)
+        if installed is None:
+            return "new"
+        return "unchanged" if installed == self.settings.get(dest) else "changed"
+
+    @property
+    def stale_settings(self) -> list[str]:
+        """Settings files whose rendered content is not what is installed (L-54)."""
+        return sorted(d for d in self.settings if self.settings_status(d) != "unchanged")
 
     def unit_running(self, scope: str, unit: str) -> bool:
         return self.units.get(f"{scope}:{unit}", "").startswith("active/running")
@@ -147,6 +164,7 @@ def decide(facts: ServiceFacts) -> ServiceState:
             detail,
             started_at,
             version,
+            dict(facts.settings),
         )
 
     looping = [

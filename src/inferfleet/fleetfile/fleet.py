@@ -165,6 +165,24 @@ class Runtime(Strict):
     binary: Text | None = Field(None, description="Path of the server binary on the host.")
     image: Text | None = Field(None, description="Container image, pinned by digest (L-42).")
     source: RuntimeSource | None = Field(None, description="Build from this pinned source.")
+    version: Text | None = Field(
+        None,
+        description="With binary: what `BINARY --version` reports (llama-server: the text after "
+        "`version:`), checked on the host before a service starts (L-42). "
+        "`inferfleet runtime pin NAME` prints it.",
+    )
+    sha256: Text | None = Field(
+        None,
+        description="With binary: lower-case hex sha256 of the binary, checked on the host "
+        "before a service starts (L-42). `inferfleet runtime pin NAME` prints it.",
+    )
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not SHA256_RE.match(value):
+            raise ValueError("sha256 must be 64 lower-case hex characters")
+        return value
 
     @model_validator(mode="after")
     def _one_origin(self) -> Runtime:
@@ -172,6 +190,11 @@ class Runtime(Strict):
             raise ValueError("a runtime needs one of binary, image or source")
         if self.image is not None and (self.binary is not None or self.source is not None):
             raise ValueError("a runtime is either a container image or a binary/source, not both")
+        if self.binary is None and (self.version is not None or self.sha256 is not None):
+            raise ValueError(
+                "version and sha256 pin a binary runtime (binary: PATH); an image is pinned by "
+                "its digest and a source by source.version"
+            )
         return self
 
 

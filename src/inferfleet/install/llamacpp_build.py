@@ -27,6 +27,7 @@ from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
 from inferfleet.io import process
 from inferfleet.runtimes.pinned import SERVER_BINARY, build_relpath
+from inferfleet.runtimes.version import parse_version, version_argv
 
 BASE_CMAKE_ARGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -249,9 +250,9 @@ def _build_number_args(source: RuntimeSource) -> list[str]:
 
 
 def _version_text(binary: Path) -> str:
-    done = process.run([str(binary), "--version"], timeout=60, check=False)
+    done = process.run(version_argv(str(binary)), timeout=60, check=False)
     text = (done.stdout + done.stderr).strip()
-    for line in text.splitlines():
-        if line.startswith("version:"):
-            return line.removeprefix("version:").strip()
+    found = parse_version("llama.cpp", text)
+    if found is not None:
+        return found
     return text.splitlines()[-1] if text else "unknown"

@@ -6,19 +6,33 @@ the repo with ``${NAME}`` placeholders; the values come only from env files
 on the host; only allowlisted names may appear; any unresolved placeholder
 fails loudly; the result is written with mode 600 outside the repo, and only
 when it changed (re-rendering is idempotent).
+
+:func:`render_service_settings` is the one way a service's settings files
+are rendered: ``apply`` (and ``up``) render them on the host as part of
+applying the service, and ``render-settings`` does the same by hand. This
+module only reads and returns text; the deploy and the CLI write it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.envfile import parse_env_text
+from inferfleet.render.facts import HostFacts, fleet_relative
+
+# A settings template is a config file, not a data set.
+MAX_TEMPLATE_BYTES = 1024 * 1024
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_LOOSE = re.compile(r"\$\{[^}]*\}?")
+# What is left of a "${" once the well-formed placeholders are gone: shown up to the
+# end of its line (at most 40 characters), never the rest of the file.
+_LOOSE = re.compile(r"\$\{[^}\n]{0,40}\}?")
 
 
 class SettingsError(FleetError, ValueError):
@@ -74,3 +88,100 @@ def render_settings(
         )
     # One pass over the template: a value that itself contains ${X} stays literal.
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+@dataclass(frozen=True)
+class RenderedSettings:
+    """One settings file of a service, rendered for its host (the content holds secrets)."""
+
+    field: str  # services.NAME.settings[I]
+    template: str  # the template's path here
+    dest: str  # absolute destination on the host
+    content: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+    def __repr__(self) -> str:  # never the content: it holds the rendered secrets
+        return f"RenderedSettings({self.field}, dest={self.dest!r}, sha256={self.sha256[:12]})"
+
+
+def render_service_settings(
+    name: str,
+    service: Service,
+    facts: HostFacts,
+    *,
+    env_files: Sequence[Path] | None = None,
+    forbidden: Sequence[Path] = (),
+) -> list[RenderedSettings]:
+    """Every settings file of service ``name``, rendered from its template (L-54).
+
+    Templates and relative env files are found relative to the fleet file's
+    folder (``facts.fleet_dir``); ``env_files`` replaces each file's own list.
+    A destination must be absolute (or ``~/...``) and outside every folder in
+    ``forbidden`` (the checkout): a rendered secret must never be committable.
+    Nothing is written here; any problem is a :class:`SettingsError` naming the
+    settings entry.
+    """
+    found: list[RenderedSettings] = []
+    for index, spec in enumerate(service.settings):
+        where = f"services.{name}.settings[{index}]"
+        template_path = Path(fleet_relative(facts, spec.template))
+        template = _read_template(template_path, where)
+        files = (
+            env_files
+            if env_files is not None
+            else [Path(fleet_relative(facts, p)) for p in spec.env_files]
+        )
+        text = render_settings(template, spec.allow, read_env_files(files), where=where)
+        dest = facts.expand(spec.dest)
+        if not dest.startswith("/"):
+            raise SettingsError(
+                f"settings destination {spec.dest!r} is not an absolute path",
+                where=where,
+                hint="write dest as /etc/... or ~/... (it is a path on the host)",
+            )
+        target = Path(dest).resolve()
+        for folder in forbidden:
+            root = folder.resolve()
+            if target == root or root in target.parents:
+                raise SettingsError(
+                    f"refusing to render settings inside the checkout {folder}: {dest}",
+                    where=where,
+                    hint="choose a destination outside the fleet checkout (e.g. under /etc or "
+                    "~/.config): rendered settings hold secrets (L-54, L-55)",
+                )
+        twice = next((f for f in found if f.dest == dest), None)
+        if twice is not None:
+            raise SettingsError(
+                f"settings destination {dest} is also the destination of {twice.field}",
+                where=where,
+                hint="give each settings file its own dest (one would overwrite the other)",
+            )
+        found.append(RenderedSettings(where, str(template_path), dest, text))
+    return found
+
+
+def _read_template(path: Path, where: str) -> str:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_TEMPLATE_BYTES + 1)
+    except OSError as exc:
+        raise SettingsError(
+            f"cannot read settings template {path}: {exc.strerror or exc}",
+            where=where,
+            hint="commit the template next to the fleet file (its path is relative to it)",
+        ) from None
+    if len(raw) > MAX_TEMPLATE_BYTES:
+        raise SettingsError(
+            f"settings template {path} is larger than {MAX_TEMPLATE_BYTES // 1024} KiB",
+            where=where,
+            hint="a settings template is a config file; keep data out of it",
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SettingsError(
+            f"settings template {path} is not UTF-8 text", where=where, hint=""
+        ) from None
