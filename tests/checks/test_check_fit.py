@@ -40,7 +40,12 @@ def fleet(
         "version": 1,
         "hosts": {"gpu": {"address": "10.0.0.5", "ram": ram, "devices": devices}},
         "runtimes": {
-            "lcpp": {"kind": "llama.cpp", "binary": "/opt/llama/llama-server"},
+            "lcpp": {
+                "kind": "llama.cpp",
+                "binary": "/opt/llama/llama-server",
+                "version": "b11434",
+                "sha256": "0" * 64,
+            },  # pinned (L-42)
             "vllm": {"kind": "vllm", "image": "docker.io/vllm/vllm-openai" + DIGEST},
         },
         "models": {

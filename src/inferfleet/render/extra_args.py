@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
+from inferfleet.render.secrets import SECRET_FLAGS
 from inferfleet.runtimes.flags import field_overrides
 from inferfleet.runtimes.registry import traits
 
@@ -22,10 +23,17 @@ def refuse_field_flags(name: str, service: Service, fleet: Fleet) -> None:
     runtime = fleet.runtimes.get(service.runtime or "")
     if service.kind != "llm" or runtime is None:
         return
-    found = field_overrides(traits(runtime.kind).flags, service.extra_args)
+    # A secret flag gets the L-06 refusal (render/pipeline.py), which never
+    # prints its value; no value is printed here either.
+    found = [
+        f
+        for f in field_overrides(traits(runtime.kind).flags, service.extra_args)
+        if f.flag not in SECRET_FLAGS
+    ]
     if found:
+        written = dict.fromkeys(f.written.split("=", 1)[0] for f in found)
         raise UsageError(
-            f"service {name!r} sets {', '.join(f.written for f in found)} in extra_args; "
+            f"service {name!r} sets {', '.join(written)} in extra_args; "
             "inferfleet renders those flags from the fleet file",
             where=f"services.{name}.extra_args",
             hint="; ".join(dict.fromkeys(f.hint(name) for f in found)),

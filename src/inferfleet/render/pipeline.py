@@ -133,6 +133,7 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
     service = fleet.services[name]
     if service.backend == "process":
         _process_only_llm(name, service, fleet)
+    _no_secret_flags(name, service)
     refuse_field_flags(name, service, fleet)
     resolved = resolve(fleet, root, name, facts)
     models = [m for m in (service.model,) if m is not None]
@@ -149,7 +150,6 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
             if artifact.install is not None:
                 files.append(InstallFile(artifact.install, artifact.content, artifact.kind))
     process = service.backend == "process"
-    _no_secret_flags(name, service)
     return ServiceLaunch(
         name=name,
         host=service.host,
