@@ -11,35 +11,20 @@
 - ``mmap-disabled`` (L-23): the effective argv or environment turns mmap off.
 
 The runtime's flag list is an effect (it runs the binary): the CLI hands a
-source in with :func:`using_flag_source`; without one the rule skips.
+source in (``run_checks(flags=...)``); without one the rule skips.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Iterator
 
 from inferfleet.checks.engine import CheckContext, Hit, Skip, Subject, rule, service_rule
 from inferfleet.checks.speculative import is_spec_flag
-from inferfleet.fleetfile.fleet import Runtime
 from inferfleet.render.secrets import SECRET_FLAGS
-from inferfleet.runtimes.flags import FlagList, field_overrides, parse_args, unknown_flags
+from inferfleet.runtimes.flags import field_overrides, parse_args, unknown_flags
 from inferfleet.runtimes.llamacpp import mmap_disabled
 
-FlagSource = Callable[[str, Runtime], FlagList | str]
-_SOURCE: ContextVar[FlagSource | None] = ContextVar("runtime_flag_source", default=None)
 NO_SOURCE = "the runtime's flag list is read by `inferfleet check` (not through this entry point)"
-
-
-@contextlib.contextmanager
-def using_flag_source(source: FlagSource) -> Iterator[None]:
-    """Rules run inside this block read runtimes' own flag lists from ``source``."""
-    token = _SOURCE.set(source)
-    try:
-        yield
-    finally:
-        _SOURCE.reset(token)
 
 
 def owned_elsewhere(flag: str) -> bool:
@@ -65,7 +50,7 @@ def field_flag(s: Subject) -> Iterator[Hit]:
 @rule("extra-args-unknown-flag", "L-42", "error")
 def unknown_flag(ctx: CheckContext) -> Iterator[Hit | Skip]:
     """a flag in extra_args that the pinned runtime does not take: the unit would crash-loop"""
-    source = _SOURCE.get()
+    source = ctx.flags
     for s in ctx.subjects("llm"):
         if not s.service.extra_args:
             continue

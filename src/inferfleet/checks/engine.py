@@ -25,7 +25,7 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
 from inferfleet.render.facts import facts_for
 from inferfleet.render.launch import resolve
-from inferfleet.runtimes.flags import Arg, parse_args
+from inferfleet.runtimes.flags import Arg, FlagSource, parse_args
 from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 Severity = Literal["error", "warning"]
@@ -261,6 +261,9 @@ class CheckContext:
 
     loaded: LoadedFleet
     sources: ModelSources | None = None
+    # A runtime's own flag list (it runs the binary: an effect the CLI hands in,
+    # install/runtime_flags.py); None: the rules that need it skip.
+    flags: FlagSource | None = None
     _headers: dict[str, Inspection | str] = field(default_factory=dict)
     _listings: dict[str, SourceListing | str] = field(default_factory=dict)
 
@@ -376,10 +379,12 @@ def run_checks(
     rules: Iterable[Rule] | None = None,
     locate: Locator | None = None,
     sources: ModelSources | None = None,
+    flags: FlagSource | None = None,
 ) -> Report:
     """Run ``rules`` (default: the catalogue); header facts come from ``sources``
-    (default: this machine only, :class:`LocalSources`)."""
-    ctx = CheckContext(loaded, sources)
+    (default: this machine only, :class:`LocalSources`), runtimes' flag lists
+    from ``flags`` (default: none; those rules skip)."""
+    ctx = CheckContext(loaded, sources, flags)
     chosen = list(rules) if rules is not None else catalogue()
     findings: list[Finding] = []
     skipped: list[Skipped] = []

