@@ -32,9 +32,5 @@ def state_dir(host: Host | None = None) -> Path:
     return Path(platformdirs.user_state_dir("inferfleet"))
 
 
-def services_dir(host: Host | None = None) -> Path:
-    return state_dir(host) / "services"
-
-
 def logs_dir(host: Host | None = None) -> Path:
     return state_dir(host) / "logs"

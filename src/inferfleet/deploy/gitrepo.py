@@ -118,10 +118,6 @@ class Repo:
                 found[path] = parts[2]
         return found
 
-    def is_ancestor(self, older: str, newer: str) -> bool:
-        done = _git(self.root, "merge-base", "--is-ancestor", older, newer, check=False)
-        return done.returncode == 0
-
     def upstream(self) -> str | None:
         done = _git(
             self.root, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", check=False
