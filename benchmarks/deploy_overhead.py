@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests" / "deploy"
 sys.path[:0] = [str(TESTS), str(ROOT / "tests")]
 
-from deploy_hosts import Lab  # noqa: E402
+from deploy_hosts import Lab, claim_tag  # noqa: E402
 from deploy_repo import FleetRepo, git  # noqa: E402
 
 from inferfleet.deploy import planner  # noqa: E402
@@ -70,7 +70,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def noop_deploy(runs: int, work: Path, figures: dict[str, float]) -> None:
-    lab = Lab(work / "lab", f"{os.getpid() % 10000:04d}")
+    lab = Lab(work / "lab", claim_tag())
     control = Path(tempfile.mkdtemp(prefix="ifbench", dir="/tmp"))
     try:
         lab.start(["h1", "h2"])

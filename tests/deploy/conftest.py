@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_hosts import Lab
+from deploy_hosts import Lab, claim_tag
 from deploy_repo import FleetRepo
 from inferfleet_entry import ensure_registered
 
@@ -43,7 +43,7 @@ def _deploy_verbs() -> None:
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    lab = Lab(tmp_path_factory.mktemp("lab"), f"{os.getpid() % 10000:04d}")
+    lab = Lab(tmp_path_factory.mktemp("lab"), claim_tag())
     try:
         lab.start(["h1", "h2"])
         yield lab

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -244,6 +245,27 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def claim_tag() -> str:
+    """A lab tag (4 digits: interface names are at most 15 characters) no other live
+    lab holds: claimed by creating its registry record exclusively, so two test runs
+    started at once can never pick the same one (a pid modulo 10,000 could)."""
+    REGISTRY.mkdir(mode=0o700, parents=True, exist_ok=True)
+    reap_dead_labs()
+    links = sh("ip", "-o", "link", "show", check=False).stdout
+    for _ in range(200):
+        tag = f"{random.SystemRandom().randrange(10000):04d}"
+        if f" ifbr{tag}:" in links:
+            continue
+        claim = {"owner": os.getpid(), "bridge": f"ifbr{tag}", "netns": [], "veths": []}
+        try:
+            with (REGISTRY / f"{tag}.json").open("x") as handle:
+                handle.write(json.dumps(claim))
+        except FileExistsError:
+            continue
+        return tag
+    raise AssertionError(f"no free lab tag after 200 tries (see {REGISTRY})")
 
 
 def reap_dead_labs() -> None:
