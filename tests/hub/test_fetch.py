@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +29,7 @@ from hubserver import Blob, HubServer, Repo
 from inferfleet.artifacts.locate import main_file
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.io.locks import FileLock
 
 Cli = Callable[..., Any]
 
@@ -255,12 +255,12 @@ def test_a_second_fetch_into_the_same_dir_is_refused(
     fleet = prepare(hub, small_repo(), make_fleet, cli)
     folder = fleet.parent / "models" / "m"
     folder.mkdir(parents=True)
-    with (folder / ".inferfleet-fetch.lock").open("w") as held:
-        held.write("4242")
-        held.flush()
-        fcntl.flock(held, fcntl.LOCK_EX)
+    with FileLock(folder / ".inferfleet-fetch.lock", str(folder)) as held:
+        held.acquire("a fetch started by the test")
         result = fetch(cli, hub, fleet)
-    assert result.code == 1 and "another fetch into" in result.stderr and "4242" in result.stderr
+    assert result.code == 1, result.stderr
+    assert f"model dir {folder} is locked by a fetch started by the test" in result.stderr
+    assert f"pid {os.getpid()}" in result.stderr
     assert not [r for r in hub.requests("hub", "/resolve/") if r.method == "GET"]
 
 

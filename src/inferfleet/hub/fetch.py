@@ -16,9 +16,7 @@ file while the other files complete.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import os
 import shutil
 import threading
 import time
@@ -45,6 +43,7 @@ from inferfleet.hub.download import (
 from inferfleet.hub.errors import FetchError, FetchFailures, IntegrityError, NoSpaceError
 from inferfleet.io import http
 from inferfleet.io.files import atomic_writer
+from inferfleet.io.locks import FileLock
 
 MAX_JOBS = 32
 _COPY_BLOCK = 8 << 20
@@ -130,7 +129,10 @@ def fetch(
     jobs = max(1, min(jobs, MAX_JOBS))
     job.folder.mkdir(parents=True, exist_ok=True)
     report = FetchReport()
-    with _exclusive(job.folder), http.client(purpose="remote", timeout=stall_timeout) as client:
+    with (
+        _exclusive(job.folder, f"fetch of {job.repo}"),
+        http.client(purpose="remote", timeout=stall_timeout) as client,
+    ):
         record = Record(job.folder)
         vouched = {t.path for t in job.targets if _vouched(job.folder, record, t)}
         check_free_space(job, vouched, record)
@@ -362,23 +364,15 @@ def _assemble(folder: Path, assembly: Assembly, record: Record, events: Events) 
     )
 
 
-@contextlib.contextmanager
-def _exclusive(folder: Path) -> Iterator[None]:
+class _FetchLock(FileLock):
     """One fetch per model dir at a time; the kernel drops the lock when we die."""
-    path = folder / ".inferfleet-fetch.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise FetchError(
-                f"another fetch into {folder} is running (pid {other})",
-                hint="wait for it to finish, or stop it; then run this again",
-                where=str(folder),
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+
+    subject_kind = "model dir"
+    error = FetchError
+
+
+@contextlib.contextmanager
+def _exclusive(folder: Path, what: str) -> Iterator[None]:
+    with _FetchLock(folder / ".inferfleet-fetch.lock", str(folder)) as lock:
+        lock.acquire(what)
         yield
-    finally:
-        os.close(fd)
