@@ -91,9 +91,10 @@ def up(
         False, "--no-contract", help="Skip the contract probe after the health gate."
     ),
 ) -> None:
-    """Bring this machine's services up: build, verify, start, health-gate, contract probe.
+    """Bring this machine's services up: build, verify, start, health-gate, check.
 
-    A service that is healthy but fails its contract probe keeps running, is
+    The check is the contract probe after the health gate. A service that is
+    healthy but fails it keeps running, is
     shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
     """
     from inferfleet.deploy import local
