@@ -510,12 +510,15 @@ class UpService(TypedDict):
     reason: str
     revision: str  # the checkout's HEAD, or "untracked" outside a clean git checkout
     health: Literal["healthy"]
+    contract: str  # passed | failing | skipped; "" for a kept service not probed again
+    evidence: list[str]  # the failed contract checks, first first
 
 
 class UpDocument(TypedDict):
     schema: Literal["inferfleet.up/v1"]
     file: str
     services: list[UpService]
+    pending: NotRequired[list[str]]  # not started: an earlier service's contract failed
 
 
 class DownService(TypedDict):
@@ -745,11 +748,12 @@ class PlannedItem(PlanItem):
 
 class Failure(TypedDict):
     service: str
-    error: str  # the error's class name
+    error: str  # the error's class name (ContractFailingError: deployed, contract failing)
     message: str
     where: str
     hint: str
     log_tail: str
+    evidence: NotRequired[list[str]]  # a contract failure's failed checks, first first
 
 
 class ActionRow(TypedDict):
@@ -799,6 +803,7 @@ class ApplyDocument(TypedDict):
     revision: str
     dry_run: bool
     ok: bool
+    outcome: NotRequired[str]  # ok | failed | contract-failing (deployed, healthy, contract fails)
     plan: list[PlanItem]
     selected: list[str]
     done: list[dict[str, Any]]  # deploy.apply.Outcome per service

@@ -19,6 +19,9 @@ from typing import TypedDict, Unpack
 EXIT_OK = 0
 EXIT_FAILED = 1  # an operation failed (gate, health, process)
 EXIT_USAGE = 2  # bad input: fleet file, arguments
+# A deploy reached a healthy server that fails its contract probe: it runs, and
+# its marker says "contract: failing" until a later apply passes.
+EXIT_CONTRACT = 3
 
 
 class FleetError(Exception):
@@ -132,6 +135,17 @@ class HealthError(LogTailError):
 
 class ContractError(FleetError):
     """A healthy endpoint does not honour the contract the fleet file promises."""
+
+
+class ContractFailingError(ContractError):
+    """A deploy ended with a service deployed but failing its contract probe.
+
+    The server stays running (it is healthy); its marker records the revision
+    with ``contract: failing`` and the evidence. Its own exit code, so scripts
+    tell it from a failed deploy (nothing new runs) and from success.
+    """
+
+    exit_code = EXIT_CONTRACT
 
 
 class HTTPDetails(TypedDict, total=False):

@@ -5,6 +5,10 @@ fault switches a test puts in the service's extra_args:
 
   --x-loading SECONDS    answer /health with 503 "Loading model" that long
   --x-die-after SECONDS  print a fatal line and exit with status 3 after that long
+
+It honours the contract probe a deploy runs after health: ``/v1/models``
+lists ``--alias`` with ``n_ctx`` = ``--ctx-size / --parallel`` per slot (L-25),
+and a completion returns as many tokens as asked for.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--host", default="127.0.0.1")
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--alias", default="fake")
+parser.add_argument("--ctx-size", "-c", type=int, default=4096)
+parser.add_argument("--parallel", "-np", type=int, default=1)
 parser.add_argument("--x-loading", type=float, default=0.0)
 parser.add_argument("--x-die-after", type=float, default=None)
 args, _ignored = parser.parse_known_args()
@@ -30,13 +36,30 @@ started = time.monotonic()
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         loading = time.monotonic() - started < args.x_loading
-        body = (
+        body: dict[str, object] = (
             {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
             if loading
             else {"status": "ok", "alias": args.alias}
         )
+        if not loading and self.path.startswith("/v1/models"):
+            per_slot = args.ctx_size // max(1, args.parallel)
+            body = {"data": [{"id": args.alias, "meta": {"n_ctx": per_slot}}]}
+        self._answer(503 if loading else 200, body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            asked = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            asked = {}
+        tokens = int(asked.get("max_tokens") or 16) if isinstance(asked, dict) else 16
+        self._answer(
+            200, {"choices": [{"text": " x" * tokens}], "usage": {"completion_tokens": tokens}}
+        )
+
+    def _answer(self, status: int, body: dict[str, object]) -> None:
         data = json.dumps(body).encode()
-        self.send_response(503 if loading else 200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

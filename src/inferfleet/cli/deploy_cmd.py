@@ -26,7 +26,13 @@ from inferfleet.documents import (
     PlannedItem,
     document_of,
 )
-from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
+from inferfleet.errors import (
+    EXIT_CONTRACT,
+    EXIT_FAILED,
+    ContractFailingError,
+    FleetError,
+    UsageError,
+)
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.output import Output, esc
 
@@ -181,7 +187,9 @@ def _progress(out: Output) -> rollout.OnEvent:
         elif kind == "health":
             text = f"{svc}: health {event.get('state')} after {event.get('seconds', 0):.2f}s"
         elif kind == "done":
-            text = f"{svc}: [green]{event.get('outcome')}[/green] in {event.get('seconds')}s"
+            text = _done_text(event)
+        elif kind == "contract":
+            text = _contract_text(event)
         elif kind == "failed":
             text = f"{svc}: [red]failed[/red]: {esc(event.get('message', ''))}"
         elif kind == "plan":
@@ -200,6 +208,31 @@ def _progress(out: Output) -> rollout.OnEvent:
     return on_event
 
 
+def _done_text(event: Mapping[str, Any]) -> str:
+    svc = esc(event.get("service", ""))
+    outcome = str(event.get("outcome", ""))
+    style = "red" if outcome == host_apply.OUTCOME_CONTRACT_FAILING else "green"
+    return f"{svc}: [{style}]{esc(outcome)}[/{style}] in {event.get('seconds')}s"
+
+
+def _contract_text(event: Mapping[str, Any]) -> str:
+    """The contract probe's verdict after the health gate, with its first evidence line."""
+    svc = esc(event.get("service", ""))
+    if event.get("state") == "passed":
+        return f"{svc}: contract [green]passed[/green]"
+    evidence = event.get("evidence") or []
+    first = f": {esc(str(evidence[0]))}" if evidence else ""
+    return f"{svc}: contract [red]failing[/red]{first}"
+
+
+def _host_state(run: rollout.HostRun) -> str:
+    if run.ok:
+        return "[green]ok[/green]"
+    if (run.result or {}).get("outcome") == host_apply.OUTCOME_CONTRACT_FAILING:
+        return "[red]contract failing[/red]"
+    return "[red]failed[/red]"
+
+
 def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_out: bool) -> None:
     if json_out:
         out.emit(
@@ -214,12 +247,17 @@ def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_o
     rows = []
     failures: list[str] = []
     logs: list[str] = []
+    contract_only = True  # every failure is a healthy service failing its contract
     for run in runs:
         result = run.result or {}
         done = ", ".join(f"{d['service']} ({d['outcome']})" for d in result.get("done", []))
         pending = result.get("pending", [])
         failed = run.error or result.get("failed")
-        state = "[green]ok[/green]" if run.ok else "[red]failed[/red]"
+        state = _host_state(run)
+        if failed and (
+            run.error is not None or result.get("outcome") != host_apply.OUTCOME_CONTRACT_FAILING
+        ):
+            contract_only = False
         rows.append(
             [
                 esc(run.host),
@@ -234,6 +272,12 @@ def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_o
             if failed.get("log_tail"):
                 logs.append(f"[{run.host}] {failed['log_tail']}")
     out.table(None, ["host", "result", "done", "failed", "pending"], rows)
+    if failures and contract_only:
+        raise ContractFailingError(
+            "\n".join(failures),
+            hint="the failing services run (healthy) and their markers say 'contract: failing'; "
+            "fix the cause, commit and deploy again (the planner redeploys them)",
+        )
     if failures:
         raise RemoteError(
             "\n".join(failures),
@@ -246,6 +290,9 @@ def _report_runs(out: Output, revision: str, runs: list[rollout.HostRun], json_o
 def _failure_text(host: str, failed: Mapping[str, Any], pending: list[str]) -> str:
     where = failed.get("where") or f"host {host}"
     text = f"{host}: {where}: {failed.get('message', '')}"
+    evidence = failed.get("evidence") or []
+    if len(evidence) > 1:
+        text += "; " + "; ".join(str(line) for line in evidence[1:])
     if pending:
         text += f" (pending, left as they run: {', '.join(pending)})"
     if failed.get("hint"):
@@ -308,12 +355,19 @@ def apply(
     else:
         _print_apply(out, result)
     if not result.ok:
+        contract = result.outcome == host_apply.OUTCOME_CONTRACT_FAILING
         if machine or json_out:
-            raise typer.Exit(EXIT_FAILED)
+            raise typer.Exit(EXIT_CONTRACT if contract else EXIT_FAILED)
         assert result.failed is not None
+        message = result.failed["message"] + (
+            f"; pending: {', '.join(result.pending)}" if result.pending else ""
+        )
+        if contract:
+            raise ContractFailingError(
+                message, where=result.failed["where"], hint=result.failed["hint"]
+            )
         raise RemoteError(
-            result.failed["message"]
-            + (f"; pending: {', '.join(result.pending)}" if result.pending else ""),
+            message,
             where=result.failed["where"],
             hint=result.failed["hint"],
             log_tail=result.failed["log_tail"],
@@ -355,6 +409,8 @@ def _human_emit(out: Output) -> Emit:
             out.note(f"{svc}: {event.get('kind')} {esc(event.get('detail', ''))}")
         elif kind == "health":
             out.note(f"{svc}: health {event.get('state')} after {event.get('seconds', 0):.2f}s")
+        elif kind == "contract":
+            out.note(_contract_text(event))
         elif kind == "pull":
             out.note(esc(event.get("detail", "")))
 
@@ -368,14 +424,24 @@ def _print_apply(out: Output, result: host_apply.ApplyResult) -> None:
         if not result.actions:
             out.line(f"{esc(result.host)}: nothing to apply at {result.revision[:12]}")
         return
-    rows = [[esc(o.service), o.outcome, f"{o.seconds:.2f}s"] for o in result.done]
-    if result.failed:
+    rows = [
+        [
+            esc(o.service),
+            f"[red]{o.outcome}[/red]" if o.contract == "failing" else o.outcome,
+            f"{o.seconds:.2f}s",
+        ]
+        for o in result.done
+    ]
+    if result.failed and result.outcome != host_apply.OUTCOME_CONTRACT_FAILING:
         rows.append([esc(result.failed["service"]), "[red]failed[/red]", "-"])
     rows += [[esc(p), "[yellow]pending[/yellow]", "-"] for p in result.pending]
     if rows:
         out.table(
             f"{esc(result.host)} at {result.revision[:12]}", ["service", "result", "took"], rows
         )
+        for o in result.done:
+            for line in o.evidence:
+                out.line(f"  [red]contract[/red] {esc(o.service)}: {esc(line)}")
     else:
         kept = [i.service for i in result.plan if i.action == KEEP]
         out.line(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
+from inferfleet.errors import EXIT_FAILED, ContractFailingError, FleetError, UsageError
 from inferfleet.output import Output, esc
 
 # The launch machinery (deploy.local: render, backends, httpx, psutil) and the
@@ -88,10 +88,15 @@ def up(
     ),
     json_out: bool = JsonOpt,
     no_contract: bool = typer.Option(
-        False, "--no-contract", help="Skip the minimal contract check after the health gate."
+        False, "--no-contract", help="Skip the contract probe after the health gate."
     ),
 ) -> None:
-    """Bring this machine's services up: build, verify, start, health-gate, check."""
+    """Bring this machine's services up: build, verify, start, health-gate, check.
+
+    The check is the contract probe after the health gate. A service that is
+    healthy but fails it keeps running, is
+    shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
+    """
     from inferfleet.deploy import local
     from inferfleet.documents import UpDocument
 
@@ -108,15 +113,32 @@ def up(
     hooks, progress = _hooks(out)
     with progress if progress is not None else contextlib.nullcontext():
         results = local.up(loaded, names, hooks, contract=not no_contract)
+    failing = [r for r in results if r.contract_failing]
+    pending = [n for n in names if n not in {r.service for r in results}]
     if json_out:
         out.emit(
             UpDocument(
                 schema="inferfleet.up/v1",
                 file=str(loaded.path),
                 services=[_up_json(r) for r in results],
+                pending=pending,
             )
         )
-        return
+    else:
+        _print_up(out, results)
+    if failing:
+        first = failing[0]
+        raise ContractFailingError(
+            "healthy, but its contract probe fails: "
+            + (first.evidence[0] if first.evidence else "see the checks above")
+            + (f"; not started: {', '.join(pending)}" if pending else ""),
+            where=f"service {first.service}",
+            hint="it keeps running and its marker says 'contract: failing'; fix the fleet "
+            "file or the runtime so the server honours what it declares (L-25), then up again",
+        )
+
+
+def _print_up(out: Output, results: list[local.UpResult]) -> None:
     rows = []
     for r in results:
         seconds = "-" if r.seconds_to_healthy is None else f"{r.seconds_to_healthy:.2f}s"
@@ -127,7 +149,7 @@ def up(
                 "-" if r.pid is None else str(r.pid),
                 esc(r.model),
                 f"{r.ctx_per_slot}x{r.parallel}",
-                "[green]healthy[/green]",
+                "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]",
                 seconds,
                 r.action,
             ]
@@ -145,9 +167,8 @@ def up(
         if r.reason:
             out.line(f"  {esc(r.service)}: {r.action}, {esc(r.reason)}")
         for check in r.checks:
-            out.line(
-                f"  [green]ok[/green] {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})"
-            )
+            mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
+            out.line(f"  {mark} {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})")
 
 
 def _up_json(r: local.UpResult) -> UpService:

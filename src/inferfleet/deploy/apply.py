@@ -5,12 +5,16 @@ Facts -> plan -> actions -> execute, under the host's lock:
 1. refuse a dirty checkout; with ``--pull``, ``git pull --ff-only`` and
    check that HEAD is the revision the deployer pushed;
 2. plan from the markers (new, changed, retired services);
-3. per service, in fleet order: gates, stop, install, start, health, and
-   only then its marker (L-41).
+3. per service, in fleet order: gates, stop, install, start, health, the
+   contract probe, and only then its marker (L-41).
 
 The first failure stops the run: the failed service and every later one keep
 their markers, and the result says which are done, which failed (with the
-service's last log lines) and which are pending (L-40).
+service's last log lines) and which are pending (L-40). A service that is
+healthy but fails its contract probe stops the run the same way (drain
+included): it stays running, its marker records the revision with
+``contract: failing``, and the result's outcome is ``contract-failing``
+(exit code :data:`~inferfleet.errors.EXIT_CONTRACT`) with the evidence.
 """
 
 from __future__ import annotations
@@ -30,13 +34,17 @@ from inferfleet.deploy.lock import LOCK_NAME, HostLock
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import Emit
 from inferfleet.documents import ApplyDocument, Failure
-from inferfleet.errors import FleetError, UsageError
+from inferfleet.errors import ContractFailingError, FleetError, UsageError
 
 if TYPE_CHECKING:
     from inferfleet.deploy.actions import Action
+    from inferfleet.deploy.execute import Verdict
     from inferfleet.render.facts import HostFacts
 
 APPLY_SCHEMA: Final = "inferfleet.apply/v1"
+OUTCOME_OK = "ok"
+OUTCOME_FAILED = "failed"
+OUTCOME_CONTRACT_FAILING = "contract-failing"
 
 
 @dataclass(frozen=True)
@@ -53,9 +61,11 @@ class ApplyOptions:
 @dataclass
 class Outcome:
     service: str
-    outcome: str  # deployed | kept | retired
+    outcome: str  # deployed | kept | retired | contract-failing
     seconds: float = 0.0
     healthy_after_s: float | None = None
+    contract: str = ""  # passed | failing | skipped; "" when not probed (retired, kept)
+    evidence: list[str] = field(default_factory=list)  # the failed contract checks
 
 
 @dataclass
@@ -77,6 +87,15 @@ class ApplyResult:
     def ok(self) -> bool:
         return self.failed is None
 
+    @property
+    def outcome(self) -> str:
+        """ok | failed | contract-failing (deployed and healthy, but its contract fails)."""
+        if self.failed is None:
+            return OUTCOME_OK
+        if self.failed["error"] == ContractFailingError.__name__:
+            return OUTCOME_CONTRACT_FAILING
+        return OUTCOME_FAILED
+
     def to_json(self) -> ApplyDocument:
         return ApplyDocument(
             schema=APPLY_SCHEMA,
@@ -84,6 +103,7 @@ class ApplyResult:
             revision=self.revision,
             dry_run=self.dry_run,
             ok=self.ok,
+            outcome=self.outcome,
             plan=[i.to_json() for i in self.plan],
             selected=self.selected,
             done=[dict(o.__dict__) for o in self.done],
@@ -100,7 +120,7 @@ def failure_from_report(data: Mapping[str, Any]) -> Failure:
         value = data.get(key, "")
         return value if isinstance(value, str) else str(value)
 
-    return Failure(
+    failure = Failure(
         service=text("service"),
         error=text("error"),
         message=text("message"),
@@ -108,6 +128,10 @@ def failure_from_report(data: Mapping[str, Any]) -> Failure:
         hint=text("hint"),
         log_tail=text("log_tail"),
     )
+    evidence = data.get("evidence")
+    if isinstance(evidence, list):
+        failure["evidence"] = [str(line) for line in evidence]
+    return failure
 
 
 def failure_json(service: str | None, exc: FleetError) -> Failure:
@@ -240,10 +264,38 @@ def _apply(
             break
         result.actions += actions
         if done is not None:
-            outcome = Outcome(item.service, done[0], round(time.monotonic() - started, 3), done[1])
+            verdict = done.contract
+            outcome = Outcome(
+                item.service,
+                done.outcome,
+                round(time.monotonic() - started, 3),
+                done.healthy_after_s,
+                "" if verdict is None else verdict.state,
+                [] if verdict is None else list(verdict.evidence),
+            )
             result.done.append(outcome)
             emit({"event": "done", **outcome.__dict__})
+            if verdict is not None and verdict.failing:
+                # Deployed (healthy, recorded) but not done: the run stops here as at
+                # a failed health gate, later services stay pending (L-40).
+                result.failed = failure_json(item.service, contract_failure(item.service, verdict))
+                result.failed["evidence"] = list(verdict.evidence)
+                result.pending = [i.service for i in chosen[index + 1 :]]
+                emit({"event": "failed", **result.failed, "pending": result.pending})
+                break
     return result
+
+
+def contract_failure(service: str, verdict: Verdict) -> ContractFailingError:
+    """The error a contract-failing service reports: its first evidence line, all of it below."""
+    evidence: list[str] = list(verdict.evidence) or ["the contract probe failed"]
+    return ContractFailingError(
+        f"healthy, but its contract probe fails: {evidence[0]}",
+        where=f"service {service}",
+        hint="it runs and its marker says 'contract: failing'; fix the fleet file or the "
+        "runtime so the server honours what the fleet file declares (L-25), then apply again"
+        + ("; evidence: " + " | ".join(evidence[1:]) if len(evidence) > 1 else ""),
+    )
 
 
 def _inputs_at(repo: Repo, fleet_path: str) -> planner.InputsAt:

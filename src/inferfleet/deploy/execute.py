@@ -3,6 +3,14 @@
 Each action kind maps to one effect through the backends (process records,
 systemctl, podman). Progress goes to ``emit`` as small dicts, which the
 CLI prints or streams to the deploying machine as JSON lines.
+
+After the health gate, and before the marker, every path that starts a
+service (``apply``, so ``deploy`` and ``rollback``, and ``up``) runs its
+contract probe here, in this one place (:func:`run_contract`): a deploy is
+not done when ``/health`` is green. A failure does not stop the server (it
+is healthy and serves); the marker records the revision with ``contract:
+failing`` and the evidence (L-41), and the item's outcome is
+``contract-failing``.
 """
 
 from __future__ import annotations
@@ -13,8 +21,9 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
@@ -27,7 +36,14 @@ from inferfleet.deploy.facts import gather
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
 from inferfleet.deploy.inputs import FleetAtRevision, ServiceInputs
 from inferfleet.deploy.lock import SERVICE_LOCK_WAIT_S, ServiceLock
-from inferfleet.deploy.markers import Marker, MarkerStore
+from inferfleet.deploy.markers import (
+    CONTRACT_FAILING,
+    CONTRACT_PASSED,
+    CONTRACT_SKIPPED,
+    MAX_EVIDENCE,
+    Marker,
+    MarkerStore,
+)
 from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
@@ -37,7 +53,33 @@ from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.render.settings import RenderedSettings, render_service_settings
 
+if TYPE_CHECKING:
+    from inferfleet.probe.minimal import Check
+
 SETTINGS_MODE = 0o600  # rendered settings hold secrets (L-54)
+CONTRACT_FAILING_OUTCOME = "contract-failing"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the contract probe after the health gate found (or why it did not run)."""
+
+    state: str  # passed | failing | skipped
+    checks: list[Check] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)  # one line per failed check
+
+    @property
+    def failing(self) -> bool:
+        return self.state == CONTRACT_FAILING
+
+
+@dataclass(frozen=True)
+class ItemDone:
+    """How one plan item ended once executed."""
+
+    outcome: str  # deployed | kept | retired | contract-failing
+    healthy_after_s: float | None = None
+    contract: Verdict | None = None  # None: a retirement, or a kept service not probed again
 
 
 @dataclass
@@ -51,9 +93,8 @@ class Context:
     facts: HostFacts
     state_dir: Path
     emit: Emit
-    # Runs after the health gate and before the marker, while a process-backend
-    # server is still ours to stop on failure (up's contract check).
-    after_health: Callable[[ServiceLaunch], None] | None = None
+    # Run the contract probe after the health gate (`up --no-contract` turns it off).
+    contract: bool = True
     runtime_version: Callable[[ServiceLaunch], str] | None = None
 
     @property
@@ -71,10 +112,11 @@ class Context:
 
 def apply_item(
     ctx: Context, item: PlanItem, markers: dict[str, Marker], *, dry_run: bool
-) -> tuple[list[Action], tuple[str, float | None] | None]:
+) -> tuple[list[Action], ItemDone | None]:
     """Facts -> actions for one plan item, then (unless a dry run) carry them out.
 
-    Returns the actions and, once executed, the outcome and the health gate's seconds.
+    Returns the actions and, once executed, how it ended (outcome, the health
+    gate's seconds, the contract verdict).
     Executed under the service's lock (:class:`~inferfleet.deploy.lock.ServiceLock`),
     its facts and marker read once the lock is held: a concurrent ``up`` or
     ``down`` of the same service is waited for, never raced.
@@ -99,7 +141,7 @@ def apply_item(
 
 def _apply_item(
     ctx: Context, item: PlanItem, markers: dict[str, Marker], *, dry_run: bool
-) -> tuple[list[Action], tuple[str, float | None] | None]:
+) -> tuple[list[Action], ItemDone | None]:
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
@@ -108,7 +150,7 @@ def _apply_item(
         if dry_run:
             return actions, None
         run_retirement(ctx, actions, marker)
-        return actions, ("retired", None)
+        return actions, ItemDone("retired")
     desired = service_launch(ctx.fleet, ctx.root, name, ctx.facts)
     extra = [f.path for f in desired.files]
     service = desired.service
@@ -145,9 +187,12 @@ def _apply_item(
     actions = service_actions(desired, state, gates, ctx.revision)
     if dry_run:
         return actions, None
-    health_s = run_service(ctx, actions, desired, gates, settings)
+    health_s, verdict = run_service(ctx, actions, desired, gates, settings)
     kept = any(a.kind == "verify" for a in actions)
-    return actions, ("kept" if kept else "deployed", health_s)
+    outcome = "kept" if kept else "deployed"
+    if verdict is not None and verdict.failing:
+        outcome = CONTRACT_FAILING_OUTCOME
+    return actions, ItemDone(outcome, health_s, verdict)
 
 
 def service_settings(ctx: Context, name: str) -> list[RenderedSettings]:
@@ -175,10 +220,15 @@ def run_service(
     desired: ServiceLaunch,
     gates: list[Gate],
     settings: Mapping[str, RenderedSettings] | None = None,
-) -> float | None:
-    """Execute a deploy's actions; returns the seconds the health gate took (None if kept)."""
+) -> tuple[float | None, Verdict | None]:
+    """Execute a deploy's actions.
+
+    Returns the seconds the health gate took (None if kept) and the contract
+    verdict (None for a kept service whose marker did not say it was failing).
+    """
     by_check = {g.check: g for g in gates}
     health_s: float | None = None
+    verdict: Verdict | None = None
     for action in actions:
         _step(ctx, action)
         kind = action.kind
@@ -211,20 +261,76 @@ def run_service(
             Systemctl(desired.scope).enable(desired.service_unit)
         elif kind == "start":
             health_s = _start_process(ctx, desired)
+            verdict = run_contract(ctx, desired)
         elif kind == "restart":
             Systemctl(desired.scope).reset_failed(desired.service_unit)
             Systemctl(desired.scope).restart(desired.service_unit)
         elif kind == "health":
             health_s = _unit_health(ctx, desired)
-            if ctx.after_health is not None:
-                ctx.after_health(desired)
+            verdict = run_contract(ctx, desired)
         elif kind == "verify":
             _verify_running(ctx, desired)
+            recorded = ctx.markers.read(desired.name)
+            if recorded is not None and recorded.contract_failing:
+                # Kept as it runs, but not fine: probed again, so an apply can turn it green.
+                verdict = run_contract(ctx, desired)
         elif kind == "marker":
-            _record(ctx, desired, ctx.at.inputs[desired.name], health_s)
+            _record(ctx, desired, ctx.at.inputs[desired.name], health_s, verdict)
         else:
             raise AssertionError(f"unknown action kind {kind!r}")
-    return health_s
+    return health_s, verdict
+
+
+def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
+    """The contract probe after the health gate: the one place every deploy path runs it.
+
+    At least the alias listed, the per-slot window as declared (L-25) and a
+    completion counted by the server; the full probe when the client facts ask
+    for it (:mod:`inferfleet.probe.minimal`). A failure is a verdict, not an
+    exception: the healthy server keeps running and the marker records it.
+    """
+    service = desired.service
+    name = desired.name
+    if not ctx.contract or service.kind != "llm":
+        why = "not an LLM service" if service.kind != "llm" else "skipped (--no-contract)"
+        ctx.emit({"event": "step", "kind": "contract", "service": name, "detail": why})
+        return Verdict(CONTRACT_SKIPPED)
+    from inferfleet.probe.minimal import run_contract as probe  # httpx, after the gate
+
+    url = gate.url_for(service.bind, service.port, "")
+    alias = service.alias or name
+    ctx.emit(
+        {
+            "event": "step",
+            "kind": "contract",
+            "service": name,
+            "detail": f"probe {url}: alias {alias!r} listed, {service.ctx_per_slot} tokens "
+            "per slot (L-25), a completion counted by the server",
+        }
+    )
+    found = probe(
+        url,
+        alias=alias,
+        ctx_per_slot=service.ctx_per_slot,
+        service=name,
+        parallel=service.parallel,
+        client=service.client,
+    )
+    verdict = Verdict(
+        CONTRACT_PASSED if found.ok else CONTRACT_FAILING,
+        list(found.checks),
+        found.evidence[:MAX_EVIDENCE],
+    )
+    ctx.emit(
+        {
+            "event": "contract",
+            "service": name,
+            "state": verdict.state,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks],
+            "evidence": verdict.evidence,
+        }
+    )
+    return verdict
 
 
 def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
@@ -262,19 +368,12 @@ def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
         desired,
         runtime_version="" if ctx.runtime_version is None else ctx.runtime_version(desired),
     )
-    check = ctx.after_health
-
-    def then() -> None:
-        if check is not None:
-            check(desired)
-
     _record, health = start_gated(
         ctx.processes,
         template,
         env=desired.process_env(os.environ, _secrets_of(ctx, desired)),
         timeout=service.health.timeout,
         on_state=_health_hook(ctx, desired.name),
-        then=then,
     )
     return health.seconds
 
@@ -386,10 +485,24 @@ def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
 
 
 def _record(
-    ctx: Context, desired: ServiceLaunch, inputs: ServiceInputs, health_s: float | None
+    ctx: Context,
+    desired: ServiceLaunch,
+    inputs: ServiceInputs,
+    health_s: float | None,
+    verdict: Verdict | None,
 ) -> None:
+    """The marker: the revision runs (healthy, L-41), with its contract verdict.
+
+    A kept service that was not probed again keeps the verdict its marker had.
+    """
     service = desired.service
     unit_backend = desired.backend != "process"
+    if verdict is None:
+        before = ctx.markers.read(desired.name)
+        contract = "" if before is None else before.contract
+        evidence = [] if before is None else list(before.contract_evidence)
+    else:
+        contract, evidence = verdict.state, list(verdict.evidence)
     ctx.markers.write(
         Marker(
             service=desired.name,
@@ -406,5 +519,7 @@ def _record(
             scope=desired.scope,
             installed=[f.path for f in desired.files],
             healthy_after_s=None if health_s is None else round(health_s, 3),
+            contract=contract,
+            contract_evidence=evidence,
         )
     )

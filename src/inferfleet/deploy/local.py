@@ -8,6 +8,11 @@ built from its pinned source if missing, a model shipped as a Python
 package is assembled, and model files are verified with a progress bar
 before the gates run. The revision it records is the checkout's HEAD when
 the fleet file sits in a clean git checkout, else ``untracked``.
+
+The contract probe after the health gate is apply's own
+(:func:`inferfleet.deploy.execute.run_contract`): a service that is healthy
+but fails it keeps running, its marker says ``contract: failing``, and ``up``
+stops there, as apply does (later services are not started).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from inferfleet.deploy.lock import LOCK_NAME, SERVICE_LOCK_WAIT_S, HostLock, Ser
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.planner import DEPLOY, PlanItem
 from inferfleet.deploy.worktree import UNTRACKED, fleet_here
-from inferfleet.errors import ContractError, FleetError, RuntimeInstallError, UsageError
+from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import llamacpp_build
@@ -67,6 +72,12 @@ class UpResult:
     checks: list[Check] = field(default_factory=list)
     reason: str = ""
     revision: str = UNTRACKED
+    contract: str = ""  # passed | failing | skipped; "" when a kept service was not probed
+    evidence: list[str] = field(default_factory=list)  # the failed contract checks
+
+    @property
+    def contract_failing(self) -> bool:
+        return self.contract == "failing"
 
 
 def local_services(loaded: LoadedFleet, only: str | None = None) -> list[str]:
@@ -181,7 +192,11 @@ def up(
                 on_wait=hooks.note,
             )
             for launch in group:
-                results.append(_up_one(loaded, at, host_name, state_dir, launch, hooks, contract))
+                done = _up_one(loaded, at, host_name, state_dir, launch, hooks, contract)
+                results.append(done)
+                if done.contract_failing:
+                    # As apply: the first contract failure stops the run (L-40).
+                    return results
     return results
 
 
@@ -197,29 +212,10 @@ def _up_one(
     service = launch.service
     name = launch.name
     url = gate.url_for(service.bind, service.port, "")
-    checks: list[Check] = []
-
-    def contract_check(done: ServiceLaunch) -> None:
-        if service.kind != "llm":
-            return
-        from inferfleet.probe.minimal import run_minimal  # after the health gate (httpx)
-
-        found = run_minimal(
-            url, alias=service.alias or name, ctx_per_slot=service.ctx_per_slot, service=name
-        )
-        failed = [c for c in found if not c.ok]
-        if failed:
-            raise ContractError(
-                f"{url}: {failed[0].name} failed: {failed[0].detail}",
-                where=f"service {name}",
-                hint="the server is healthy but breaks the client contract (L-25); fix the "
-                "fleet file or the runtime, then run up again (the server was stopped)",
-            )
-        checks.extend(found)
 
     def emit(event: dict[str, Any]) -> None:
         kind = event.get("event")
-        if kind == "step" and event.get("kind") not in {"gate", "marker"}:
+        if kind == "step" and event.get("kind") not in {"gate", "marker", "contract"}:
             hooks.note(f"{name}: {event.get('detail', '')}")
         elif kind == "health" and hooks.health_state is not None:
             hooks.health_state(str(event.get("state")), float(event.get("seconds", 0.0)))
@@ -233,14 +229,15 @@ def _up_one(
         host_facts(loaded.root),
         state_dir,
         emit,
-        after_health=contract_check if contract else None,
+        contract=contract,
         runtime_version=lambda _launch: version,
     )
     markers = MarkerStore(state_dir).all()
     before = ctx.processes.records.read(name)
     marker = markers.get(name)
     item = PlanItem(name, DEPLOY, ["up"], None if marker is None else marker.revision)
-    actions, _done = execute.apply_item(ctx, item, markers, dry_run=False)
+    actions, done = execute.apply_item(ctx, item, markers, dry_run=False)
+    verdict = None if done is None else done.contract
     kinds = {a.kind for a in actions}
     if "verify" in kinds:
         action, reason = "unchanged", "already running with this spec"
@@ -263,9 +260,11 @@ def _up_one(
         service.ctx_per_slot or 0,
         service.parallel,
         None if written is None else written.healthy_after_s,
-        checks,
+        [] if verdict is None else list(verdict.checks),
         reason,
         at.revision,
+        "" if verdict is None else verdict.state,
+        [] if verdict is None else list(verdict.evidence),
     )
 
 

@@ -6,6 +6,13 @@ branch cannot lose or fake it. A marker is written only after the service's
 health gate passed; it also remembers the inputs it was deployed with (so a
 plan needs no history walk), how it was installed (so a retirement can undo
 it) and the revisions it ran before (so a rollback knows where to go).
+
+Since version 2 a marker also says whether the service passed its contract
+probe after the health gate (``contract``: passed, failing or skipped, with
+the ``contract_evidence`` of a failure). A failing contract still records the
+revision (the server runs it, healthy), but the planner redeploys it and
+status shows it red until an apply passes. A version 1 marker has neither
+field and reads as ``contract: ""`` (not checked), never as failing.
 """
 
 from __future__ import annotations
@@ -20,7 +27,11 @@ from inferfleet.errors import FleetError
 from inferfleet.io.files import atomic_write
 from inferfleet.io.state_files import read_state
 
-MARKER_VERSION = 1
+MARKER_VERSION = 2
+CONTRACT_PASSED = "passed"
+CONTRACT_FAILING = "failing"
+CONTRACT_SKIPPED = "skipped"  # not an LLM service, or `up --no-contract`
+MAX_EVIDENCE = 20  # lines of evidence kept in a marker
 HISTORY = 20  # earlier revisions kept per service, newest first
 
 
@@ -46,6 +57,12 @@ class Marker:
     healthy_after_s: float | None = None
     history: list[str] = field(default_factory=list)  # earlier revisions, newest first
     version: int = MARKER_VERSION
+    contract: str = ""  # passed | failing | skipped; "" in a version 1 marker (not checked)
+    contract_evidence: list[str] = field(default_factory=list)  # why it fails, first line first
+
+    @property
+    def contract_failing(self) -> bool:
+        return self.contract == CONTRACT_FAILING
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

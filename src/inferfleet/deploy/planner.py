@@ -2,6 +2,8 @@
 
 Per host: a service with no marker is new; a service whose inputs at HEAD
 differ from the inputs its marker recorded is changed (with the reasons); a
+service whose marker says its contract probe failed is deployed again
+("contract failing"); a
 marker whose service no longer runs on the host is a retirement. Everything
 else is kept as it runs. The plan is a pure function of the fleet at HEAD and
 the host's markers; git is read once per revision, never walked commit by
@@ -24,6 +26,7 @@ from inferfleet.fleetfile.loader import parse_fleet
 DEPLOY = "deploy"
 RETIRE = "retire"
 KEEP = "keep"
+CONTRACT_FAILING_REASON = "contract failing"
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,10 @@ def plan_host(
                 continue
             old = recomputed[name]
         reasons = head.inputs[name].changes_since(old)
+        if marker.contract_failing:
+            # Deployed but failing its contract probe: never kept as fine, so a
+            # later deploy (or drain) applies it again until it passes (L-41).
+            reasons = [*reasons, CONTRACT_FAILING_REASON]
         items.append(PlanItem(name, DEPLOY if reasons else KEEP, reasons, marker.revision))
     return HostPlan(host, head.revision, items)
 

@@ -1,12 +1,21 @@
-"""The minimal contract check `inferfleet up` runs after the health gate.
+"""The contract probe every deploy runs after the health gate (``apply``, ``deploy``, ``up``).
 
-A healthy endpoint can still break its clients; these three checks are the
-smallest honest proof that the fleet file's promises hold:
+A healthy endpoint can still break its clients (a truncated window, a
+wrong alias, a refused tool call); a deploy is done only once its contract
+holds. The smallest honest proof, always run for an LLM service:
 
 - the alias clients use is listed by ``/v1/models``;
 - the per-slot context the server reports equals ``ctx_per_slot`` (L-25);
 - a completion asked for 16 tokens returns 16 (counted by the server's own
   usage, never by chunks: L-51).
+
+A service whose client facts promise more than text completions (tools,
+a reasoning field, image input, reasoning_effort values: L-18, L-44 to
+L-46) asks for the full probe (:func:`inferfleet.probe.contract.run_probe`)
+as well; every check it fails is a failed contract check.
+
+Nothing here raises for a broken contract: the result lists every check,
+and its ``evidence`` lines say what failed, for the marker and the reports.
 """
 
 from __future__ import annotations
@@ -16,10 +25,12 @@ from typing import Any
 
 import httpx
 
-from inferfleet.errors import ContractError
+from inferfleet.errors import ContractError, FleetError
+from inferfleet.fleetfile.fleet import ClientFacts
 from inferfleet.io import http
 
 COMPLETION_TOKENS = 16
+DETAIL_CHARS = 300  # one evidence line stays readable in a table and a marker
 
 
 @dataclass(frozen=True)
@@ -29,16 +40,105 @@ class Check:
     detail: str
 
 
+@dataclass(frozen=True)
+class ContractResult:
+    checks: list[Check]
+    full: bool = False  # the full probe ran too (the client facts asked for it)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def evidence(self) -> list[str]:
+        """One line per failed check, first failure first."""
+        return [f"{c.name}: {c.detail}" for c in self.failed]
+
+
+def wants_full_probe(client: ClientFacts | None) -> bool:
+    """Whether the service's client facts promise what only the full probe tests."""
+    if client is None:
+        return False
+    return bool(
+        client.tools
+        or client.reasoning_field is not None
+        or "image" in client.input
+        or client.reasoning_effort
+    )
+
+
+def run_contract(
+    base_url: str,
+    *,
+    alias: str,
+    ctx_per_slot: int | None,
+    service: str,
+    parallel: int | None = None,
+    client: ClientFacts | None = None,
+) -> ContractResult:
+    """The contract probe of one service: the minimal checks, then the full probe if asked."""
+    try:
+        checks = run_minimal(base_url, alias=alias, ctx_per_slot=ctx_per_slot, service=service)
+    except FleetError as exc:
+        # The server is healthy (the gate passed) yet its API does not answer as
+        # one: that is a broken contract with this evidence, not a crash.
+        checks = [Check("contract probe", False, _short(exc.message))]
+    full = wants_full_probe(client) and all(c.ok for c in checks)
+    if full:
+        checks += _full_probe(base_url, alias, ctx_per_slot, parallel, service, client)
+    return ContractResult(checks, full=full)
+
+
+def _full_probe(
+    base_url: str,
+    alias: str,
+    ctx_per_slot: int | None,
+    parallel: int | None,
+    service: str,
+    client: ClientFacts | None,
+) -> list[Check]:
+    from inferfleet.client.target import Target
+    from inferfleet.probe.contract import run_probe
+
+    target = Target(
+        label=service,
+        base_url=base_url,
+        model=alias,
+        service=service,
+        ctx_per_slot=ctx_per_slot,
+        parallel=parallel,
+        client=client,
+    )
+    try:
+        report = run_probe(target)
+    except FleetError as exc:
+        return [Check("full probe", False, _short(exc.message))]
+    return [
+        Check(f"probe {c.id}", c.status != "fail", _short(c.summary))
+        for c in report.checks
+        if c.status != "skip"
+    ]
+
+
 def run_minimal(
     base_url: str, *, alias: str, ctx_per_slot: int | None, service: str
 ) -> list[Check]:
+    """The three minimal checks, every one reported (a failed check does not raise)."""
     checks: list[Check] = []
     with http.client(timeout=60.0, base_url=base_url) as client:
         models = _json(client.get("/v1/models"), "GET /v1/models", service)
         entries = models.get("data") or []
         ids = [str(m.get("id")) for m in entries if isinstance(m, dict)]
         listed = alias in ids
-        checks.append(Check("alias listed", listed, f"/v1/models lists {ids}"))
+        checks.append(
+            Check(
+                "alias listed", listed, _short(f"/v1/models lists {ids}, clients ask for {alias!r}")
+            )
+        )
         if ctx_per_slot is not None:
             reported = _reported_ctx(entries, alias)
             if reported is not None:
@@ -46,7 +146,8 @@ def run_minimal(
                     Check(
                         "context per slot",
                         reported == ctx_per_slot,
-                        f"server reports n_ctx {reported} per slot, fleet file says {ctx_per_slot}",
+                        f"server reports n_ctx {reported} per slot, fleet file says "
+                        f"{ctx_per_slot} (L-25)",
                     )
                 )
         body = {
@@ -59,23 +160,21 @@ def run_minimal(
         }
         answer = _json(client.post("/v1/completions", json=body), "POST /v1/completions", service)
         usage = answer.get("usage") or {}
-        got = usage.get("completion_tokens")
+        got = usage.get("completion_tokens") if isinstance(usage, dict) else None
         checks.append(
             Check(
                 f"completion of {COMPLETION_TOKENS} tokens",
                 got == COMPLETION_TOKENS,
-                f"usage.completion_tokens = {got}",
+                _short(f"usage.completion_tokens = {got!r}"),
             )
         )
-    failed = [c for c in checks if not c.ok]
-    if failed:
-        raise ContractError(
-            "; ".join(f"{c.name}: {c.detail}" for c in failed),
-            where=f"service {service}",
-            hint="the endpoint is healthy but does not honour the fleet file; check the argv "
-            "(inferfleet show SERVICE) and the server log",
-        )
     return checks
+
+
+def _short(text: str) -> str:
+    """One line, bounded: server text ends up in markers, tables and JSON."""
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return flat if len(flat) <= DETAIL_CHARS else flat[: DETAIL_CHARS - 3] + "..."
 
 
 def _reported_ctx(entries: list[Any], alias: str) -> int | None:
@@ -84,6 +183,11 @@ def _reported_ctx(entries: list[Any], alias: str) -> int | None:
             meta = entry.get("meta")
             if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
                 return int(meta["n_ctx"])
+    # The alias is not listed: the context of the one model served, if only one is.
+    served = [e for e in entries if isinstance(e, dict)]
+    if len(served) == 1 and isinstance(served[0].get("meta"), dict):
+        n_ctx = served[0]["meta"].get("n_ctx")
+        return n_ctx if isinstance(n_ctx, int) else None
     return None
 
 

@@ -112,6 +112,20 @@ def decide(
     return _answered_by_other(reading, state.pid)
 
 
+def contract_state(view: HostView, name: str, state: str, detail: str) -> tuple[str, str]:
+    """A healthy service whose marker says its contract probe failed is red, not green.
+
+    It stays so, with the first evidence line, until an apply passes the probe
+    and writes a marker without the failure.
+    """
+    marker = view.markers.get(name) if view.error is None else None
+    if marker is None or not marker.contract_failing:
+        return state, detail
+    evidence = marker.contract_evidence
+    first = evidence[0] if evidence else "the contract probe failed"
+    return "contract-failing", f"contract failing: {first}"
+
+
 def _answered_by_other(reading: Reading, pid: int | None) -> tuple[str, str]:
     """Its process runs but did not itself answer a healthy check."""
     if reading.health == "healthy":
@@ -137,6 +151,8 @@ def service_row(
     service = fleet.services[name]
     runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
     state, detail = decide(name, reading, view, mine, unreachable=unreachable)
+    if state == "healthy":
+        state, detail = contract_state(view, name, state, detail)
     notes = list(reading.notes)
 
     pid, pid_source = (mine.pid, mine.pid_source) if mine is not None else (None, None)

@@ -26,10 +26,13 @@ SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 # something else answers on its port (L-33); stale: its record points at a dead
 # or reused pid; crash-looping: its unit keeps restarting; unreachable: neither
 # ssh nor HTTP reaches its host; unknown: this machine could not read its own
-# record of it. The service states themselves are decided in one place,
+# record of it; contract-failing: healthy, but the last apply's contract probe
+# failed (its marker says so, with the evidence) and no apply has passed since.
+# The service states themselves are decided in one place,
 # inferfleet.deploy.state.decide; this adds what only a remote view has.
 STATES = (
     "healthy",
+    "contract-failing",
     "loading",
     "unhealthy",
     "down",

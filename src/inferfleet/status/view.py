@@ -12,6 +12,7 @@ from inferfleet.status.model import FleetStatus, Revision, ServiceRow
 
 STATE_STYLE = {
     "healthy": "green",
+    "contract-failing": "red",
     "loading": "yellow",
     "unhealthy": "red",
     "down": "red",
