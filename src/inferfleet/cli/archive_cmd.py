@@ -60,13 +60,15 @@ def parse_age(text: str) -> float:
         days, rest = int(match[1]), match[2]
     try:
         if days > MAX_AGE_DAYS:
-            raise ValueError(f"{days} days is more than {MAX_AGE_DAYS}")
+            raise ValueError(f"{days} days is longer than {MAX_AGE_DAYS} days")
         if not match and not rest.strip():
-            raise ValueError("it is empty")
+            raise ValueError("an empty duration")
+        if re.fullmatch(r"\s*\d+(\.\d+)?\s*", rest):
+            raise ValueError(f"{rest.strip()} what? a bare number is ambiguous here")
         seconds = parse_duration(rest) if rest.strip() else 0.0
     except ValueError as exc:
         raise UsageError(
-            f"--older-than {text!r} is not a duration ({exc})",
+            f"--older-than {text!r}: {exc}",
             hint="write e.g. 90d, 36h, 1d12h or 30m (days, hours, minutes, seconds); "
             "nothing was pruned",
         ) from None

@@ -425,9 +425,10 @@ def _safe(text: str) -> str:
 
 
 def _tree_bytes(folder: Path) -> int:
+    """The bytes of the files under ``folder`` (what deleting it frees, folders aside)."""
     total = 0
-    for base, dirs, files in os.walk(folder):  # does not follow symlinks
-        for name in [*dirs, *files]:
+    for base, _dirs, files in os.walk(folder):  # does not follow symlinks
+        for name in files:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(base, name)).st_size
     return total
