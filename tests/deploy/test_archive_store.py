@@ -53,7 +53,7 @@ def test_replacing_a_unit_archives_the_old_one_and_an_unchanged_one_is_not(
     assert copy.read_text() == "v1\n" and mode(copy) == 0o600
 
 
-def test_uninstall_archives_then_removes_and_a_symlink_is_refused(tmp_path: Path) -> None:
+def test_uninstall_archives_then_removes_and_never_follows_a_symlink(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = tmp_path / "etc" / "web.env"
     env.parent.mkdir()
@@ -65,11 +65,14 @@ def test_uninstall_archives_then_removes_and_a_symlink_is_refused(tmp_path: Path
     uninstall_file(env, keeper=keeper(state))  # already gone: nothing more to keep
     assert len(Archive(state).entries()) == 1
 
+    # A symlink holds no data: the link goes (as before), what it points to is untouched.
+    target = tmp_path / "elsewhere"
+    target.write_text("not ours\n")
     link = tmp_path / "etc" / "link.service"
-    link.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(ArchiveError, match="not a regular file"):
-        uninstall_file(link, keeper=keeper(state))
-    assert link.is_symlink()  # left as it was
+    link.symlink_to(target)
+    uninstall_file(link, keeper=keeper(state))
+    assert not link.is_symlink() and target.read_text() == "not ours\n"
+    assert len(Archive(state).entries()) == 1
 
 
 def _entries(state: Path, ages_days: list[float]) -> list[str]:
@@ -223,3 +226,18 @@ def test_restore_names_only_entries(cli: Any, tmp_path: Path) -> None:
     for bad in ["../state", "nope", "20261203T091316.417696Z-web/../x"]:
         result = cli("archive", "restore", bad, "--state-dir", str(state))
         assert result.code == 2 and "archive list" in result.stderr, bad
+
+
+@pytest.mark.parametrize("bad", ["units/web.service", "/etc/../tmp/web.service"])
+def test_a_path_that_is_not_absolute_and_plain_is_never_removed_or_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """A damaged marker's ``installed`` list is state like any other (L-41)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "units").mkdir()
+    (tmp_path / "units" / "web.service").write_text("[Unit]\n")
+    with pytest.raises(ArchiveError, match="refusing to archive"):
+        uninstall_file(Path(bad), keeper=keeper(tmp_path / "state"))
+    with pytest.raises(ArchiveError, match="refusing to archive"):
+        install_file(Path(bad), "x", keeper=keeper(tmp_path / "state"))
+    assert (tmp_path / "units" / "web.service").read_text() == "[Unit]\n"

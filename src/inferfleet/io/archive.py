@@ -152,8 +152,10 @@ class Archive:
     ) -> Entry | None:
         """Copy the regular files among ``paths`` into one new entry; None when none exists.
 
-        A missing path is skipped (nothing to keep); a symlink or a folder is
-        refused: removing or replacing it is not something a deploy does.
+        A missing path is skipped (nothing to keep), and so is anything but a
+        regular file: a symlink holds no data (removing or replacing the link
+        never touches what it points to, which is not followed), a folder is
+        not a file a deploy installs.
         """
         if reason not in REASONS:
             raise AssertionError(f"unknown archive reason {reason!r}")
@@ -165,12 +167,7 @@ class Archive:
             except FileNotFoundError:
                 continue
             if not stat.S_ISREG(info.st_mode):
-                raise ArchiveError(
-                    f"{path} is not a regular file (a symlink or a folder); it is not archived, "
-                    "so it is left as it is",
-                    where=str(path),
-                    hint="move it aside by hand, then apply again",
-                )
+                continue
             found.append((path, path.read_bytes(), stat.S_IMODE(info.st_mode)))
         if not found:
             return None
@@ -367,6 +364,7 @@ class Keeper:
         """Archive the files among ``paths`` in one entry, unless these bytes already are."""
         todo = []
         for path in paths:
+            _check_path(str(path), where=str(path))
             current = _current_regular(path)
             if current is not None and self._kept.get(str(path)) != sha256_of(current):
                 todo.append(path)
@@ -385,6 +383,7 @@ class Keeper:
         """Archive, in one entry, those of the files that ``new`` would change."""
         changing = []
         for path, data in new.items():
+            _check_path(str(path), where=str(path))
             payload = data.encode("utf-8") if isinstance(data, str) else data
             current = _current_regular(path)
             if current is not None and current != payload:
@@ -414,7 +413,7 @@ def _current(path: Path) -> bytes | None:
 def _current_regular(path: Path) -> bytes | None:
     try:
         if not stat.S_ISREG(path.lstat().st_mode):
-            return b""  # a symlink or folder: put() refuses it with a clear error
+            return None  # a symlink or a folder: no bytes of ours to keep (see put)
     except FileNotFoundError:
         return None
     return path.read_bytes()
@@ -454,7 +453,8 @@ def _check_path(text: str, *, where: str) -> None:
         raise ArchiveError(
             f"refusing to archive {problem}",
             where=where,
-            hint="the deploy only archives absolute paths of files it installed",
+            hint="the deploy removes and replaces only absolute paths of files it installed; "
+            "a marker or index naming another is damaged: move it aside",
         )
 
 
