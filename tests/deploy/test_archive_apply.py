@@ -12,26 +12,23 @@ stay private (L-54, L-55).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import hashlib
 import json
 import os
-import signal
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_repo import FleetRepo
+
+# The settings test's fleet (service a, a settings template, the host's env file).
+from test_apply_settings import apply, dest, repo, secrets  # noqa: F401  (the fixtures)
 
 from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.deploy.markers import Marker, MarkerStore
 
 pytestmark = pytest.mark.slow
 
-TEMPLATE = 'api_key: "${API_KEY}"\n'
 UNIT = "[Unit]\nDescription=old\n[Service]\nExecStart=/bin/true\n"
 ENV = "API_KEY=sk-old-0123456789\n"
 
@@ -48,55 +45,6 @@ def fake_systemctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log
 
 
-@pytest.fixture
-def repo(
-    tmp_path: Path,
-    port: int,
-    fake_runtime: Path,
-    tiny_model: dict[str, Any],
-    _isolated_state: Path,
-) -> Iterator[FleetRepo]:
-    secrets = tmp_path / "private" / "a.env"
-    secrets.parent.mkdir()
-    secrets.write_text("API_KEY=sk-first-0123456789\n")
-    secrets.chmod(0o600)
-    data = {
-        "version": 1,
-        "hosts": {"here": {"address": "127.0.0.1"}},
-        "runtimes": {"fake": {"kind": "llama.cpp", "binary": str(fake_runtime)}},
-        "models": {"tiny": copy.deepcopy(tiny_model)},
-        "services": {
-            "a": {
-                "host": "here",
-                "runtime": "fake",
-                "model": "tiny",
-                "port": port,
-                "ctx_per_slot": 512,
-                "health": {"timeout": "20s"},
-                "settings": [{
-                    "template": "settings/a.yml",
-                    "dest": str(tmp_path / "etc" / "a" / "settings.yml"),
-                    "allow": ["API_KEY"],
-                    "env_files": [str(secrets)],
-                }],
-            },
-        },
-    }  # fmt: skip
-    repo = FleetRepo.create(tmp_path / "fleet", data, hosts=[])
-    repo.commit("the settings template", {"settings/a.yml": TEMPLATE})
-    repo.states = {"here": _isolated_state}
-    yield repo
-    for record in (_isolated_state / "services").glob("*.json"):
-        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
-
-
-def apply(cli: Any, repo: FleetRepo, *args: str) -> tuple[Any, list[dict[str, Any]]]:
-    result = cli("apply", "--file", str(repo.fleet_file), "--events", *args)
-    events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    return result, events
-
-
 def archive_list(cli: Any, state: Path) -> list[dict[str, Any]]:
     result = cli("archive", "list", "--state-dir", str(state), "--json")
     assert result.code == 0, result.stderr
@@ -107,44 +55,49 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.lstat().st_mode)
 
 
-def test_replaced_settings_are_archived_private_with_their_revision(
-    cli, repo: FleetRepo, tmp_path: Path, _isolated_state: Path
-) -> None:
-    dest = tmp_path / "etc" / "a" / "settings.yml"
-    result, _ = apply(cli, repo)
-    assert result.code == 0, result.stderr
-    first = repo.head()
-    assert archive_list(cli, _isolated_state) == []  # a new file replaces nothing
-    old = dest.read_bytes()
+def fixtures(request: pytest.FixtureRequest, *names: str) -> list[Any]:
+    return [request.getfixturevalue(name) for name in names]
 
-    (tmp_path / "private" / "a.env").write_text("API_KEY=sk-second-0123456789\n")
-    result, events = apply(cli, repo, "--service", "a")
+
+def test_replaced_settings_are_archived_private_with_their_revision(
+    cli, request: pytest.FixtureRequest, _isolated_state: Path
+) -> None:
+    fleet, settings, env_file = fixtures(request, "repo", "dest", "secrets")
+    result, _ = apply(cli, fleet)
     assert result.code == 0, result.stderr
-    assert b"sk-second" in dest.read_bytes()
+    first = fleet.head()
+    assert archive_list(cli, _isolated_state) == []  # a new file replaces nothing
+    old = settings.read_bytes()
+
+    env_file.write_text("API_KEY=sk-second-0123456789\nENDPOINT=http://127.0.0.1:9/v1\n")
+    result, events = apply(cli, fleet, "--service", "a")
+    assert result.code == 0, result.stderr
+    assert b"sk-second" in settings.read_bytes()
     steps = [e for e in events if e.get("event") == "step" and e.get("kind") == "archive"]
-    assert len(steps) == 1 and str(dest) in steps[0]["detail"]
+    assert len(steps) == 1 and str(settings) in steps[0]["detail"]
     assert "sk-first" not in result.stdout  # the events name the file, never its content
 
     (entry,) = archive_list(cli, _isolated_state)
     assert (entry["service"], entry["reason"], entry["revision"]) == ("a", "replace", first)
     assert entry["files"] == [
         {
-            "path": str(dest),
+            "path": str(settings),
             "mode": "0600",
             "sha256": hashlib.sha256(old).hexdigest(),
             "size": len(old),
         }
     ]
     folder = Path(entry["folder"])
-    copy_ = folder / "files" / str(dest).lstrip("/")
+    copy_ = folder / "files" / str(settings).lstrip("/")
     assert copy_.read_bytes() == old and mode(copy_) == 0o600
     assert mode(folder) == 0o700 and mode(_isolated_state / "archive") == 0o700
     assert mode(folder / "index.json") == 0o600
 
 
 def test_retire_then_restore_gives_back_byte_identical_files_and_modes(
-    cli, repo: FleetRepo, tmp_path: Path, _isolated_state: Path, fake_systemctl: Path
+    cli, request: pytest.FixtureRequest, tmp_path: Path, _isolated_state: Path, fake_systemctl: Path
 ) -> None:
+    (fleet,) = fixtures(request, "repo")
     units = tmp_path / "units"
     units.mkdir()
     unit, env = units / "inferfleet-old.service", units / "old.env"
@@ -152,7 +105,7 @@ def test_retire_then_restore_gives_back_byte_identical_files_and_modes(
     unit.chmod(0o644)
     env.write_text(ENV)
     env.chmod(0o600)
-    earlier = repo.head()
+    earlier = fleet.head()
     MarkerStore(_isolated_state).write(
         Marker(
             service="old",
@@ -170,7 +123,7 @@ def test_retire_then_restore_gives_back_byte_identical_files_and_modes(
             installed=[str(unit), str(env)],
         )
     )
-    result, events = apply(cli, repo)
+    result, events = apply(cli, fleet)
     assert result.code == 0, result.stderr
     done = {d["service"]: d["outcome"] for d in events[-1]["result"]["done"]}
     assert done["old"] == "retired"
@@ -185,6 +138,11 @@ def test_retire_then_restore_gives_back_byte_identical_files_and_modes(
         str(unit): "0644",
         str(env): "0600",
     }
+
+    by_host = cli("archive", "list", "--file", str(fleet.fleet_file), "--host", "here", "--json")
+    assert json.loads(by_host.stdout)["archive"] == str(_isolated_state / "archive")
+    unknown = cli("archive", "list", "--file", str(fleet.fleet_file), "--host", "nope")
+    assert unknown.code == 2 and "host 'nope' is not in" in unknown.stderr
 
     state = str(_isolated_state)
     restored = cli("archive", "restore", entry["entry"], "--state-dir", state, "--json")

@@ -82,23 +82,16 @@ def _archive(state_dir: Path | None, file: Path | None, host: str | None) -> Arc
         return Archive(state_dir)
     if file is None:
         return Archive(paths.state_dir())
-    from inferfleet.fleetfile.loader import load_fleet
+    # The host this command runs on, found as `apply` finds it (imported only here).
+    from inferfleet.cli.deploy_cmd import _loaded, _this_host
 
-    fleet = load_fleet(file).fleet
-    if host is None:
-        local = [n for n, h in fleet.hosts.items() if h.is_local(n)]
-        if len(local) != 1:
-            raise UsageError(
-                "which host is this? the fleet has "
-                + ("no local host" if not local else f"several local hosts ({', '.join(local)})"),
-                hint="pass --host NAME",
-            )
-        host = local[0]
-    found = fleet.hosts.get(host)
+    loaded = _loaded(file)
+    host = host or _this_host(loaded)
+    found = loaded.fleet.hosts.get(host)
     if found is None:
         raise UsageError(
             f"host {host!r} is not in {file}",
-            hint=f"hosts: {', '.join(sorted(fleet.hosts)) or '(none)'}",
+            hint=f"hosts: {', '.join(sorted(loaded.fleet.hosts)) or '(none)'}",
         )
     return Archive(paths.state_dir(found))
 
