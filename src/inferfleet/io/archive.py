@@ -24,7 +24,10 @@ characters, a stored copy that is a symlink or does not match its digest,
 is reported and never used to write anything.
 
 :class:`Keeper` is the one way the deploy and ``render-settings`` remove or
-replace a host file: it archives, then writes or unlinks.
+replace a host file: it archives, then writes or unlinks. A symlink holds no
+data and is never followed; a container a retirement removes (L-36) is not a
+file: its Quadlet file is archived and its image, pinned by digest, stays.
+A model directory is never removed by a retirement, so it is not archived.
 """
 
 from __future__ import annotations
