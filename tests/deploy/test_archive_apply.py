@@ -171,3 +171,23 @@ def test_retire_then_restore_gives_back_byte_identical_files_and_modes(
     (kept,) = [e for e in archive_list(cli, _isolated_state) if e["reason"] == "overwrite"]
     copy_ = Path(kept["folder"]) / "files" / str(env).lstrip("/")
     assert copy_.read_text() == "API_KEY=edited-by-hand\n"
+
+
+def test_an_archive_others_can_read_fails_the_deploy_before_anything_is_stopped(
+    cli, request: pytest.FixtureRequest, _isolated_state: Path
+) -> None:
+    """Copies of settings files hold secrets (L-54, L-55): a loose archive is refused early."""
+    fleet, settings, env_file = fixtures(request, "repo", "dest", "secrets")
+    result, _ = apply(cli, fleet)
+    assert result.code == 0, result.stderr
+    pid = fleet.record("here", "a")["pid"]
+    before = settings.read_bytes()
+    (_isolated_state / "archive").mkdir(exist_ok=True)
+    (_isolated_state / "archive").chmod(0o755)
+    env_file.write_text("API_KEY=sk-second-0123456789\nENDPOINT=http://127.0.0.1:9/v1\n")
+    result, events = apply(cli, fleet, "--service", "a")
+    assert result.code == 1
+    failed = events[-1]["result"]["failed"]
+    assert "not a private folder" in failed["message"] and "lets others in" in failed["message"]
+    assert not any(e.get("kind") in {"stop", "write-settings"} for e in events)
+    assert fleet.record("here", "a")["pid"] == pid and settings.read_bytes() == before

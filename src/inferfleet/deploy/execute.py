@@ -187,6 +187,8 @@ def run_service(
     health_s: float | None = None
     keeper = _keeper(ctx, desired.name)
     replaced = _replaced_files(actions, desired, settings or {})
+    if replaced:
+        keeper.archive.ready()  # before anything is stopped
     for action in actions:
         _step(ctx, action)
         kind = action.kind
@@ -242,6 +244,8 @@ def run_service(
 def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
     keeper = _keeper(ctx, marker.service, marker)
     retired = [Path(a.target) for a in actions if a.kind == "uninstall"]
+    if retired:
+        keeper.archive.ready()  # before anything is stopped
     for action in actions:
         _step(ctx, action)
         kind = action.kind

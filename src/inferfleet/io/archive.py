@@ -134,7 +134,12 @@ class Archive:
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir / ARCHIVE_DIR
 
-    def _private_root(self) -> Path:
+    def ready(self) -> Path:
+        """The archive folder, made if missing and checked to be ours alone (0700).
+
+        Callers check it before they stop anything, so an unusable archive
+        fails a deploy while the old service still runs.
+        """
         return private_dir(
             self.root,
             error=ArchiveError,
@@ -179,7 +184,7 @@ class Archive:
         name = "-".join(
             [when.strftime(_STAMP), _safe(service), _safe(revision[:12] or "none"), reason]
         )
-        root = self._private_root()
+        root = self.ready()
         folder = root / name
         files = [ArchivedFile(str(p), mode, sha256_of(data), len(data)) for p, data, mode in found]
         index = ArchiveIndex(
