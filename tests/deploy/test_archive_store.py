@@ -241,3 +241,28 @@ def test_a_path_that_is_not_absolute_and_plain_is_never_removed_or_replaced(
     with pytest.raises(ArchiveError, match="refusing to archive"):
         install_file(Path(bad), "x", keeper=keeper(tmp_path / "state"))
     assert (tmp_path / "units" / "web.service").read_text() == "[Unit]\n"
+
+
+def test_render_settings_archives_the_file_it_replaces(
+    cli: Any, tmp_path: Path, _isolated_state: Path
+) -> None:
+    """``render-settings`` by hand replaces like a deploy does: the old secrets are kept (L-54)."""
+    from helpers import ROOT
+
+    env = tmp_path / "search.env"
+    env.write_text("SEARXNG_SECRET=first-secret\n")
+    dest_root = tmp_path / "host"
+    args = ("render-settings", "search", "--file", str(ROOT / "examples/homelab/fleet.yaml"),
+            "--env-file", str(env), "--dest-root", str(dest_root))  # fmt: skip
+    assert cli(*args).code == 0
+    (written,) = list(dest_root.rglob("settings.yml"))
+    old = written.read_bytes()
+    env.write_text("SEARXNG_SECRET=second-secret\n")
+    result = cli(*args)
+    assert result.code == 0, result.stderr
+    assert b"second-secret" in written.read_bytes()
+    (entry,) = Archive(_isolated_state).entries()
+    assert entry.index is not None and entry.index.service == "search"
+    assert entry.index.reason == "replace" and entry.index.files[0].path == str(written)
+    copy = entry.folder / "files" / str(written).lstrip("/")
+    assert copy.read_bytes() == old and mode(copy) == 0o600
