@@ -891,6 +891,54 @@ class ModelsFetchDocument(TypedDict):
     failures: list[FetchFailure]
 
 
+class ArchiveFileRow(TypedDict):
+    path: str  # the original absolute path on the host
+    mode: str  # octal permission bits, e.g. "0600"
+    sha256: str
+    size: int
+
+
+class ArchiveEntryRow(TypedDict):
+    entry: str  # the entry's name (what `archive restore` takes)
+    folder: str
+    service: str | None  # None when the index is damaged
+    revision: str | None
+    reason: str | None  # retire | replace | overwrite
+    when: str  # ISO 8601, UTC (from the entry's name)
+    bytes: int
+    files: list[ArchiveFileRow]
+    problem: str | None  # why the index cannot be trusted; None when it is sound
+
+
+class ArchiveListDocument(TypedDict):
+    schema: Literal["inferfleet.archive.list/v1"]
+    archive: str
+    entries: list[ArchiveEntryRow]
+    bytes: int
+
+
+class ArchiveRestoredFile(TypedDict):
+    path: str
+    outcome: Literal["restored", "unchanged", "overwritten"]
+
+
+class ArchiveRestoreDocument(TypedDict):
+    schema: Literal["inferfleet.archive.restore/v1"]
+    entry: str
+    files: list[ArchiveRestoredFile]
+
+
+class ArchivePruneDocument(TypedDict):
+    schema: Literal["inferfleet.archive.prune/v1"]
+    archive: str
+    older_than: str
+    cutoff: str  # ISO 8601, UTC: entries from before it are pruned
+    dry_run: bool
+    entries: list[str]  # pruned (or, with dry_run, that would be)
+    freed_entries: int
+    freed_bytes: int
+
+
 # ---------------------------------------------------------------------------- the registry
 
 DOCUMENT_TYPES: tuple[type, ...] = (
@@ -920,6 +968,9 @@ DOCUMENT_TYPES: tuple[type, ...] = (
     ModelsManifestDocument,
     ModelsVerifyDocument,
     ModelsFetchDocument,
+    ArchiveListDocument,
+    ArchiveRestoreDocument,
+    ArchivePruneDocument,
 )
 
 

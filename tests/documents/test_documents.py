@@ -230,6 +230,29 @@ def test_apply_dry_run_and_facts_in_a_git_checkout(cli: Cli, tmp_path: Path) -> 
     PRODUCED.add("inferfleet.facts/v1")
 
 
+def test_archive_list_restore_and_prune(cli: Cli, tmp_path: Path) -> None:
+    from inferfleet.io.archive import Archive, Keeper
+
+    state = tmp_path / "state"
+    unit = tmp_path / "etc" / "web.service"
+    unit.parent.mkdir()
+    unit.write_text("[Unit]\n")
+    Keeper(Archive(state), service="web", revision="a" * 40).remove(unit)
+    (state / "archive" / "20200101T000000.000000Z-x-none-retire").mkdir()  # no index: damaged
+    where = ["--state-dir", str(state), "--json"]
+    listed = valid(cli("archive", "list", *where), "inferfleet.archive.list/v1")
+    good, damaged = sorted(listed["entries"], key=lambda e: e["problem"] is not None)
+    assert good["files"][0]["path"] == str(unit) and damaged["problem"]
+    restored = valid(
+        cli("archive", "restore", good["entry"], *where), "inferfleet.archive.restore/v1"
+    )
+    assert restored["files"] == [{"path": str(unit), "outcome": "restored"}]
+    pruned = valid(
+        cli("archive", "prune", "--older-than", "365d", *where), "inferfleet.archive.prune/v1"
+    )
+    assert pruned["entries"] == [damaged["entry"]] and pruned["freed_entries"] == 1
+
+
 def test_the_board_serves_the_status_document(tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 

@@ -90,11 +90,13 @@ def test_rerender_is_idempotent_and_values_stay_literal(tmp_path: Path) -> None:
     dest = tmp_path / "etc" / "settings.yml"
     repo = tmp_path / "repo"
     repo.mkdir()
-    assert write_settings(dest, once, repo_root=repo) is True
+    assert write_settings(dest, once, repo_root=repo, service="searxng") is True
     first = dest.stat()
     again = render_settings(TEMPLATE, ["SEARXNG_SECRET", "BASE"], values, where="t")
     assert again == once
-    assert write_settings(dest, again, repo_root=repo) is False  # unchanged: not rewritten
+    assert (
+        write_settings(dest, again, repo_root=repo, service="searxng") is False
+    )  # unchanged: not rewritten
     assert dest.stat().st_mtime_ns == first.st_mtime_ns
     assert oct(dest.stat().st_mode & 0o777) == "0o600"
 
@@ -103,7 +105,7 @@ def test_settings_are_never_written_into_the_repo(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / "conf").mkdir(parents=True)
     with pytest.raises(UsageError, match="inside the repository"):
-        write_settings(repo / "conf" / "settings.yml", "secret", repo_root=repo)
+        write_settings(repo / "conf" / "settings.yml", "secret", repo_root=repo, service="searxng")
     assert list((repo / "conf").iterdir()) == []  # nothing half-written
 
 

@@ -20,7 +20,7 @@ import psutil
 from inferfleet.backends import health as gate
 from inferfleet.errors import BackendError, HealthError
 from inferfleet.io import process
-from inferfleet.io.files import write_if_changed
+from inferfleet.io.archive import Keeper
 
 LINGER_DIR = Path("/var/lib/systemd/linger")
 # `systemctl show` properties the gate and the facts read.
@@ -130,9 +130,18 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-def install_file(path: Path, content: str, *, mode: int = 0o644) -> bool:
-    """Write ``content`` atomically; returns False (and writes nothing) when it is already there."""
-    return write_if_changed(path, content, mode=mode)
+def install_file(path: Path, content: str, *, keeper: Keeper, mode: int = 0o644) -> bool:
+    """Write ``content`` atomically; returns False (and writes nothing) when it is already there.
+
+    Other bytes found there are archived first (``keeper``): a deploy replaces
+    a unit, Quadlet or env file, it never destroys one (issue 15).
+    """
+    return keeper.replace(path, content, mode=mode)
+
+
+def uninstall_file(path: Path, *, keeper: Keeper) -> None:
+    """Remove an installed unit, Quadlet or env file of a retired service, archived first."""
+    keeper.remove(path)
 
 
 def wait_unit_healthy(

@@ -153,6 +153,11 @@ VERBS: dict[str, Verb] = {
     ),
     "secrets": Verb("secrets_cmd", "group", "Keep secrets out of the repository (L-55)."),
     "relay": Verb("relay_cmd", "group", "Deliver Alertmanager alerts to a command of your choice."),
+    "archive": Verb(
+        "archive_cmd",
+        "group",
+        "The archive of files deploys removed or replaced: list, restore, prune.",
+    ),
 }
 
 HELP = "Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints."

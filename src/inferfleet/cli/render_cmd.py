@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from inferfleet import paths
 from inferfleet.checks.engine import run_checks
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.cli.render_files import write_bundle, write_settings
@@ -150,5 +151,11 @@ def settings(
         dest = Path(item.dest)
         if dest_root is not None:
             dest = dest_root / item.dest.lstrip("/")
-        changed = write_settings(dest, item.content, repo_root=loaded.root)
+        changed = write_settings(
+            dest,
+            item.content,
+            repo_root=loaded.root,
+            service=service,
+            state_dir=paths.state_dir(loaded.fleet.hosts[svc.host]),
+        )
         out.line(f"{'wrote' if changed else 'unchanged'} {esc(dest)}")

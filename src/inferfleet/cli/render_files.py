@@ -10,7 +10,8 @@ import hashlib
 from pathlib import Path, PurePosixPath
 
 from inferfleet.errors import UsageError
-from inferfleet.io.files import atomic_write, write_if_changed
+from inferfleet.io.archive import Archive, Keeper
+from inferfleet.io.files import atomic_write
 from inferfleet.render.bundle import MANIFEST, Artifact, _entry, manifest, read_manifest
 
 
@@ -87,11 +88,15 @@ def _write(path: Path, text: str) -> None:
     atomic_write(path, text, mode=0o644)
 
 
-def write_settings(dest: Path, text: str, *, repo_root: Path) -> bool:
+def write_settings(
+    dest: Path, text: str, *, repo_root: Path, service: str, state_dir: Path | None = None
+) -> bool:
     """Write ``text`` to ``dest`` (mode 600) unless already there; True when it changed.
 
     Refuses any destination inside the repository: rendered settings hold
-    secrets and must never be committed (L-54, L-55).
+    secrets and must never be committed (L-54, L-55). A file there with other
+    bytes is archived first, under ``state_dir`` (default: this machine's
+    state directory), as a deploy's would be (issue 15).
     """
     target = dest.resolve()
     root = repo_root.resolve()
@@ -100,4 +105,9 @@ def write_settings(dest: Path, text: str, *, repo_root: Path) -> bool:
             f"refusing to write rendered settings inside the repository: {dest}",
             hint="choose a destination outside the fleet checkout (e.g. under /etc or ~/.config)",
         )
-    return write_if_changed(target, text, mode=0o600)
+    if state_dir is None:
+        from inferfleet import paths
+
+        state_dir = paths.state_dir()
+    keeper = Keeper(Archive(state_dir), service=service, revision="")
+    return keeper.replace(target, text, mode=0o600)

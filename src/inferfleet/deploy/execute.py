@@ -29,7 +29,12 @@ from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.records import ServiceRecord
-from inferfleet.backends.systemd import Systemctl, install_file, wait_unit_healthy
+from inferfleet.backends.systemd import (
+    Systemctl,
+    install_file,
+    uninstall_file,
+    wait_unit_healthy,
+)
 from inferfleet.checks.secret_scan import parse_env_file
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import gather
@@ -48,7 +53,8 @@ from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
-from inferfleet.io.files import write_if_changed
+from inferfleet.io.archive import Archive, Keeper
+from inferfleet.io.archive import Entry as ArchiveEntry
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.render.settings import RenderedSettings, render_service_settings
@@ -229,16 +235,24 @@ def run_service(
     by_check = {g.check: g for g in gates}
     health_s: float | None = None
     verdict: Verdict | None = None
+    keeper = _keeper(ctx, desired.name)
+    replaced = _replaced_files(actions, desired, settings or {})
+    if replaced:
+        keeper.archive.ready()  # before anything is stopped
     for action in actions:
         _step(ctx, action)
         kind = action.kind
+        if kind in {"write-settings", "install"} and replaced:
+            # The files this deploy will change, archived together in one entry first.
+            _archived(ctx, desired.name, keeper.keep_replaced(replaced))
+            replaced = {}
         if kind == "gate":
             run_gate(
                 by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir
             )
         elif kind == "write-settings":
             rendered = (settings or {})[action.target]
-            write_if_changed(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
+            keeper.replace(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
         elif kind == "stop":
             ctx.processes.stop(desired.name)
         elif kind == "stop-unit":
@@ -254,7 +268,7 @@ def run_service(
             wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
-            install_file(Path(item.path), item.content)
+            install_file(Path(item.path), item.content, keeper=keeper)
         elif kind == "daemon-reload":
             Systemctl(desired.scope).daemon_reload()
         elif kind == "enable":
@@ -334,9 +348,17 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
 
 
 def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
+    keeper = _keeper(ctx, marker.service, marker)
+    retired = [Path(a.target) for a in actions if a.kind == "uninstall"]
+    if retired:
+        keeper.archive.ready()  # before anything is stopped
     for action in actions:
         _step(ctx, action)
         kind = action.kind
+        if kind == "uninstall" and retired:
+            # Trash, not delete: the service's files go to one archive entry first.
+            _archived(ctx, marker.service, keeper.keep(retired, reason="retire"))
+            retired = []
         if kind == "stop":
             ctx.processes.stop(marker.service)
         elif kind in {"stop-unit", "disable"}:
@@ -346,13 +368,58 @@ def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
         elif kind == "remove-container":
             quadlet.remove_container(ctx.facts.podman, marker.unit)
         elif kind == "uninstall":
-            Path(action.target).unlink(missing_ok=True)
+            uninstall_file(Path(action.target), keeper=keeper)
         elif kind == "daemon-reload":
             Systemctl(marker.scope).daemon_reload()
         elif kind == "forget":
             ctx.markers.remove(marker.service)
         else:
             raise AssertionError(f"unknown retirement action {kind!r}")
+
+
+def _keeper(ctx: Context, name: str, marker: Marker | None = None) -> Keeper:
+    """Who removes or replaces this service's host files: archived under the state dir first.
+
+    The files on the host came from the revision its marker names (L-41);
+    that is the revision the archive entry is filed under.
+    """
+    if marker is None:
+        with contextlib.suppress(FleetError):
+            marker = ctx.markers.read(name)
+    return Keeper(
+        Archive(ctx.state_dir),
+        service=name,
+        revision="" if marker is None else marker.revision,
+        by_revision=ctx.revision,
+    )
+
+
+def _replaced_files(
+    actions: list[Action], desired: ServiceLaunch, settings: Mapping[str, RenderedSettings]
+) -> dict[Path, str]:
+    """The host files this deploy's actions write, with what they will hold."""
+    files = {f.path: f.content for f in desired.files}
+    found: dict[Path, str] = {}
+    for action in actions:
+        if action.kind == "install":
+            found[Path(action.target)] = files[action.target]
+        elif action.kind == "write-settings":
+            found[Path(action.target)] = settings[action.target].content
+    return found
+
+
+def _archived(ctx: Context, name: str, entry: ArchiveEntry | None) -> None:
+    if entry is None or entry.index is None:
+        return
+    paths = ", ".join(f.path for f in entry.index.files)
+    ctx.emit(
+        {
+            "event": "step",
+            "kind": "archive",
+            "service": name,
+            "detail": f"archived {paths} to {entry.folder} ({entry.index.reason})",
+        }
+    )
 
 
 def _health_hook(ctx: Context, name: str) -> Callable[[str, float], None]:

@@ -1,0 +1,508 @@
+"""The host's archive: every file ``apply`` removes or replaces goes here first (issue 15).
+
+Nothing a deploy touches is deleted: a unit, Quadlet or env file a
+retirement removes (L-40), and a unit, env or settings file (L-54, L-55) a
+deploy replaces with other bytes, is first copied into a dated entry under
+``<state_dir>/archive`` (outside the checkout, like the markers, L-41)::
+
+    archive/20261203T091500.123456Z-web-0123456789ab-retire/
+        index.json                      service, revision, reason, when, files
+        files/etc/systemd/system/web.service   the bytes, the original path mirrored
+
+The archive folder and every entry are private (0700): the copies of env and
+settings files hold secrets, and every copy is stored 0600 whatever its
+original mode, which the index records and a restore gives back. An entry
+appears whole or not at all (staged, then renamed). ``archive prune`` is the
+only deletion; ``archive restore`` brings an entry's files back byte for
+byte, refusing to overwrite a different file unless forced, and archiving
+what it overwrites.
+
+The index is hostile state (a crash, an editor, another user may have left
+anything there): it is read with :func:`inferfleet.io.state_files.read_state`,
+and a damaged one, a recorded path that is relative, has ``..`` or control
+characters, a stored copy that is a symlink or does not match its digest,
+is reported and never used to write anything.
+
+:class:`Keeper` is the one way the deploy and ``render-settings`` remove or
+replace a host file: it archives, then writes or unlinks. A symlink holds no
+data and is never followed; a container a retirement removes (L-36) is not a
+file: its Quadlet file is archived and its image, pinned by digest, stays.
+A model directory is never removed by a retirement, so it is not archived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from inferfleet.errors import FleetError, UsageError
+from inferfleet.io.files import atomic_write, private_dir, staged_directory, write_if_changed
+from inferfleet.io.state_files import read_state
+
+ARCHIVE_DIR = "archive"
+INDEX = "index.json"
+FILES = "files"
+INDEX_VERSION = 1
+COPY_MODE = 0o600  # every copy: env and settings files hold secrets
+# retire: a retired service's file; replace: a deploy wrote other bytes over it;
+# overwrite: `archive restore --force` wrote an archived file over it.
+REASONS = ("retire", "replace", "overwrite")
+MAX_FILES = 256  # a service has a handful of files; more is not an index we wrote
+_STAMP = "%Y%m%dT%H%M%S.%fZ"
+_ENTRY_RE = re.compile(r"(\d{8}T\d{6}\.\d{6}Z)-[A-Za-z0-9._-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SHA_RE = re.compile(r"[0-9a-f]{64}")
+_HINT = (
+    "an entry's index.json is written by inferfleet only; move the damaged entry aside "
+    "and restore its files by hand"
+)
+
+
+class ArchiveError(FleetError, OSError):
+    """The archive cannot be read, written or restored from."""
+
+
+@dataclass(frozen=True)
+class ArchivedFile:
+    path: str  # the original absolute path on the host
+    mode: int  # its permission bits, given back on restore
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ArchiveIndex:
+    """``index.json`` of one entry."""
+
+    service: str
+    revision: str  # the revision the files came from ("" when not known)
+    reason: str  # one of REASONS
+    when: str  # ISO 8601, UTC
+    at: float  # the same instant, seconds since the epoch
+    files: list[ArchivedFile]
+    by_revision: str = ""  # the revision of the apply that archived them
+    version: int = INDEX_VERSION
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One archive entry as listed: its index, or why it cannot be trusted."""
+
+    name: str
+    folder: Path
+    index: ArchiveIndex | None
+    problem: str | None
+    bytes: int
+    at: float  # from the entry's name (its index may be damaged)
+
+
+@dataclass(frozen=True)
+class Restored:
+    path: str
+    outcome: Literal["restored", "unchanged", "overwritten"]
+
+
+@dataclass
+class PruneResult:
+    cutoff: float
+    dry_run: bool
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return sum(e.bytes for e in self.entries)
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Archive:
+    """The archive under one state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir / ARCHIVE_DIR
+
+    def ready(self) -> Path:
+        """The archive folder, made if missing and checked to be ours alone (0700).
+
+        Callers check it before they stop anything, so an unusable archive
+        fails a deploy while the old service still runs.
+        """
+        return private_dir(
+            self.root,
+            error=ArchiveError,
+            hint="the archive holds copies of secrets: make it a folder of this user, mode 0700",
+        )
+
+    # ------------------------------------------------------------------ writing
+
+    def put(
+        self,
+        paths: Iterable[Path],
+        *,
+        service: str,
+        revision: str,
+        reason: str,
+        by_revision: str = "",
+        now: float | None = None,
+    ) -> Entry | None:
+        """Copy the regular files among ``paths`` into one new entry; None when none exists.
+
+        A missing path is skipped (nothing to keep), and so is anything but a
+        regular file: a symlink holds no data (removing or replacing the link
+        never touches what it points to, which is not followed), a folder is
+        not a file a deploy installs.
+        """
+        if reason not in REASONS:
+            raise AssertionError(f"unknown archive reason {reason!r}")
+        found: list[tuple[Path, bytes, int]] = []
+        for path in dict.fromkeys(Path(p) for p in paths):
+            _check_path(str(path), where=str(path))
+            try:
+                info = path.lstat()
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            found.append((path, path.read_bytes(), stat.S_IMODE(info.st_mode)))
+        if not found:
+            return None
+        at = time.time() if now is None else now
+        when = datetime.fromtimestamp(at, UTC)
+        name = "-".join(
+            [when.strftime(_STAMP), _safe(service), _safe(revision[:12] or "none"), reason]
+        )
+        root = self.ready()
+        folder = root / name
+        files = [ArchivedFile(str(p), mode, sha256_of(data), len(data)) for p, data, mode in found]
+        index = ArchiveIndex(
+            service=service,
+            revision=revision,
+            reason=reason,
+            when=when.isoformat().replace("+00:00", "Z"),
+            at=at,
+            files=files,
+            by_revision=by_revision,
+        )
+        with staged_directory(folder) as staging:
+            staging.chmod(0o700)
+            for path, data, _mode in found:
+                copy = staging / FILES / str(path).lstrip("/")
+                copy.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                atomic_write(copy, data, mode=COPY_MODE)
+            atomic_write(
+                staging / INDEX, json.dumps(asdict(index), indent=2) + "\n", mode=COPY_MODE
+            )
+        return Entry(name, folder, index, None, sum(len(d) for _p, d, _m in found), at)
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(self) -> list[Entry]:
+        """Every entry, oldest first; a damaged one is listed with its problem."""
+        if not self.root.is_dir() or self.root.is_symlink():
+            return []
+        found = []
+        for child in sorted(self.root.iterdir()):
+            match = _ENTRY_RE.fullmatch(child.name)
+            if match is None or child.is_symlink() or not child.is_dir():
+                continue  # not an entry of ours (a staging folder, a stray file)
+            at = datetime.strptime(match[1], _STAMP).replace(tzinfo=UTC).timestamp()
+            index, problem = None, None
+            try:
+                index = self.index(child.name)
+            except ArchiveError as exc:
+                problem = exc.message
+            found.append(Entry(child.name, child, index, problem, _tree_bytes(child), at))
+        return found
+
+    def entry(self, name: str) -> Entry:
+        if "/" in name or name in {"", ".", ".."} or _ENTRY_RE.fullmatch(name) is None:
+            raise UsageError(
+                f"{name!r} is not the name of an archive entry",
+                hint="`inferfleet archive list` shows the entries",
+            )
+        for found in self.entries():
+            if found.name == name:
+                return found
+        raise UsageError(
+            f"there is no archive entry {name} in {self.root}",
+            hint="`inferfleet archive list` shows the entries",
+        )
+
+    def index(self, name: str) -> ArchiveIndex:
+        path = self.root / name / INDEX
+        if path.is_symlink():
+            raise ArchiveError(f"archive index {path} is a symlink", where=str(path), hint=_HINT)
+        index = read_state(
+            path, ArchiveIndex, what="archive index", error=ArchiveError, hint=_HINT, check=_problem
+        )
+        if index is None:
+            raise ArchiveError(f"archive index {path} is missing", where=str(path), hint=_HINT)
+        return index
+
+    # ------------------------------------------------------------------ restoring
+
+    def restore(self, name: str, *, force: bool = False, by_revision: str = "") -> list[Restored]:
+        """Write the entry's files back where they were, byte for byte, with their modes.
+
+        Everything is checked before anything is written: the index, each
+        stored copy (a regular file inside the entry whose digest and size
+        match), each destination (no symlink in its folders, not a symlink or
+        folder itself, and, unless ``force``, not a different existing file).
+        With ``force`` the files overwritten are archived first (reason overwrite).
+        """
+        entry = self.entry(name)
+        if entry.index is None:
+            raise ArchiveError(
+                f"archive entry {name} cannot be restored: {entry.problem}; nothing was restored",
+                where=str(entry.folder / INDEX),
+                hint=_HINT,
+            )
+        plan: list[tuple[ArchivedFile, bytes, Literal["restored", "unchanged", "overwritten"]]] = []
+        for item in entry.index.files:
+            data = self._stored(entry, item)
+            dest = Path(item.path)
+            _check_destination(dest)
+            current = _current(dest)
+            outcome: Literal["restored", "unchanged", "overwritten"]
+            if current is None:
+                outcome = "restored"
+            elif sha256_of(current) == item.sha256:
+                outcome = "unchanged"
+            elif force:
+                outcome = "overwritten"
+            else:
+                raise ArchiveError(
+                    f"{dest} exists with other bytes than archive entry {name} holds; "
+                    "nothing was restored",
+                    where=str(dest),
+                    hint="pass --force to restore anyway (the file there is archived first)",
+                )
+            plan.append((item, data, outcome))
+        overwritten = [Path(i.path) for i, _d, o in plan if o == "overwritten"]
+        if overwritten:
+            self.put(
+                overwritten,
+                service=entry.index.service,
+                revision="",
+                reason="overwrite",
+                by_revision=by_revision,
+            )
+        done = []
+        for item, data, outcome in plan:
+            dest = Path(item.path)
+            if outcome == "unchanged":
+                if stat.S_IMODE(dest.lstat().st_mode) != item.mode:
+                    os.chmod(dest, item.mode)
+            else:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(dest, data, mode=item.mode)
+            done.append(Restored(item.path, outcome))
+        return done
+
+    def _stored(self, entry: Entry, item: ArchivedFile) -> bytes:
+        copy = entry.folder / FILES / item.path.lstrip("/")
+        where = str(copy)
+        try:
+            info = copy.lstat()
+            inside = copy.resolve().is_relative_to(entry.folder.resolve())
+        except OSError as exc:
+            raise ArchiveError(
+                f"archive entry {entry.name} lacks its copy of {item.path} "
+                f"({exc.strerror or exc}); nothing was restored",
+                where=where,
+                hint=_HINT,
+            ) from None
+        if not stat.S_ISREG(info.st_mode) or not inside:
+            raise ArchiveError(
+                f"the copy of {item.path} in archive entry {entry.name} is not a regular file "
+                "inside the entry (a symlink?); nothing was restored",
+                where=where,
+                hint=_HINT,
+            )
+        data = copy.read_bytes()
+        if len(data) != item.size or sha256_of(data) != item.sha256:
+            raise ArchiveError(
+                f"the copy of {item.path} in archive entry {entry.name} does not match its index "
+                f"(sha256 {sha256_of(data)[:12]}, {len(data)} bytes; recorded "
+                f"{item.sha256[:12]}, {item.size} bytes); nothing was restored",
+                where=where,
+                hint=_HINT,
+            )
+        return data
+
+    # ------------------------------------------------------------------ pruning
+
+    def prune(self, older_than: float, *, dry_run: bool, now: float | None = None) -> PruneResult:
+        """Delete the entries older than ``older_than`` seconds (the only deletion)."""
+        cutoff = (time.time() if now is None else now) - older_than
+        result = PruneResult(cutoff, dry_run)
+        for entry in self.entries():
+            if entry.at >= cutoff:
+                continue
+            result.entries.append(entry)
+            if not dry_run:
+                shutil.rmtree(entry.folder)  # does not follow symlinks inside
+        return result
+
+
+@dataclass
+class Keeper:
+    """Removes and replaces a service's host files, archiving each first (never a bare delete)."""
+
+    archive: Archive
+    service: str
+    revision: str  # the revision the files on the host came from ("" when not known)
+    by_revision: str = ""  # the apply's own revision
+    _kept: dict[str, str] = field(default_factory=dict)  # path -> sha256 already archived
+
+    def keep(self, paths: Iterable[Path], *, reason: str) -> Entry | None:
+        """Archive the files among ``paths`` in one entry, unless these bytes already are."""
+        todo = []
+        for path in paths:
+            _check_path(str(path), where=str(path))
+            current = _current_regular(path)
+            if current is not None and self._kept.get(str(path)) != sha256_of(current):
+                todo.append(path)
+        entry = self.archive.put(
+            todo,
+            service=self.service,
+            revision=self.revision,
+            reason=reason,
+            by_revision=self.by_revision,
+        )
+        if entry is not None and entry.index is not None:
+            self._kept.update({f.path: f.sha256 for f in entry.index.files})
+        return entry
+
+    def keep_replaced(self, new: Mapping[Path, str | bytes]) -> Entry | None:
+        """Archive, in one entry, those of the files that ``new`` would change."""
+        changing = []
+        for path, data in new.items():
+            _check_path(str(path), where=str(path))
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            current = _current_regular(path)
+            if current is not None and current != payload:
+                changing.append(path)
+        return self.keep(changing, reason="replace")
+
+    def replace(self, path: Path, data: str | bytes, *, mode: int) -> bool:
+        """Write ``data`` to ``path`` (atomic, ``mode``), archiving other bytes found there."""
+        self.keep_replaced({path: data})
+        return write_if_changed(path, data, mode=mode)
+
+    def remove(self, path: Path) -> None:
+        """Archive ``path`` (reason retire) unless already archived, then unlink it."""
+        self.keep([path], reason="retire")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _current(path: Path) -> bytes | None:
+    """The bytes of a regular file at ``path``; None when there is none."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _current_regular(path: Path) -> bytes | None:
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None  # a symlink or a folder: no bytes of ours to keep (see put)
+    except FileNotFoundError:
+        return None
+    return path.read_bytes()
+
+
+def _safe(text: str) -> str:
+    return _UNSAFE.sub("_", text)[:64] or "_"
+
+
+def _tree_bytes(folder: Path) -> int:
+    """The bytes of the files under ``folder`` (what deleting it frees, folders aside)."""
+    total = 0
+    for base, _dirs, files in os.walk(folder):  # does not follow symlinks
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(base, name)).st_size
+    return total
+
+
+def path_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a path the archive keeps or restores to; None when it can."""
+    pure = PurePosixPath(text)
+    if not text.startswith("/"):
+        return f"{text!r} is not an absolute path"
+    if ".." in pure.parts:
+        return f"{text!r} has a '..' part"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return f"{text!r} has a control character"
+    if pure == PurePosixPath("/"):
+        return "'/' is not a file"
+    return None
+
+
+def _check_path(text: str, *, where: str) -> None:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ArchiveError(
+            f"refusing to archive {problem}",
+            where=where,
+            hint="the deploy removes and replaces only absolute paths of files it installed; "
+            "a marker or index naming another is damaged: move it aside",
+        )
+
+
+def _problem(index: ArchiveIndex) -> str | None:
+    """What the index says that cannot be true of one we wrote (a check for read_state)."""
+    if index.reason not in REASONS:
+        return f"reason {index.reason!r} is not one of {', '.join(REASONS)}"
+    if not index.files or len(index.files) > MAX_FILES:
+        return f"it lists {len(index.files)} files"
+    seen: set[str] = set()
+    for item in index.files:
+        problem = path_problem(item.path)
+        if problem is not None:
+            return f"files: {problem}"
+        if item.path in seen:
+            return f"files: {item.path} is listed twice"
+        seen.add(item.path)
+        if not 0 <= item.mode <= 0o7777 or item.size < 0 or not _SHA_RE.fullmatch(item.sha256):
+            return f"files: {item.path} has an impossible mode, size or sha256"
+    return None
+
+
+def _check_destination(dest: Path) -> None:
+    """A restore writes only to ``dest`` itself: no symlink in its folders, nor at it."""
+    text = str(dest)
+    problem = path_problem(text)
+    if problem is None:
+        parent = dest.parent
+        existing = parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if Path(os.path.realpath(existing)) != existing:
+            problem = f"{text!r} lies under a symlink ({existing} -> {os.path.realpath(existing)})"
+        elif dest.is_symlink():
+            problem = f"{text!r} is a symlink"
+        elif dest.exists() and not dest.is_file():
+            problem = f"{text!r} is not a regular file"
+    if problem is not None:
+        raise ArchiveError(
+            f"refusing to restore to {problem}; nothing was restored",
+            where=text,
+            hint="restore by hand after checking where that path leads",
+        )
