@@ -56,7 +56,9 @@ def test_apu_declared_beyond_its_gtt_is_an_error_with_the_fix(tmp_path: Path) ->
     def fixed(data: dict[str, Any]) -> None:
         data["hosts"]["nova"]["devices"][0]["memory"] = "64GiB"
 
-    after = host_findings(apu_facts(linger=True, user_systemd=True), homelab(tmp_path, fixed), "nova")
+    after = host_findings(
+        apu_facts(linger=True, user_systemd=True), homelab(tmp_path, fixed), "nova"
+    )
     assert not [f for f in after if f.severity == "error"]
 
 
