@@ -5,7 +5,7 @@ names this machine, if any). A fleet host that is not this machine is looked
 at on the host: ``inferfleet doctor --local --json`` runs there over the
 deploy's ssh connector (``INFERFLEET_REMOTE_COMMAND`` names inferfleet
 there, as for deploy) and its facts are compared here. Exit 1 when a finding
-is an error (the same checks ``apply`` runs as its discovery gate).
+is an error (``apply`` runs the device checks in its devices gate).
 """
 
 from __future__ import annotations

@@ -67,13 +67,13 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
         found.append(Gate("image", f"image {desired.image} is in podman's storage"))
     wanted = [d for d in fleet.hosts[service.host].devices if d.name in service.devices]
     if any(d.vendor != "cpu" for d in wanted):
-        found.append(Gate("devices", "devices present: " + ", ".join(d.name for d in wanted)))
         found.append(
             Gate(
-                "discovery",
-                "discovered GPUs (nvidia-smi / amd-smi / rocm-smi / amdgpu sysfs) have "
-                + ", ".join(f"{d.name} and its {d.memory:,} bytes" for d in wanted)
-                + " (L-27, L-31; skipped where no GPU tool answers)",
+                "devices",
+                "devices present: "
+                + ", ".join(d.name for d in wanted)
+                + "; discovered GPUs (nvidia-smi / amd-smi / rocm-smi / amdgpu sysfs) have them "
+                "and their declared memory (L-27, L-31; skipped where no GPU tool answers)",
             )
         )
     if service.backend in {"systemd", "quadlet"} and service.unit.scope == "user":
@@ -123,7 +123,6 @@ def run_gate(
             )
     elif kind == "devices":
         check_devices(desired, fleet, where)
-    elif kind == "discovery":
         check_discovered(desired, fleet, where)
     elif kind == "linger":
         if not linger_enabled(facts.user):

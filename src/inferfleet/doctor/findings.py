@@ -2,7 +2,7 @@
 
 Each :class:`Finding` says what is wrong, where (the fleet file's host,
 device or service), how bad (``error`` blocks a deploy, ``warning`` will bite
-later, ``info`` is worth knowing) and the fix. The deploy's discovery gate
+later, ``info`` is worth knowing) and the fix. The deploy's devices gate
 (:mod:`inferfleet.deploy.gates`) raises the ``error`` findings of the devices
 a service is pinned to.
 """
