@@ -134,3 +134,22 @@ def test_the_gate_is_skipped_where_no_gpu_tool_answers(
     monkeypatch.setattr(gates, "SYS_ROOT", tmp_path)
     fleet = homelab(tmp_path)
     gates.check_discovered(_service(fleet, "nova"), fleet, "s")
+
+
+def test_discovery_runs_once_per_apply_not_per_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[Path] = []
+    real = gates.discover_gpus
+
+    def counting(root: Path, *, tools: bool) -> Any:
+        calls.append(root)
+        return real(root, tools=tools)
+
+    monkeypatch.setattr(gates, "_discovered", {})
+    monkeypatch.setattr(gates, "SYS_ROOT", APU_ROOT)
+    monkeypatch.setattr(gates, "discover_gpus", counting)
+    fixed = homelab(tmp_path, lambda d: d["hosts"]["nova"]["devices"][0].update(memory="64GiB"))
+    for _ in range(3):
+        gates.check_discovered(_service(fixed, "nova"), fixed, "s")
+    assert calls == [APU_ROOT]

@@ -1,4 +1,4 @@
-"""The doctor's parsers and findings are pure: only ``doctor.facts`` runs commands and reads files."""
+"""doctor.parse and doctor.findings are pure: only doctor.facts runs commands, reads files."""
 
 from __future__ import annotations
 

@@ -74,3 +74,16 @@ def test_meminfo_loginctl_podman_subuid() -> None:
     assert parse.lingering("Linger=no\n") is False and parse.lingering("") is None
     assert parse.podman_version("podman version 4.3.1\n") == "4.3.1"
     assert parse.subids("ops:100000:65536\nroot:1:2\n", "ops") == 65536
+
+
+def test_an_apu_with_a_large_carve_out_is_known_by_its_kfd_node() -> None:
+    """L-31: an 8 GiB carve-out is beyond the small-VRAM sign; the KFD node says APU."""
+    root = HERE / "sysfs-apu-kfd"
+    (apu,) = discover_gpus(root, tools=False)[0]
+    assert apu.unified and apu.gtt == 112 * 1024 * MIB and apu.memory == 8 * 1024 * MIB
+    cpu_only = "cpu_cores_count 16\nsimd_count 0\n"
+    dgpu = "cpu_cores_count 0\nsimd_count 192\n"
+    assert parse.kfd_apu([cpu_only, dgpu]) is False and parse.kfd_apu([]) is None
+    # A discrete card on a host without an APU is never unified, whatever its GTT.
+    assert not parse.is_apu(2 * 1024 * MIB, 64 * 1024 * MIB, False)
+    assert parse.is_apu(512 * MIB, 64 * 1024 * MIB, None)

@@ -74,6 +74,16 @@ def drm_files(root: Path) -> dict[str, dict[str, str]]:
     return cards
 
 
+def kfd_nodes(root: Path) -> list[str]:
+    """The KFD topology nodes' ``properties`` files (one per CPU socket and GPU)."""
+    folder = root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    try:
+        nodes = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [_read(node / "properties", 65536) for node in nodes[:256]]
+
+
 def discover_gpus(
     root: Path = Path("/"), *, tools: bool = True
 ) -> tuple[list[Gpu], str | None, list[str]]:
@@ -92,7 +102,8 @@ def discover_gpus(
         notes += [why] if why else []
         if out is not None and (found := parse.nvidia_smi(out)):
             gpus, source = found, "nvidia-smi"
-    sysfs = parse.drm_cards(drm_files(root))
+    apu_host = parse.kfd_apu(kfd_nodes(root))
+    sysfs = parse.drm_cards(drm_files(root), apu_host)
     amd: list[Gpu] = []
     if tools:
         for argv, parser in (
@@ -104,7 +115,7 @@ def discover_gpus(
             if out is not None and (amd := parser(out)):
                 break
     if amd:
-        amd = [_with_gtt(g, sysfs) for g in amd]
+        amd = [_with_gtt(g, sysfs, apu_host) for g in amd]
         source = source or amd[0].source
     elif sysfs:
         amd = sysfs
@@ -112,12 +123,12 @@ def discover_gpus(
     return gpus + amd, source, notes
 
 
-def _with_gtt(gpu: Gpu, sysfs: list[Gpu]) -> Gpu:
+def _with_gtt(gpu: Gpu, sysfs: list[Gpu], apu_host: bool | None) -> Gpu:
     """A tool's GPU with the GTT aperture sysfs reports for the same position."""
     same = [s for s in sysfs if s.index == gpu.index]
     if not same or same[0].gtt is None:
         return gpu
-    unified = gpu.unified and same[0].gtt > gpu.memory
+    unified = parse.is_apu(gpu.memory, same[0].gtt, apu_host)
     return Gpu(gpu.vendor, gpu.index, gpu.name, gpu.memory, gpu.bus or same[0].bus, gpu.uuid,
                same[0].gtt, unified, gpu.source)  # fmt: skip
 

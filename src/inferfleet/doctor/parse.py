@@ -132,8 +132,8 @@ def amd_smi_static(text: str) -> list[Gpu]:
         index = _int(item.get("gpu"))
         gpus.append(
             Gpu("amd", position if index is None else index, _clean(asic.get("market_name", "")),
-                size, _clean(bus.get("bdf", "")), _clean(asic.get("device_id", "")),
-                unified=size <= APU_VRAM_MAX, source="amd-smi")
+                size, _clean(bus.get("bdf", "")), _clean(item.get("uuid", "")),
+                source="amd-smi")
         )  # fmt: skip
     return gpus
 
@@ -155,13 +155,34 @@ def rocm_smi_vram(text: str) -> list[Gpu]:
         if total is None:
             continue
         gpus.append(
-            Gpu("amd", int(match.group(1)), "", total, unified=total <= APU_VRAM_MAX,
-                source="rocm-smi")
+            Gpu("amd", int(match.group(1)), "", total, source="rocm-smi")
         )  # fmt: skip
     return sorted(gpus, key=lambda g: g.index)
 
 
-def drm_cards(cards: dict[str, dict[str, str]]) -> list[Gpu]:
+def kfd_apu(nodes: list[str]) -> bool | None:
+    """Whether the KFD topology (``/sys/class/kfd/kfd/topology/nodes/N/properties``) has an
+    APU: a node with both CPU cores and SIMDs. None when there is no topology to read."""
+    if not nodes:
+        return None
+    for text in nodes:
+        props = dict(line.split(None, 1) for line in text.splitlines() if len(line.split()) == 2)
+        if (_int(props.get("cpu_cores_count", 0)) or 0) > 0 and (
+            _int(props.get("simd_count", 0)) or 0
+        ) > 0:
+            return True
+    return False
+
+
+def is_apu(vram: int, gtt: int | None, apu_host: bool | None) -> bool:
+    """An APU shares system RAM through its GTT aperture (L-31). The KFD topology says whether
+    the host has one; without it a small carve-out next to a larger GTT is the sign."""
+    if gtt is None or gtt <= vram or apu_host is False:
+        return False
+    return apu_host is True or vram <= APU_VRAM_MAX
+
+
+def drm_cards(cards: dict[str, dict[str, str]], apu_host: bool | None = None) -> list[Gpu]:
     """``/sys/class/drm/cardN/device/{vendor,mem_info_vram_total,mem_info_gtt_total}``,
     read as ``{cardN: {file: text}}``: the amdgpu driver's own figures, in bytes."""
     gpus: list[Gpu] = []
@@ -176,7 +197,7 @@ def drm_cards(cards: dict[str, dict[str, str]]) -> list[Gpu]:
         if vram is None:
             continue
         gtt = _int(files.get("mem_info_gtt_total", ""))
-        unified = vram <= APU_VRAM_MAX and gtt is not None and gtt > vram
+        unified = is_apu(vram, gtt, apu_host)
         gpus.append(
             Gpu("amd", index, _clean(files.get("product_name", "")), vram,
                 _clean(files.get("bus", "")), gtt=gtt, unified=unified, source="sysfs")
