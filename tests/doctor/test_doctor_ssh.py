@@ -58,3 +58,23 @@ def test_a_host_that_does_not_answer_with_facts(
     assert result.code == 1
     assert "inferfleet doctor on h1 did not answer with its facts" in result.stderr
     assert "INFERFLEET_REMOTE_COMMAND" in result.stderr
+
+
+def test_a_host_answering_a_mistyped_document_is_refused(
+    cli: Cli,
+    lab: Lab,
+    deploy_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The remote's answer is outside input: typed before a single fact is used."""
+    liar = tmp_path / "liar"
+    liar.write_text(
+        '#!/bin/sh\necho \'{"schema": "inferfleet.doctor/v1", "ok": true, "hosts": '
+        '[{"host": "h1", "facts": {"ram": "lots"}}]}\'\n'
+    )
+    liar.chmod(0o755)
+    monkeypatch.setenv("INFERFLEET_REMOTE_COMMAND", str(liar))
+    result = cli("doctor", "h1", "--file", str(_fleet(lab, tmp_path)), "--json")
+    assert result.code == 1 and result.stdout == ""
+    assert "did not answer with its facts" in result.stderr

@@ -153,3 +153,52 @@ def test_discovery_runs_once_per_apply_not_per_service(
     for _ in range(3):
         gates.check_discovered(_service(fixed, "nova"), fixed, "s")
     assert calls == [APU_ROOT]
+
+
+def test_host_level_findings_each_with_its_fix(tmp_path: Path) -> None:
+    """atlas runs Quadlet containers on two AMD GPUs: podman, subids, atomics, Python."""
+    amd = parse.amd_smi_static((FIXTURES / "doctor" / "amd-smi-static.json").read_text())
+    pci = parse.lspci_atomics((FIXTURES / "doctor" / "lspci-no-atomics.txt").read_text())
+    bare = facts(amd, "amd-smi", python="3.10.12", pci=pci, podman="4.3.1", quadlet=False)
+    by_check = {f.check: f for f in host_findings(bare, homelab(tmp_path), "atlas")}
+    assert by_check["python"].severity == "error"
+    assert "podman 4.3.1" in by_check["podman"].message and "4.4" in by_check["podman"].fix
+    assert by_check["rootless"].fix.startswith("sudo usermod --add-subuids")
+    assert "03:00.0, 43:00.0" in by_check["pcie-atomics"].message
+    # w7900a/b declare 48 GiB; the RX 7900 XTX fixture has 24560 MiB.
+    assert by_check["device-memory"].fix.startswith("set memory: 24560MiB")
+    good_pci = parse.lspci_atomics((FIXTURES / "doctor" / "lspci-atomics.txt").read_text())
+    ready = facts(amd, "amd-smi", pci=good_pci, podman="5.4.2", quadlet=True, subuids=65536)
+    left = checks(host_findings(ready, homelab(tmp_path), "atlas"))
+    assert not left & {"python", "podman", "rootless", "pcie-atomics"}
+
+
+def test_memlock_and_disk(tmp_path: Path) -> None:
+    def mlock(data: dict[str, Any]) -> None:
+        data["hosts"]["nova"]["devices"][0]["memory"] = "64GiB"
+        for service in data["services"].values():
+            if service["host"] == "nova":
+                service.setdefault("extra_args", []).append("--mlock")
+
+    small = apu_facts(
+        linger=True,
+        user_systemd=True,
+        memlock=8 << 20,
+        disks=[parse.Disk("/models", 1 << 30, 1 << 40)],
+    )
+    found = host_findings(small, homelab(tmp_path, mlock), "nova", {"/models": 20 << 30})
+    by_check = {f.check: f for f in found}
+    assert "LimitMEMLOCK=infinity" in by_check["memlock"].fix
+    assert "/models has 1.0 GiB free" in by_check["disk"].message
+    roomy = apu_facts(
+        linger=True,
+        user_systemd=True,
+        memlock=None,
+        disks=[parse.Disk("/models", 1 << 40, 1 << 41)],
+    )
+    assert not checks(
+        host_findings(roomy, homelab(tmp_path, mlock), "nova", {"/models": 20 << 30})
+    ) & {
+        "memlock",
+        "disk",
+    }

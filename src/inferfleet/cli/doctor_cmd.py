@@ -142,10 +142,15 @@ def _needs(loaded: Any, name: str) -> dict[str, int]:
 
 def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
     """``doctor --local --json`` on the host, over the deploy's ssh connector."""
+    from pydantic import TypeAdapter
+
     from inferfleet.deploy.errors import RemoteError
     from inferfleet.deploy.rollout import remote_command
     from inferfleet.deploy.ssh import connector_for, quote_path
     from inferfleet.doctor.parse import Facts
+    from inferfleet.documents import DoctorDocument
+
+    typed = TypeAdapter(DoctorDocument)  # a remote's answer is outside input: typed first
 
     connector = connector_for(name, loaded.fleet.hosts[name])
     command = f"{remote_command()} doctor --local --json"
@@ -155,11 +160,9 @@ def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
     finally:
         connector.close()
     try:
-        doc = json.loads(done.stdout)
-        if doc.get("schema") != "inferfleet.doctor/v1":
-            raise ValueError(doc.get("schema"))
-        return Facts.from_json(doc["hosts"][0]["facts"])
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        doc = typed.validate_python(json.loads(done.stdout))
+        return Facts.from_json(dict(doc["hosts"][0]["facts"]))
+    except (ValueError, IndexError, TypeError):  # pydantic's ValidationError is a ValueError
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
         raise RemoteError(
             f"inferfleet doctor on {name} did not answer with its facts (status {done.returncode})",
@@ -170,20 +173,27 @@ def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
         ) from None
 
 
+def _show(value: object) -> str:
+    """Text from a host (possibly a remote one) for the terminal: printable, markup escaped."""
+    return esc("".join(c for c in str(value) if c.isprintable())[:400])
+
+
 def _print(out: Output, report: Any) -> None:
     facts = report["facts"]
-    out.line(f"[bold]{esc(report['host'])}[/bold] ({'this machine' if report['local'] else 'ssh'})")
+    out.line(
+        f"[bold]{_show(report['host'])}[/bold] ({'this machine' if report['local'] else 'ssh'})"
+    )
     if facts["gpu_source"] is None:
         out.line("  GPUs: none found (no nvidia-smi, amd-smi, rocm-smi or amdgpu sysfs answered)")
     for gpu in facts["gpus"]:
         gtt = f", GTT {gpu['gtt'] / 2**30:.1f} GiB" if gpu["gtt"] is not None else ""
         apu = " (APU, L-31)" if gpu["unified"] else ""
         out.line(
-            f"  GPU {gpu['vendor']}:{gpu['index']} {esc(gpu['name'])}: "
+            f"  GPU {gpu['vendor']}:{gpu['index']} {_show(gpu['name'])}: "
             f"{gpu['memory'] / 2**30:.1f} GiB{gtt}{apu} [{gpu['source']}]"
         )
     for note in facts["gpu_notes"]:
-        out.line(f"  [yellow]note[/yellow]: {esc(note)}")
+        out.line(f"  [yellow]note[/yellow]: {_show(note)}")
     memlock = "unlimited" if facts["memlock"] is None else f"{facts['memlock'] / 2**20:.0f} MiB"
     out.line(
         f"  RAM {facts['ram'] / 2**30:.1f} GiB ({facts['available'] / 2**30:.1f} available), "
@@ -191,19 +201,19 @@ def _print(out: Output, report: Any) -> None:
     )
     out.line(
         f"  Python {facts['python']}, podman {facts['podman'] or 'not installed'}, "
-        f"linger {'on' if facts['linger'] else 'off'} for {esc(facts['user'])}, "
+        f"linger {'on' if facts['linger'] else 'off'} for {_show(facts['user'])}, "
         f"systemd user instance {'running' if facts['user_systemd'] else 'not running'}"
     )
     for disk in facts["disks"]:
         free = "?" if disk["free"] is None else f"{disk['free'] / 2**30:.1f} GiB free"
-        out.line(f"  disk {esc(disk['path'])}: {free}")
+        out.line(f"  disk {_show(disk['path'])}: {free}")
     for finding in report["findings"]:
         colour = {"error": "red", "warning": "yellow"}.get(finding["severity"], "blue")
         lesson = f" ({finding['lesson']})" if finding["lesson"] else ""
         out.line(
-            f"  [{colour}]{finding['severity']}[/{colour}] {esc(finding['where'])}: "
-            f"{esc(finding['message'])}{lesson}\n      fix: {esc(finding['fix'])}"
+            f"  [{colour}]{finding['severity']}[/{colour}] {_show(finding['where'])}: "
+            f"{_show(finding['message'])}{lesson}\n      fix: {_show(finding['fix'])}"
         )
     if report["devices_yaml"]:
         out.line("  devices for the fleet file:")
-        out.line("\n".join("    " + esc(line) for line in report["devices_yaml"].splitlines()))
+        out.line("\n".join("    " + _show(line) for line in report["devices_yaml"].splitlines()))

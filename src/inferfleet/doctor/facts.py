@@ -40,7 +40,7 @@ def _tool(argv: list[str]) -> tuple[str | None, str | None]:
         return None, f"{argv[0]}: {exc.message}"
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        return None, f"{argv[0]} exited {done.returncode}: {parse._clean(tail[0], 200)}"
+        return None, f"{argv[0]} exited {done.returncode}: {parse.clean(tail[0], 200)}"
     return done.stdout, None
 
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from inferfleet.doctor.parse import APU_VRAM_MAX, MIB, Facts, Gpu, gtt_limit, version_tuple
+from inferfleet.doctor.parse import (
+    APU_VRAM_MAX,
+    MIB,
+    Facts,
+    Gpu,
+    clean,
+    gtt_limit,
+    version_tuple,
+)
 from inferfleet.fleetfile.fleet import Device, Fleet
 
 # Declared memory may exceed the discovered figure by this share: tools round (a "24 GiB"
@@ -152,7 +160,7 @@ def host_findings(
             found.append(
                 Finding("disk", "warning",
                         f"{disk.path} has {_gib(disk.free)} free; the fleet's files there "
-                        f"need {_gib(need)}", where,
+                        f"total {_gib(need)} (less what is already downloaded)", where,
                         "free space there or move the models (model.dir / the host's state_dir)")
             )  # fmt: skip
     if facts.swap_total == 0 and facts.ram:
@@ -264,7 +272,8 @@ def devices_yaml(gpus: Sequence[Gpu]) -> str:
         return ""
     lines = ["devices:"]
     for number, gpu in enumerate(gpus):
-        comment = f"  # {gpu.name.replace('#', '')}" if gpu.name else ""
+        name = clean(gpu.name).replace("#", "")  # the name may come from a remote host
+        comment = f"  # {name}" if name else ""
         lines.append(f"  - name: gpu{number}{comment}")
         lines.append(f"    vendor: {gpu.vendor}")
         lines.append(f"    memory: {_budget(gpu) // MIB}MiB")

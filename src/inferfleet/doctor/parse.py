@@ -72,7 +72,7 @@ def _int(text: object) -> int | None:
     return value if value >= 0 else None
 
 
-def _clean(text: object, limit: int = 120) -> str:
+def clean(text: object, limit: int = 120) -> str:
     """Printable text only, bounded (a device name reaches a terminal and a YAML snippet)."""
     return "".join(c for c in str(text) if c.isprintable())[:limit].strip()
 
@@ -89,7 +89,7 @@ def nvidia_smi(text: str) -> list[Gpu]:
         if index is None or mib is None:
             continue
         gpus.append(
-            Gpu("nvidia", index, _clean(cells[1]), mib * MIB, _clean(cells[3]), _clean(cells[4]),
+            Gpu("nvidia", index, clean(cells[1]), mib * MIB, clean(cells[3]), clean(cells[4]),
                 source="nvidia-smi")
         )  # fmt: skip
     return gpus
@@ -131,8 +131,8 @@ def amd_smi_static(text: str) -> list[Gpu]:
         bus = _dict(item.get("bus"))
         index = _int(item.get("gpu"))
         gpus.append(
-            Gpu("amd", position if index is None else index, _clean(asic.get("market_name", "")),
-                size, _clean(bus.get("bdf", "")), _clean(item.get("uuid", "")),
+            Gpu("amd", position if index is None else index, clean(asic.get("market_name", "")),
+                size, clean(bus.get("bdf", "")), clean(item.get("uuid", "")),
                 source="amd-smi")
         )  # fmt: skip
     return gpus
@@ -199,8 +199,8 @@ def drm_cards(cards: dict[str, dict[str, str]], apu_host: bool | None = None) ->
         gtt = _int(files.get("mem_info_gtt_total", ""))
         unified = is_apu(vram, gtt, apu_host)
         gpus.append(
-            Gpu("amd", index, _clean(files.get("product_name", "")), vram,
-                _clean(files.get("bus", "")), gtt=gtt, unified=unified, source="sysfs")
+            Gpu("amd", index, clean(files.get("product_name", "")), vram,
+                clean(files.get("bus", "")), gtt=gtt, unified=unified, source="sysfs")
         )  # fmt: skip
     return gpus
 
@@ -246,7 +246,7 @@ def lspci_atomics(text: str) -> list[PciAtomics]:
         if bus and caps is not None:
             amd = re.search(r"Advanced Micro Devices|\bATI\b|AMD/ATI", description) is not None
             gpu = amd and re.search(r"VGA compatible|Display controller", description) is not None
-            found.append(PciAtomics(bus, _clean(description), gpu, caps))
+            found.append(PciAtomics(bus, clean(description), gpu, caps))
 
     for line in text.splitlines():
         head = re.match(
