@@ -37,9 +37,7 @@ PORT_WAIT_S = 15.0
 
 @dataclass(frozen=True)
 class Gate:
-    check: (
-        str  # model:NAME | runtime | runtime-pin | image | devices | discovery | linger | quadlet
-    )
+    check: str  # model:NAME | runtime | runtime-pin | image | devices | linger | quadlet
     detail: str
 
 
