@@ -939,6 +939,79 @@ class ArchivePruneDocument(TypedDict):
     freed_bytes: int
 
 
+# -------------------------------------------------------------------------------- doctor
+
+
+class DoctorGpu(TypedDict):
+    vendor: str
+    index: int
+    name: str
+    memory: int  # bytes of dedicated memory
+    bus: str
+    uuid: str
+    gtt: int | None  # bytes of the GTT aperture (AMD)
+    unified: bool  # an APU: its budget is the GTT aperture (L-31)
+    source: str
+
+
+class DoctorDisk(TypedDict):
+    path: str
+    free: int | None
+    total: int | None
+
+
+class DoctorPci(TypedDict):
+    bus: str
+    description: str
+    gpu: bool
+    atomics: list[str]
+
+
+class DoctorFacts(TypedDict):
+    user: str
+    python: str
+    gpus: list[DoctorGpu]
+    gpu_source: str | None  # None: no GPU was found
+    gpu_notes: list[str]
+    ram: int
+    available: int
+    swap_total: int
+    swap_free: int
+    memlock: int | None  # None: unlimited
+    linger: bool
+    quadlet: bool
+    user_systemd: bool
+    podman: str | None
+    subuids: int
+    disks: list[DoctorDisk]
+    pci: list[DoctorPci]
+    gtt_params: dict[str, int]
+
+
+class DoctorFinding(TypedDict):
+    check: str
+    severity: Literal["error", "warning", "info"]
+    message: str
+    where: str
+    fix: str
+    lesson: str | None
+
+
+class DoctorHost(TypedDict):
+    host: str
+    local: bool
+    ok: bool  # no error finding
+    facts: DoctorFacts
+    findings: list[DoctorFinding]
+    devices_yaml: str  # a ready `devices:` block for the fleet file
+
+
+class DoctorDocument(TypedDict):
+    schema: Literal["inferfleet.doctor/v1"]
+    ok: bool
+    hosts: list[DoctorHost]
+
+
 # ---------------------------------------------------------------------------- the registry
 
 DOCUMENT_TYPES: tuple[type, ...] = (
@@ -971,6 +1044,7 @@ DOCUMENT_TYPES: tuple[type, ...] = (
     ArchiveListDocument,
     ArchiveRestoreDocument,
     ArchivePruneDocument,
+    DoctorDocument,
 )
 
 

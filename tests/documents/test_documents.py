@@ -269,6 +269,11 @@ def test_the_board_serves_the_status_document(tmp_path: Path) -> None:
     assert doc["inferfleet"]
 
 
+def test_doctor_on_this_machine(cli: Cli) -> None:
+    doc = valid(cli("doctor", "--json"), "inferfleet.doctor/v1")
+    assert doc["hosts"][0]["facts"]["ram"] > 0
+
+
 @pytest.mark.parametrize("schema", documents.SCHEMA_IDS)
 def test_every_document_type_has_a_valid_json_schema(schema: str) -> None:
     derived = documents.json_schema(schema)

@@ -77,6 +77,11 @@ VERBS: dict[str, Verb] = {
     "logs": Verb(
         "run_cmds", "register", "Print the last lines of a service's log (process backend)."
     ),
+    "doctor": Verb(
+        "doctor_cmd",
+        "register",
+        "Discover GPUs, memory, limits and tools of hosts; compare them with the fleet file.",
+    ),
     "check": Verb(
         "check_cmd",
         "register",

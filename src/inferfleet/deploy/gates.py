@@ -23,6 +23,9 @@ from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.errors import GateError
 from inferfleet.deploy.pins import verify_binary
+from inferfleet.doctor.facts import discover_gpus
+from inferfleet.doctor.findings import device_findings
+from inferfleet.doctor.parse import Gpu
 from inferfleet.errors import PortInUseError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Fleet, Runtime
 from inferfleet.render import facts as render_paths
@@ -62,7 +65,15 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
         found.append(Gate("image", f"image {desired.image} is in podman's storage"))
     wanted = [d for d in fleet.hosts[service.host].devices if d.name in service.devices]
     if any(d.vendor != "cpu" for d in wanted):
-        found.append(Gate("devices", "devices present: " + ", ".join(d.name for d in wanted)))
+        found.append(
+            Gate(
+                "devices",
+                "devices present: "
+                + ", ".join(d.name for d in wanted)
+                + "; discovered GPUs (nvidia-smi / amd-smi / rocm-smi / amdgpu sysfs) have them "
+                "and their declared memory (L-27, L-31; skipped where no GPU tool answers)",
+            )
+        )
     if service.backend in {"systemd", "quadlet"} and service.unit.scope == "user":
         found.append(Gate("linger", f"linger is enabled for {facts.user} (L-38)"))
     if service.backend == "quadlet":
@@ -110,6 +121,7 @@ def run_gate(
             )
     elif kind == "devices":
         check_devices(desired, fleet, where)
+        check_discovered(desired, fleet, where)
     elif kind == "linger":
         if not linger_enabled(facts.user):
             raise GateError(
@@ -167,6 +179,52 @@ def check_devices(desired: ServiceLaunch, fleet: Fleet, where: str) -> None:
             where=where,
             hint="check the driver (nvidia-smi / rocminfo) or the fleet file's devices; "
             "nothing was stopped",
+        )
+
+
+# Discovery runs the GPU tools once per apply, not once per service: an apply walks its
+# services within seconds, and a GPU does not appear or vanish between two of them.
+DISCOVERY_TTL_S = 60.0
+SYS_ROOT = Path("/")  # where /sys is read; tests point it at a fake tree
+_discovered: dict[Path, tuple[float, list[Gpu], str | None]] = {}
+
+
+def discovered_gpus(root: Path | None = None) -> tuple[list[Gpu], str | None]:
+    """The host's GPUs and the tool that found them (None: no GPU tool answered), memoised."""
+    root = SYS_ROOT if root is None else root
+    now = time.monotonic()
+    cached = _discovered.get(root)
+    if cached is None or now - cached[0] > DISCOVERY_TTL_S:
+        gpus, source, _notes = discover_gpus(root, tools=root == Path("/"))
+        cached = (now, gpus, source)
+        _discovered[root] = cached
+    return cached[1], cached[2]
+
+
+def check_discovered(desired: ServiceLaunch, fleet: Fleet, where: str) -> None:
+    """``doctor``'s blocking device checks as a gate (L-27, L-31).
+
+    A service pinned to a device discovery did not find, or a device declaring
+    more memory than the card has (beyond a rounding tolerance), would fail at
+    load time after the old service was stopped: refuse before. Skipped when no
+    GPU tool answers (a host without the vendor's tool says nothing).
+    """
+    gpus, source = discovered_gpus()
+    if source is None:
+        return
+    service = desired.service
+    host = fleet.hosts[service.host]
+    problems = [
+        f
+        for f in device_findings(host.devices, gpus, service.host)
+        if f.severity == "error" and f.where.rsplit(".", 1)[1] in service.devices
+    ]
+    if problems:
+        raise GateError(
+            "; ".join(p.message for p in problems) + f" (found by {source})",
+            where=where,
+            hint="; ".join(p.fix for p in problems)
+            + f"; `inferfleet doctor {service.host}` shows every finding. Nothing was stopped",
         )
 
 

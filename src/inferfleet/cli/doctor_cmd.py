@@ -1,0 +1,219 @@
+"""``inferfleet doctor [HOST...]``: a host's GPUs, memory, limits and tools against the fleet file.
+
+Without HOST it looks at this machine (compared with the fleet's host that
+names this machine, if any). A fleet host that is not this machine is looked
+at on the host: ``inferfleet doctor --local --json`` runs there over the
+deploy's ssh connector (``INFERFLEET_REMOTE_COMMAND`` names inferfleet
+there, as for deploy) and its facts are compared here. Exit 1 when a finding
+is an error (``apply`` runs the device checks in its devices gate).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from inferfleet.cli.fleet_cmds import DEFAULT_FLEET, FleetOpt, JsonOpt
+from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.output import Output, esc
+
+if TYPE_CHECKING:
+    from inferfleet.doctor.parse import Facts
+
+REMOTE_TIMEOUT = 120.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
+
+
+def doctor(
+    hosts: list[str] = typer.Argument(None, help="Fleet hosts to examine (default: this machine)."),
+    file: Path | None = FleetOpt,
+    local: bool = typer.Option(
+        False, "--local", help="Only this machine's facts, no fleet file (what HOST runs remotely)."
+    ),
+    disks: list[str] = typer.Option(
+        [], "--disk", help="A folder whose free space to report (repeatable)."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Discover GPUs, memory, limits and tools of hosts; compare them with the fleet file."""
+    from inferfleet.documents import DoctorDocument, DoctorHost
+
+    out = Output(json_mode=json_out)
+    loaded = None
+    if not local:
+        from inferfleet.fleetfile.loader import load_fleet
+
+        path = file if file is not None else (DEFAULT_FLEET if DEFAULT_FLEET.exists() else None)
+        loaded = load_fleet(path) if path is not None else None
+    if hosts and loaded is None:
+        raise UsageError(
+            "doctor HOST needs a fleet file (the host's address comes from it)",
+            hint="pass --file fleet.yaml, or run it in the fleet repository",
+        )
+    reports: list[DoctorHost] = []
+    if not hosts:
+        here = None
+        if loaded is not None:
+            here = next((n for n, h in loaded.fleet.hosts.items() if h.is_local(n)), None)
+        reports.append(_examine(loaded, here, disks))
+    for name in hosts or []:
+        assert loaded is not None
+        if name not in loaded.fleet.hosts:
+            raise UsageError(
+                f"no host named {name!r} in {loaded.path}",
+                hint=f"known hosts: {', '.join(sorted(loaded.fleet.hosts)) or '(none)'}",
+            )
+        reports.append(_examine(loaded, name, disks))
+    ok = all(r["ok"] for r in reports)
+    document: DoctorDocument = {"schema": "inferfleet.doctor/v1", "ok": ok, "hosts": reports}
+    if json_out:
+        out.emit(document)
+    else:
+        for report in reports:
+            _print(out, report)
+    if not ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _examine(loaded: Any, name: str | None, extra: list[str]) -> Any:
+    """One host's report: facts read there, findings computed here."""
+    from inferfleet.doctor import findings as rules
+    from inferfleet.doctor.facts import gather
+
+    needs: dict[str, int] = {}
+    local = True
+    if loaded is not None and name is not None:
+        host = loaded.fleet.hosts[name]
+        needs = _needs(loaded, name)
+        local = host.is_local(name)
+    folders = [*needs, *extra]
+    if not folders:
+        from inferfleet import paths
+
+        folders = [str(paths.state_dir()), str(paths.cache_dir() / "models")]
+    facts = gather(folders) if local or name is None else _remote(loaded, name, folders)
+    found = rules.host_findings(facts, None if loaded is None else loaded.fleet, name, needs)
+    return {
+        "host": name or "localhost",
+        "local": local,
+        "ok": not rules.blocking(found),
+        "facts": facts.to_json(),
+        "findings": [f.__dict__ for f in found],
+        "devices_yaml": rules.devices_yaml(facts.gpus),
+    }
+
+
+def _needs(loaded: Any, name: str) -> dict[str, int]:
+    """The host's state dir and model dirs, with the bytes the fleet puts in each."""
+    from inferfleet.artifacts.locate import model_dir_on
+    from inferfleet.artifacts.manifest import declared_files
+    from inferfleet.errors import FleetError
+    from inferfleet.render.facts import default_facts
+
+    fleet = loaded.fleet
+    host = fleet.hosts[name]
+    facts = default_facts(host)
+    needs: dict[str, int] = {facts.expand(host.state_dir): 0}
+    models = {
+        m
+        for s in fleet.services.values()
+        if s.host == name
+        for m in (s.model, s.speculative.draft_model if s.speculative else None)
+        if m is not None and m in fleet.models
+    }
+    for model in sorted(models):
+        folder = model_dir_on(
+            model, fleet.models[model], home=facts.home, cache_dir=facts.cache_dir
+        )
+        try:
+            size = sum(f.size for f in declared_files(fleet.models[model], loaded.root))
+        except FleetError:
+            size = 0  # `inferfleet check` reports an unreadable manifest
+        needs[folder] = needs.get(folder, 0) + size
+    return needs
+
+
+def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
+    """``doctor --local --json`` on the host, over the deploy's ssh connector."""
+    from pydantic import TypeAdapter
+
+    from inferfleet.deploy.errors import RemoteError
+    from inferfleet.deploy.rollout import remote_command
+    from inferfleet.deploy.ssh import connector_for, quote_path
+    from inferfleet.doctor.parse import Facts
+    from inferfleet.documents import DoctorDocument
+
+    typed = TypeAdapter(DoctorDocument)  # a remote's answer is outside input: typed first
+
+    connector = connector_for(name, loaded.fleet.hosts[name])
+    command = f"{remote_command()} doctor --local --json"
+    command += "".join(f" --disk {quote_path(f)}" for f in folders)
+    try:
+        done = connector.run(command, timeout=REMOTE_TIMEOUT, check=False)
+    finally:
+        connector.close()
+    try:
+        doc = typed.validate_python(json.loads(done.stdout))
+        return Facts.from_json(dict(doc["hosts"][0]["facts"]))
+    except (ValueError, IndexError, TypeError):  # pydantic's ValidationError is a ValueError
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
+        raise RemoteError(
+            f"inferfleet doctor on {name} did not answer with its facts (status {done.returncode})",
+            where=f"host {name}",
+            hint="check that inferfleet is installed there and INFERFLEET_REMOTE_COMMAND "
+            f"names it ({shlex.quote(remote_command())})",
+            log_tail=tail,
+        ) from None
+
+
+def _show(value: object) -> str:
+    """Text from a host (possibly a remote one) for the terminal: printable, markup escaped."""
+    return esc("".join(c for c in str(value) if c.isprintable())[:400])
+
+
+def _print(out: Output, report: Any) -> None:
+    facts = report["facts"]
+    out.line(
+        f"[bold]{_show(report['host'])}[/bold] ({'this machine' if report['local'] else 'ssh'})"
+    )
+    if facts["gpu_source"] is None:
+        out.line("  GPUs: none found (no nvidia-smi, amd-smi, rocm-smi or amdgpu sysfs answered)")
+    for gpu in facts["gpus"]:
+        gtt = f", GTT {gpu['gtt'] / 2**30:.1f} GiB" if gpu["gtt"] is not None else ""
+        apu = " (APU, L-31)" if gpu["unified"] else ""
+        out.line(
+            f"  GPU {gpu['vendor']}:{gpu['index']} {_show(gpu['name'])}: "
+            f"{gpu['memory'] / 2**30:.1f} GiB{gtt}{apu} [{gpu['source']}]"
+        )
+    for note in facts["gpu_notes"]:
+        out.line(f"  [yellow]note[/yellow]: {_show(note)}")
+    memlock = "unlimited" if facts["memlock"] is None else f"{facts['memlock'] / 2**20:.0f} MiB"
+    out.line(
+        f"  RAM {facts['ram'] / 2**30:.1f} GiB ({facts['available'] / 2**30:.1f} available), "
+        f"swap {facts['swap_total'] / 2**30:.1f} GiB, memlock {memlock}"
+    )
+    out.line(
+        f"  Python {facts['python']}, podman {facts['podman'] or 'not installed'}, "
+        f"linger {'on' if facts['linger'] else 'off'} for {_show(facts['user'])}, "
+        f"systemd user instance {'running' if facts['user_systemd'] else 'not running'}"
+    )
+    for disk in facts["disks"]:
+        free = "?" if disk["free"] is None else f"{disk['free'] / 2**30:.1f} GiB free"
+        out.line(f"  disk {_show(disk['path'])}: {free}")
+    for finding in report["findings"]:
+        colour = {"error": "red", "warning": "yellow"}.get(finding["severity"], "blue")
+        lesson = f" ({finding['lesson']})" if finding["lesson"] else ""
+        out.line(
+            f"  [{colour}]{finding['severity']}[/{colour}] {_show(finding['where'])}: "
+            f"{_show(finding['message'])}{lesson}\n      fix: {_show(finding['fix'])}"
+        )
+    if report["devices_yaml"]:
+        out.line("  devices for the fleet file:")
+        out.line("\n".join("    " + _show(line) for line in report["devices_yaml"].splitlines()))
