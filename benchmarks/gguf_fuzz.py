@@ -38,6 +38,7 @@ from fixtures.gguf_builder import (  # noqa: E402
     GGUFBuilder,
     gemma3_like,
 )
+from results import Row, record  # noqa: E402
 from test_gguf_fuzz import (  # noqa: E402
     EXTREMES,
     GEMMA,
@@ -151,6 +152,27 @@ def main() -> int:
     for kind, (data, trace) in unexpected.items():
         print(f"\nUNEXPECTED {kind} on {len(data)} bytes starting {data[:64]!r}:\n{trace}")
     ok = not unexpected and peak_mib * (1 << 20) < 200e6
+    record(
+        "gguf_fuzz",
+        {
+            "cases": args.cases,
+            "cases_per_s": args.cases / elapsed,
+            "unexpected_exceptions": sum(outcomes[kind] for kind in unexpected),
+            "peak_rss_mib": peak_mib,
+        },
+        rows=[
+            Row(
+                "unexpected_exceptions",
+                "cases raising other than GGUFError/BudgetError",
+                "cases",
+                True,
+                target=0,
+            ),
+            Row("peak_rss_mib", "peak RSS", "MiB", True, target=round(200e6 / (1 << 20), 1)),
+            Row("cases_per_s", "mutated headers read per second", "cases/s", False),
+        ],  # fmt: skip
+        notes={"seed": args.seed, "outcomes": dict(outcomes)},
+    )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
