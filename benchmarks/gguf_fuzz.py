@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/gguf_fuzz.py [--cases N] [--seed S]
 
-The bounded hypothesis run lives in ``tests/unit/gguf/test_gguf_fuzz.py``;
+The bounded hypothesis run lives in ``tests/gguf/test_gguf_fuzz.py``;
 this one reuses its inputs and mutations (the real model's first MiB, the
 real header re-encoded with every tensor info, the builder's synthetic
 files) with a seeded ``random`` instead of hypothesis, so 100,000 cases fit
@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/unit/gguf")]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/gguf")]
 
 from fixtures.gguf_builder import (  # noqa: E402
     ARRAY,
