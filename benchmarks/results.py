@@ -98,6 +98,8 @@ class Row:
         sign = "≤" if self.lower_is_better else "≥"
         if self.target_on == "ratio":
             return f"{sign} {fmt(self.target)}x ref."
+        if self.unit == "x":
+            return f"{sign} {fmt(self.target)}x"
         return f"{sign} {fmt(self.target)} {self.unit}".rstrip()
 
 
