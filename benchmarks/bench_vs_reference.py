@@ -332,13 +332,14 @@ def main() -> None:
         figures[f"decode_tps_c{level}"] = ours["decode_tps_median"]
         figures[f"server_decode_tps_c{level}"] = ours["server"]["decode_tps_median"]
         figures[f"aiperf_decode_tps_c{level}"] = theirs["decode_tps_median"]
+        figures[f"aiperf_server_decode_tps_c{level}"] = theirs["server"]["decode_tps_median"]
         rows += [
             Row(f"cpu_ms_per_request_c{level}", f"client CPU per request, c={level}", "ms",
                 True, f"aiperf_cpu_ms_per_request_c{level}", AIPERF),
             Row(f"decode_tps_c{level}", f"decode rate per stream, c={level}", "tok/s", False,
                 f"server_decode_tps_c{level}", "the server's own log"),
             Row(f"aiperf_decode_tps_c{level}", f"{AIPERF} decode rate, c={level}", "tok/s",
-                False, f"server_decode_tps_c{level}", "the server's own log"),
+                False, f"aiperf_server_decode_tps_c{level}", "the server's own log"),
         ]  # fmt: skip
     record(
         "bench_vs_reference",

@@ -107,6 +107,8 @@ def fmt(value: float) -> str:
     """A figure in 4 significant digits, integers without a point."""
     if float(value).is_integer() and abs(value) < 1e9:
         return str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
     return f"{value:.4g}"
 
 
