@@ -107,7 +107,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "bench_vs_reference",
         "`bench` against a reference client",
-        ("--prompts", "4"),
+        ("--prompts", "4", "--out", "benchmarks/results/vs-reference"),  # gitignored
         _needs_aiperf,
     ),
 )
