@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from results import Row, record
 
 from inferfleet import paths
 from inferfleet.bench.arms import ArmSpec, StartSpec, started
@@ -322,6 +323,30 @@ def main() -> None:
     (args.out / "comparison.md").write_text(text)
     print(text)
     print(f"load average before {load_before}, after {os.getloadavg()}; results in {args.out}")
+    figures: dict[str, float] = {}
+    rows: list[Row] = []
+    for level in LEVELS:
+        ours, theirs = by[("inferfleet", level)], by[("aiperf", level)]
+        figures[f"cpu_ms_per_request_c{level}"] = ours["cpu_ms_per_request"]
+        figures[f"aiperf_cpu_ms_per_request_c{level}"] = theirs["cpu_ms_per_request"]
+        figures[f"decode_tps_c{level}"] = ours["decode_tps_median"]
+        figures[f"server_decode_tps_c{level}"] = ours["server"]["decode_tps_median"]
+        figures[f"aiperf_decode_tps_c{level}"] = theirs["decode_tps_median"]
+        figures[f"aiperf_server_decode_tps_c{level}"] = theirs["server"]["decode_tps_median"]
+        rows += [
+            Row(f"cpu_ms_per_request_c{level}", f"client CPU per request, c={level}", "ms",
+                True, f"aiperf_cpu_ms_per_request_c{level}", AIPERF),
+            Row(f"decode_tps_c{level}", f"decode rate per stream, c={level}", "tok/s", False,
+                f"server_decode_tps_c{level}", "the server's own log"),
+            Row(f"aiperf_decode_tps_c{level}", f"{AIPERF} decode rate, c={level}", "tok/s",
+                False, f"aiperf_server_decode_tps_c{level}", "the server's own log"),
+        ]  # fmt: skip
+    record(
+        "bench_vs_reference",
+        figures,
+        rows=rows,
+        notes={"slots": SLOTS, "max_tokens": args.max_tokens, "prompts": args.prompts},
+    )
 
 
 if __name__ == "__main__":

@@ -26,11 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-from results import record
+from results import Row, record
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "local" / "fleet.yaml"
 PY = [sys.executable]
+LIBS = "import pydantic, httpx, typer, rich"
 CLI = [*PY, "-m", "inferfleet"]
 
 CASES: dict[str, list[str]] = {
@@ -76,7 +77,13 @@ def main() -> None:
     record(
         "cli_startup",
         figures,
-        lower_is_better=set(figures),
+        rows=[
+            Row("version_s", "inferfleet --version", "s", True, "libraries_s", LIBS, 0.3),
+            Row("help_s", "inferfleet --help", "s", True, "libraries_s", LIBS, 0.3),
+            Row("validate_s", "inferfleet validate (example)", "s", True, "libraries_s", LIBS),
+            Row("status_help_s", "inferfleet status --help", "s", True, "libraries_s", LIBS),
+            Row("python_s", "python -c pass", "s", True, "libraries_s", LIBS),
+        ],
         notes={"runs": args.runs, "target": "--version and --help < 0.3 s"},
     )
 

@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/fleetfile")]
 
+from results import Row, record  # noqa: E402
 from test_fleetfile_errors import BASE  # noqa: E402
 from test_fleetfile_fuzz import mutate  # noqa: E402
 
@@ -68,6 +69,22 @@ def main() -> int:
     print(f"{cases} cases in {args.minutes:g} min (seed {args.seed}): {dict(outcomes)}")
     print(f"slowest case {slowest[0] * 1000:.1f} ms; peak RSS {peak:.0f} MiB")
     print("no traceback" if failures == 0 else f"{failures} cases raised something else")
+    record(
+        "fleet_fuzz",
+        {
+            "cases": cases,
+            "minutes": args.minutes,
+            "other_exceptions": failures,
+            "slowest_case_ms": slowest[0] * 1000,
+            "peak_rss_mib": peak,
+        },
+        rows=[
+            Row("other_exceptions", "cases raising other than SpecError", "cases", True, target=0),
+            Row("slowest_case_ms", "slowest case", "ms", True),
+            Row("cases", f"fleet files parsed in {args.minutes:g} min", "cases", False),
+        ],  # fmt: skip
+        notes={"seed": args.seed, "outcomes": dict(outcomes)},
+    )
     return 1 if failures else 0
 
 

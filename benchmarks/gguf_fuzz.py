@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/gguf_fuzz.py [--cases N] [--seed S]
 
-The bounded hypothesis run lives in ``tests/unit/gguf/test_gguf_fuzz.py``;
+The bounded hypothesis run lives in ``tests/gguf/test_gguf_fuzz.py``;
 this one reuses its inputs and mutations (the real model's first MiB, the
 real header re-encoded with every tensor info, the builder's synthetic
 files) with a seeded ``random`` instead of hypothesis, so 100,000 cases fit
@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/unit/gguf")]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/gguf")]
 
 from fixtures.gguf_builder import (  # noqa: E402
     ARRAY,
@@ -38,6 +38,7 @@ from fixtures.gguf_builder import (  # noqa: E402
     GGUFBuilder,
     gemma3_like,
 )
+from results import Row, record  # noqa: E402
 from test_gguf_fuzz import (  # noqa: E402
     EXTREMES,
     GEMMA,
@@ -151,6 +152,27 @@ def main() -> int:
     for kind, (data, trace) in unexpected.items():
         print(f"\nUNEXPECTED {kind} on {len(data)} bytes starting {data[:64]!r}:\n{trace}")
     ok = not unexpected and peak_mib * (1 << 20) < 200e6
+    record(
+        "gguf_fuzz",
+        {
+            "cases": args.cases,
+            "cases_per_s": args.cases / elapsed,
+            "unexpected_exceptions": sum(outcomes[kind] for kind in unexpected),
+            "peak_rss_mib": peak_mib,
+        },
+        rows=[
+            Row(
+                "unexpected_exceptions",
+                "cases raising other than GGUFError/BudgetError",
+                "cases",
+                True,
+                target=0,
+            ),
+            Row("peak_rss_mib", "peak RSS", "MiB", True, target=round(200e6 / (1 << 20), 1)),
+            Row("cases_per_s", "mutated headers read per second", "cases/s", False),
+        ],  # fmt: skip
+        notes={"seed": args.seed, "outcomes": dict(outcomes)},
+    )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures.gguf_builder import ARRAY, F32, Q4_0, STRING, UINT32, GGUFBuilder  # noqa: E402
-from results import record  # noqa: E402
+from results import Row, record  # noqa: E402
 
 T = TypeVar("T")
 MODEL = "gemma-3-270m-q4_k_m.gguf"
@@ -275,18 +275,34 @@ def main() -> int:
             "remote_model_sent_vs_header": near.sent / near.header_bytes,
             "remote_worst_requests": worst,
         },
-        lower_is_better={
-            "model_inspect_s",
-            "model_inspect_cpu_s",
-            "model_reference_s",
-            "model_ratio_to_reference",
-            "model_read_vs_header",
-            "sparse_inspect_s",
-            "sparse_read_vs_header",
-            "remote_model_requests",
-            "remote_model_sent_vs_header",
-            "remote_worst_requests",
-        },
+        rows=[
+            Row(
+                "model_inspect_s",
+                "inspect, test model (wall)",
+                "s",
+                True,
+                "model_reference_s",
+                model.reference_name,
+                0.015,
+            ),
+            Row(
+                "model_read_vs_header",
+                "bytes read / header bytes, test model",
+                "x",
+                True,
+                target=1.25,
+            ),
+            Row("sparse_inspect_s", "inspect, sparse 50 GiB file (wall)", "s", True),
+            Row("sparse_read_vs_header", "bytes read / header bytes, sparse file", "x", True),
+            Row(
+                "remote_worst_requests",
+                "remote inspect, HTTP requests (worst file)",
+                "requests",
+                True,
+                target=2,
+            ),
+            Row("remote_model_sent_vs_header", "remote bytes sent / header bytes", "x", True),
+        ],  # fmt: skip
         notes={"reference": model.reference_name, "model": str(path), "runs": args.runs},
     )
     return 0
