@@ -96,7 +96,7 @@ def up(
     from inferfleet.documents import UpDocument
 
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(file, out, example=True)
     names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
         loaded
     )
