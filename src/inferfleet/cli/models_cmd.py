@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from pathlib import Path
 
 import typer
@@ -32,11 +33,12 @@ from inferfleet.documents import (
     document_of,
 )
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import HubSource
 from inferfleet.fleetfile.quantities import format_size
-from inferfleet.hub.auth import resolve_token
+from inferfleet.hub.auth import Token, resolve_token
 from inferfleet.hub.download import Retry
 from inferfleet.hub.fetch import FetchReport, fetch
-from inferfleet.hub.fetch_plan import endpoint, fetch_job, plan_model
+from inferfleet.hub.fetch_plan import ModelPlan, endpoint, fetch_job, plan_model
 from inferfleet.hub.manifest import build_manifest, write_manifest
 from inferfleet.output import Output, esc
 
@@ -120,6 +122,13 @@ def fetch_cmd(
     stall: float = typer.Option(
         60.0, "--stall-timeout", min=1.0, help="Seconds without a byte before a retry."
     ),
+    into_hf_cache: bool = typer.Option(
+        False,
+        "--into-hf-cache",
+        help="Download into the Hugging Face cache (HF_HUB_CACHE / HF_HOME), where `hf`, "
+        "transformers and llama.cpp -hf find the files, instead of the model's dir "
+        "(implied for a model with hf_cache).",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Download exactly the model's declared files, verified; resumes where it stopped."""
@@ -128,6 +137,10 @@ def fetch_cmd(
     plan = plan_model(loaded, name)
     url = endpoint(endpoint_opt)
     token = resolve_token(token_file=token_file)
+    source = plan.model.source
+    if isinstance(source, HubSource) and (into_hf_cache or source.hf_cache is not False):
+        _fetch_into_cache(out, plan, source, url, token)
+        return
     job = fetch_job(plan, endpoint_url=url, token=token)
     out.note(
         f"fetching {esc(name)}: {esc(job.repo)}@{job.revision[:12]} from {esc(url)} "
@@ -215,6 +228,80 @@ def verify_cmd(
     if failure is not None:
         raise failure
     out.line(f"[green]ok[/green] {len(results)} declared file(s) verified")
+
+
+def _fetch_into_cache(
+    out: Output, plan: ModelPlan, source: HubSource, url: str, token: Token | None
+) -> None:
+    """``models fetch`` for the Hugging Face cache: the library downloads, our gate verifies."""
+    from inferfleet import paths
+    from inferfleet.artifacts.hfcache import library_cache, record_path
+    from inferfleet.hub.cache_fetch import fetch_into_cache
+    from inferfleet.hub.manifest import resolve_commit
+
+    in_place = source.hf_cache_root is not None
+    cache = Path(source.hf_cache_root).expanduser() if source.hf_cache_root else library_cache()
+    commit = plan.commit or resolve_commit(
+        endpoint=url, repo=source.hub, revision=source.revision, token=token
+    )
+    out.note(f"fetching {esc(plan.name)}: {esc(source.hub)}@{commit[:12]} into {esc(cache)}")
+    started = time.monotonic()
+    done = fetch_into_cache(
+        name=plan.name,
+        repo=source.hub,
+        commit=commit,
+        entries=plan.entries,
+        cache=cache,
+        record_at=record_path(source.hub, commit, paths.cache_dir()),
+        endpoint=url,
+        token=token,
+        on_note=out.note,
+    )
+    seconds = time.monotonic() - started
+    status = {p: "downloaded" for p in done.downloaded} | {p: "verified" for p in done.reused}
+    if out.json_mode:
+        out.emit(
+            ModelsFetchDocument(
+                schema="inferfleet.models.fetch/v1",
+                model=plan.name,
+                repo=source.hub,
+                commit=commit,
+                folder=str(done.snapshot),
+                ok=True,
+                fetched_bytes=done.downloaded_bytes,
+                reused_bytes=done.reused_bytes,
+                seconds=round(seconds, 3),
+                files=[
+                    FetchedFile(
+                        path=c.path,
+                        size=c.size,
+                        status=status[c.path],
+                        fetched=c.size if c.path in done.downloaded else 0,
+                        reused=c.size if c.path in done.reused else 0,
+                        seconds=0.0,
+                        sha256=next((e.sha256 for e in plan.entries if e.path == c.path), None),
+                    )
+                    for c in done.results
+                ],
+                failures=[],
+            )
+        )
+        return
+    out.table(
+        f"{esc(plan.name)}: {esc(source.hub)}@{commit[:12]} in {esc(done.snapshot)}",
+        ["file", "size", "result"],
+        [[esc(c.path), format_size(c.size), status[c.path]] for c in done.results],
+    )
+    out.line(
+        f"[green]verified[/green]: {len(done.results)} file(s) in the Hugging Face cache, "
+        f"{format_size(done.downloaded_bytes)} downloaded, "
+        f"{format_size(done.reused_bytes)} already there"
+    )
+    if not in_place:
+        out.line(
+            f"use them in place: give the model's source `hf_cache: {esc(cache)}` "
+            f"and `revision: {commit}`"
+        )
 
 
 def _status(status: str) -> str:

@@ -87,7 +87,7 @@ def build_manifest(
     """Resolve ``revision`` to a commit and list the repo's files there."""
     api = _api(endpoint, token)
     commit = resolve_commit(endpoint=endpoint, repo=repo, revision=revision, token=token)
-    tree = _call(
+    tree = call_hub(
         lambda: list(api.list_repo_tree(repo, revision=commit, recursive=True)),
         endpoint,
         repo,
@@ -110,7 +110,7 @@ def build_manifest(
 def resolve_commit(*, endpoint: str, repo: str, revision: str, token: Token | None) -> str:
     """The commit sha a branch or tag points at now (a sha resolves to itself)."""
     api = _api(endpoint, token)
-    info = _call(lambda: api.model_info(repo, revision=revision), endpoint, repo, token)
+    info = call_hub(lambda: api.model_info(repo, revision=revision), endpoint, repo, token)
     commit = getattr(info, "sha", None)
     if not isinstance(commit, str) or not COMMIT_RE.match(commit):
         raise HubError(
@@ -155,7 +155,7 @@ def _api(endpoint: str, token: Token | None) -> Any:
     return HfApi(endpoint=endpoint.rstrip("/"), token=token.value if token else False)
 
 
-def _call(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | None) -> Any:
+def call_hub(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | None) -> Any:
     """Run one HfApi call; map its errors to ours with the same wording as downloads."""
     from huggingface_hub.errors import HfHubHTTPError
 
