@@ -12,6 +12,7 @@ model without a GGUF (safetensors) is loaded as its folder.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from inferfleet import paths
@@ -87,7 +88,14 @@ def main_file(model: Model, files: list[ManifestEntry], *, name: str = "") -> st
     """The file a loader opens, relative to the folder; None for a folder model (safetensors)."""
     if model.main is not None:
         return declared_file(name or "this model", model, files, model.main, "main file")
-    ggufs = sorted(f.path for f in files if f.path.endswith(".gguf"))
+    return pick_main([f.path for f in files])
+
+
+def pick_main(paths: Sequence[str]) -> str | None:
+    """Of these file paths, the one a GGUF loader opens: part 1 of a split (L-04), else the
+    model's GGUF (not a projector); None without a GGUF. Also picks the file that
+    ``gguf inspect DIR`` and ``gguf inspect REPO`` read."""
+    ggufs = sorted(p for p in paths if p.endswith(".gguf"))
     for name in ggufs:
         match = SPLIT_RE.match(Path(name).name)
         if match is not None and int(match["part"]) == 1:

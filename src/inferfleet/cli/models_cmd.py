@@ -10,9 +10,9 @@ itself (L-06).
 
 from __future__ import annotations
 
-import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -37,6 +37,7 @@ from inferfleet.fleetfile.fleet import HubSource
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.hub.auth import Token, resolve_token
 from inferfleet.hub.download import Retry
+from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch import FetchReport, fetch
 from inferfleet.hub.fetch_plan import ModelPlan, endpoint, fetch_job, plan_model
 from inferfleet.hub.manifest import build_manifest, write_manifest
@@ -55,13 +56,20 @@ TokenFileOpt = typer.Option(
     help="A file holding the Hub token, mode 600 (default: $HF_TOKEN, else `hf auth login`).",
 )
 JobsOpt = typer.Option(4, "--jobs", "-j", min=1, max=32, help="Files fetched at once.")
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 @app.command("manifest")
 def manifest_cmd(
-    repo: str = typer.Argument(..., help="Hub repo id, e.g. unsloth/gemma-3-270m-it-GGUF."),
-    revision: str = typer.Option("main", "--revision", "-r", help="Branch, tag or commit sha."),
+    repo: str = typer.Argument(
+        ...,
+        help="A Hub repo (e.g. unsloth/gemma-3-270m-it-GGUF), one file of it (REPO:FILE, "
+        "hf://REPO/FILE, REPO:TAG such as Q4_K_M; a split's parts come along), each with an "
+        "optional @REVISION, or a local folder (its files hashed). With HF_HUB_OFFLINE set, a "
+        "repo is listed from the Hugging Face cache.",
+    ),
+    revision: str | None = typer.Option(
+        None, "--revision", "-r", help="Branch, tag or commit sha (default: @REVISION, else main)."
+    ),
     include: list[str] = typer.Option(
         [],
         "--include",
@@ -73,15 +81,53 @@ def manifest_cmd(
     token_file: Path | None = TokenFileOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """List a repo's files at one commit: size, hash and kind, path (sorted)."""
+    """List a repo's files at one commit (or a folder's files): size, hash and kind, path."""
+    from inferfleet.artifacts.folder_manifest import folder_manifest
+    from inferfleet.hub.model_ref import cached_snapshot, manifest_globs, offline, parse_ref
+
     out = Output(json_mode=json_out)
-    if not _REPO_ID.match(repo):
-        raise UsageError(f"{repo!r} is not a Hub repo id", hint="write it as OWNER/NAME")
-    url = endpoint(endpoint_opt)
-    token = resolve_token(token_file=token_file)
-    made = build_manifest(
-        endpoint=url, repo=repo, revision=revision, includes=include, token=token, on_note=out.note
-    )
+    local = Path(repo).expanduser()
+    if local.is_dir():
+        made = folder_manifest(local, includes=include)
+        repo, revision = str(local), ""
+    else:
+        ref = parse_ref(repo)
+        if ref is None:
+            raise UsageError(
+                f"{repo!r} is neither a folder nor a Hub repo",
+                hint="write OWNER/NAME, OWNER/NAME:FILE, hf://OWNER/NAME/FILE[@REVISION] or a "
+                "folder",
+            )
+        if revision is not None and "@" in repo and revision != ref.revision:
+            raise UsageError(
+                f"two revisions: @{ref.revision} and --revision {revision}", hint="give one"
+            )
+        revision = revision or ref.revision
+        ref = replace(ref, revision=revision)
+        includes = [*include, *manifest_globs(ref)]
+        repo = ref.repo
+        if offline():
+            snapshot = cached_snapshot(ref)
+            if snapshot is None:
+                raise HubError(
+                    f"{ref.repo}@{revision} is not in the Hugging Face cache and HF_HUB_OFFLINE "
+                    "is set",
+                    hint=f"download it first (`hf download {ref.repo} --revision {revision}`), "
+                    "or unset HF_HUB_OFFLINE to list it on the Hub",
+                )
+            out.note(f"HF_HUB_OFFLINE: hashing the cached snapshot {esc(snapshot)}")
+            made = folder_manifest(
+                snapshot, includes=includes, repo=ref.repo, revision=revision, commit=snapshot.name
+            )
+        else:
+            made = build_manifest(
+                endpoint=endpoint(endpoint_opt),
+                repo=ref.repo,
+                revision=revision,
+                includes=includes,
+                token=resolve_token(token_file=token_file),
+                on_note=out.note,
+            )
     if out_file is not None:
         write_manifest(out_file, made)
     if json_out:
@@ -105,7 +151,7 @@ def manifest_cmd(
     total = sum(e.size for e in made.entries if e.kind != "parts")
     out.line(
         f"[green]wrote[/green] {esc(out_file)}: {len(made.entries)} file(s), "
-        f"{format_size(total)} at {esc(repo)}@{made.commit}"
+        f"{format_size(total)} at {esc(repo)}{'@' + made.commit if made.commit else ''}"
     )
 
 

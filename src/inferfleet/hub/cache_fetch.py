@@ -22,6 +22,7 @@ from inferfleet.artifacts.verify import Checked, raise_for_problems, refuse_asse
 from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.manifest import call_hub
+from inferfleet.hub.model_ref import offline
 
 
 @dataclass
@@ -122,10 +123,3 @@ def _download(
             hint="check HF_ENDPOINT / --endpoint and the network, then run the command again",
             where=endpoint,
         ) from None
-
-
-def offline() -> bool:
-    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, as huggingface_hub reads it."""
-    from huggingface_hub import is_offline_mode
-
-    return bool(is_offline_mode())

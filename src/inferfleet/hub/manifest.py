@@ -85,7 +85,7 @@ def build_manifest(
     on_note: Callable[[str], None] = lambda _text: None,
 ) -> Manifest:
     """Resolve ``revision`` to a commit and list the repo's files there."""
-    api = _api(endpoint, token)
+    api = hub_api(endpoint, token)
     commit = resolve_commit(endpoint=endpoint, repo=repo, revision=revision, token=token)
     tree = call_hub(
         lambda: list(api.list_repo_tree(repo, revision=commit, recursive=True)),
@@ -109,7 +109,7 @@ def build_manifest(
 
 def resolve_commit(*, endpoint: str, repo: str, revision: str, token: Token | None) -> str:
     """The commit sha a branch or tag points at now (a sha resolves to itself)."""
-    api = _api(endpoint, token)
+    api = hub_api(endpoint, token)
     info = call_hub(lambda: api.model_info(repo, revision=revision), endpoint, repo, token)
     commit = getattr(info, "sha", None)
     if not isinstance(commit, str) or not COMMIT_RE.match(commit):
@@ -147,7 +147,7 @@ def _entry(
     return ManifestEntry(item.path, remote.size, "gitsha1", str(item.blob_id).lower())
 
 
-def _api(endpoint: str, token: Token | None) -> Any:
+def hub_api(endpoint: str, token: Token | None) -> Any:
     from huggingface_hub import HfApi
 
     # token=False: never fall back to a token huggingface_hub finds by itself;
