@@ -9,14 +9,12 @@ HF_HUB_OFFLINE from the environment exactly as it does for a user.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hf_env import hf_environment, hub_cache, run
 from hub_repos import Blobs, small_repo
 from hubserver import HubServer
 
@@ -24,40 +22,15 @@ REPO = "test/small"
 MODEL = "model-small.gguf"
 
 
-def run(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "inferfleet", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.fixture
 def env(tmp_path: Path, hub: HubServer) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INFERFLEET_"))}
-    return {
-        **base,
-        "HF_HOME": str(tmp_path / "hf"),
-        "HF_ENDPOINT": hub.endpoint,
-        "HF_TOKEN_PATH": str(tmp_path / "no-login" / "token"),
-        "INFERFLEET_CACHE_DIR": str(tmp_path / "cache"),
-        "INFERFLEET_STATE_DIR": str(tmp_path / "state"),
-        "COLUMNS": "250",
-    }
+    return hf_environment(tmp_path, hub)
 
 
 @pytest.fixture
 def repo(hub: HubServer) -> str:
     """The test repo's commit."""
     return hub.add(small_repo(REPO)).commit
-
-
-def hub_cache(tmp_path: Path) -> Path:
-    return tmp_path / "hf" / "hub"
 
 
 def fleet(tmp_path: Path, commit: str, model_blobs: Blobs, *, hf_cache: object = None) -> Path:

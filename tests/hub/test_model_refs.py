@@ -14,13 +14,18 @@ import os
 from pathlib import Path
 
 import pytest
+from hf_env import hf_environment, hub_cache, run
 from hub_repos import MODEL_NAME, Blobs, split_repo, whole_repo
 from hubserver import HubServer
-from test_hf_cache import env, hub_cache, run  # noqa: F401  (fixture and helpers)
 
 WHOLE = "test/gemma-whole"
 SPLIT = "test/gemma-split"
 PART1 = "gemma-3-270m-q4_k_m-00001-of-00003.gguf"
+
+
+@pytest.fixture
+def env(tmp_path: Path, hub: HubServer) -> dict[str, str]:
+    return hf_environment(tmp_path, hub)
 
 
 @pytest.fixture
