@@ -194,3 +194,40 @@ def test_hf_cache_needs_a_commit_and_no_dir(
     path.write_text(yaml.safe_dump(data))
     result = run(env, tmp_path, "validate", str(path))
     assert result.returncode == 2 and "drop dir:" in result.stderr
+
+
+def test_fragments_cannot_live_in_the_hf_cache_and_nothing_is_downloaded(
+    tmp_path: Path, hub: HubServer, model_blobs: Blobs, env: dict[str, str]
+) -> None:
+    """L-05: a file assembled from .partNofM fragments is not a repo file; refused up front."""
+    from hub_repos import fragment_repo
+
+    commit = hub.add(fragment_repo()).commit
+    listed = run(env, tmp_path, "models", "manifest", "test/gemma-parts", "-o", "m.manifest")
+    assert listed.returncode == 0, listed.stderr
+    data = {
+        "version": 1,
+        "hosts": {"local": {"address": "localhost"}},
+        "models": {
+            "m": {
+                "source": {"hub": "test/gemma-parts", "revision": commit, "hf_cache": True},
+                "manifest": "m.manifest",
+            }
+        },
+    }
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(data))
+    requests = len(hub.log)
+    result = run(env, tmp_path, "models", "fetch", "m")
+    text = " ".join(result.stderr.split())
+    assert result.returncode == 1
+    assert "assembled from .partNofM fragments (L-05)" in text and "drop hf_cache" in text
+    assert len(hub.log) == requests
+    assert not hub_cache(tmp_path).exists()
+
+
+def test_a_relative_hf_cache_path_is_refused(
+    tmp_path: Path, repo: str, model_blobs: Blobs, env: dict[str, str]
+) -> None:
+    path = fleet(tmp_path, repo, model_blobs, hf_cache="hf/hub")
+    result = run(env, tmp_path, "validate", str(path))
+    assert result.returncode == 2 and "absolute path" in result.stderr

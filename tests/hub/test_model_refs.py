@@ -182,3 +182,23 @@ def test_models_manifest_takes_a_file_a_folder_and_the_cache_offline(
     folder = run(env, tmp_path, "models", "manifest", str(cached.parent), "--json")
     assert folder.returncode == 0, folder.stderr
     assert json.loads(folder.stdout)["files"] == doc["files"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("gguf", "inspect", "org/name:../secret.gguf"), "is not a file of a repo"),
+        (("gguf", "inspect", "hf://org/name/x.gguf@bad\x01rev"), ""),
+        (("models", "manifest", "org/name@v1", "--revision", "v2"), "two revisions"),
+        (("models", "manifest", "org/name@..", "--revision", ".."), "is not a revision"),
+        (("models", "manifest", "not a repo"), "neither a folder nor a Hub repo"),
+    ],
+)
+def test_bad_references_are_usage_errors_with_no_request(
+    tmp_path: Path, hub: HubServer, env: dict[str, str], args: tuple[str, ...], message: str
+) -> None:
+    result = run(env, tmp_path, *args)
+    assert result.returncode in (1, 2), result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert hub.log == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
