@@ -81,7 +81,9 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
 
 def up(
     file: Path | None = typer.Argument(
-        None, help="Fleet file (default: ./fleet.yaml, else the embedded example)."
+        None,
+        help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml or the nearest parent's, "
+        "else the embedded example).",
     ),
     service: list[str] = typer.Option(
         [], "--service", "-s", help="Only these services (repeatable)."
