@@ -101,8 +101,10 @@ class Base(BaseHTTPRequestHandler):
         value = self.headers.get("Authorization", "")
         return value[7:] if value.startswith("Bearer ") else None
 
-    def serve_blob(self, item: RepoFile, etag: str, *, cdn: bool) -> None:
-        """A file body with Range support and the configured faults."""
+    def serve_blob(
+        self, item: RepoFile, etag: str, *, cdn: bool, extra: dict[str, str] | None = None
+    ) -> None:
+        """A file body with Range support and the configured faults; ``extra`` headers too."""
         hub = self.hub
         size = item.blob.size
         wanted = self.headers.get("Range")
@@ -137,6 +139,8 @@ class Base(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{etag}"')
         self.send_header("Content-Type", "application/octet-stream")
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
         self.end_headers()

@@ -300,7 +300,8 @@ class _HubHandler(Base):
         if item is None or item.lfs:
             self.error(404, "EntryNotFound", f"{path} does not exist at {commit}")
             return
-        self.serve_blob(item, item.git_oid, cdn=False)
+        # The Hub names the commit here too; huggingface_hub reads it after the 307.
+        self.serve_blob(item, item.git_oid, cdn=False, extra={"X-Repo-Commit": commit})
 
 
 class _CdnHandler(Base):

@@ -265,7 +265,13 @@ def test_a_second_fetch_into_the_same_dir_is_refused(
 
 
 def test_fetch_refuses_a_model_that_is_not_from_the_hub(cli: Cli, tmp_path: Path) -> None:
-    result = cli("models", "fetch", "gemma3-270m", "--endpoint", "http://127.0.0.1:9")
+    from inferfleet.cli.fleet_cmds import embedded_example
+
+    # The embedded example's model comes from a package (only up/show fall back to it).
+    example = str(embedded_example())
+    result = cli(
+        "models", "fetch", "gemma3-270m", "-f", example, "--endpoint", "http://127.0.0.1:9"
+    )
     assert result.code == 2 and "does not come from the Hub" in result.stderr
 
 

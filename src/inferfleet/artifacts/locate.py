@@ -1,8 +1,10 @@
 """Where a model's files live, and which one a loader opens.
 
 One rule for every caller (``up``, ``apply``, ``check``, ``budget``, ``show``,
-``render``): the folder is the path source's path, else the model's ``dir:``,
-else ``<cache>/models/<name>``; the main file is ``main:`` if set, else part 1
+``render``): the folder is the path source's path, else the Hugging Face cache's
+snapshot of the commit for a Hub source with ``hf_cache`` (used in place,
+:mod:`~inferfleet.artifacts.hfcache`), else the model's ``dir:``, else
+``<cache>/models/<name>``; the main file is ``main:`` if set, else part 1
 of a split GGUF (never a concatenation, L-04), else the model's GGUF; a
 model without a GGUF (safetensors) is loaded as its folder.
 """
@@ -10,12 +12,13 @@ model without a GGUF (safetensors) is loaded as its folder.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.errors import SpecError, UsageError
-from inferfleet.fleetfile.fleet import Model, PathSource
+from inferfleet.fleetfile.fleet import HubSource, Model, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -35,6 +38,10 @@ def model_dir_on(name: str, model: Model, *, home: str, cache_dir: str) -> str:
     """The model's folder on a host with this home and inferfleet cache dir (pure)."""
     if isinstance(model.source, PathSource):
         return _expand(model.source.path, home)
+    if isinstance(model.source, HubSource) and model.source.hf_cache is not False:
+        from inferfleet.artifacts.hfcache import snapshot_dir_on
+
+        return snapshot_dir_on(model.source, home=home)
     if model.dir is not None:
         return _expand(model.dir, home)
     return f"{cache_dir.rstrip('/')}/models/{name}"
@@ -44,6 +51,19 @@ def model_dir(name: str, model: Model) -> Path:
     """The model's folder on this host."""
     here = model_dir_on(name, model, home=str(Path.home()), cache_dir=str(paths.cache_dir()))
     return Path(here).expanduser()  # ~user/... too, which only this host can resolve
+
+
+def record_file(model: Model) -> Path | None:
+    """Where the model's verification record lives when not in its folder, else None.
+
+    A snapshot of the Hugging Face cache holds only huggingface_hub's files, so
+    its record lives in inferfleet's cache (still stat-cheap on the next check, L-08).
+    """
+    if isinstance(model.source, HubSource) and model.source.hf_cache is not False:
+        from inferfleet.artifacts.hfcache import record_path
+
+        return record_path(model.source.hub, model.source.revision, paths.cache_dir())
+    return None
 
 
 def declared_file(name: str, model: Model, files: list[ManifestEntry], path: str, what: str) -> str:
@@ -68,7 +88,14 @@ def main_file(model: Model, files: list[ManifestEntry], *, name: str = "") -> st
     """The file a loader opens, relative to the folder; None for a folder model (safetensors)."""
     if model.main is not None:
         return declared_file(name or "this model", model, files, model.main, "main file")
-    ggufs = sorted(f.path for f in files if f.path.endswith(".gguf"))
+    return pick_main([f.path for f in files])
+
+
+def pick_main(paths: Sequence[str]) -> str | None:
+    """Of these file paths, the one a GGUF loader opens: part 1 of a split (L-04), else the
+    model's GGUF (not a projector); None without a GGUF. Also picks the file that
+    ``gguf inspect DIR`` and ``gguf inspect REPO`` read."""
+    ggufs = sorted(p for p in paths if p.endswith(".gguf"))
     for name in ggufs:
         match = SPLIT_RE.match(Path(name).name)
         if match is not None and int(match["part"]) == 1:

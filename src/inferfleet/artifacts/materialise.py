@@ -29,6 +29,16 @@ def materialise(
         return folder
     if isinstance(model.source, PackageSource):
         return _from_package(name, model.source, folder, missing, on_note)
+    if isinstance(model.source, HubSource) and model.source.hf_cache is not False:
+        from inferfleet.artifacts.hfcache import mismatch_note
+
+        raise ArtifactError(
+            f"model {name!r}: {len(missing)} declared file(s) are not in the Hugging Face cache "
+            f"at {folder} (first: {missing[0].path})",
+            hint=f"download them into that cache: `inferfleet models fetch {name}` (or "
+            f"`hf download {model.source.hub} --revision {model.source.revision}`); they are "
+            f"used there in place, never copied{mismatch_note(model.source, str(Path.home()))}",
+        )
     if isinstance(model.source, HubSource):
         raise ArtifactError(
             f"model {name!r}: {len(missing)} declared file(s) missing in {folder} "

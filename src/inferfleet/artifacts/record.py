@@ -37,8 +37,9 @@ def stat_key(st: os.stat_result) -> list[int]:
 class Record:
     """The verification record of one model folder; thread-safe; saved atomically."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / RECORD_NAME
+    def __init__(self, folder: Path, *, path: Path | None = None) -> None:
+        """The record of ``folder``, kept in it unless ``path`` puts it elsewhere."""
+        self.path = folder / RECORD_NAME if path is None else path
         self._lock = threading.Lock()
         self._data = _load(self.path)
 
@@ -114,6 +115,7 @@ class Record:
         text = json.dumps(self._data, indent=1, sort_keys=True) + "\n"
         # A read-only model folder only means the files are hashed again next time.
         with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.path, text)
 
 

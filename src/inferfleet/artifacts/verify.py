@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.artifacts.digests import file_digests
-from inferfleet.artifacts.locate import SPLIT_RE, model_dir
+from inferfleet.artifacts.locate import SPLIT_RE, model_dir, record_file
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.artifacts.record import Record
 from inferfleet.errors import ArtifactError
@@ -85,9 +85,12 @@ def gate(
     files = declared_files(model, fleet_root)
     check_splits(name, files, where=where)
     folder = model_dir(name, model)
+    if record_file(model) is not None:
+        refuse_assembled(name, files, where=where)
     results = verify_files(
         folder,
         files,
+        record_at=record_file(model),
         full=full,
         jobs=jobs,
         fail_fast=not report_all,
@@ -131,6 +134,7 @@ def verify_files(
     folder: Path,
     entries: Sequence[ManifestEntry],
     *,
+    record_at: Path | None = None,
     full: bool = False,
     jobs: int | None = None,
     fail_fast: bool = False,
@@ -140,9 +144,12 @@ def verify_files(
     """Check every declared file in ``folder``; one result per entry, sorted by path.
 
     With ``fail_fast``, a stat problem returns at once and the files that
-    would have been hashed are left out of the result.
+    would have been hashed are left out of the result. ``record_at`` keeps the
+    verification record outside ``folder`` (a Hugging Face cache snapshot).
+    Files are stat'ed through links, so a cache snapshot's entries are keyed by
+    their blob (size, mtime, inode): a blob changed in place is hashed again.
     """
-    record = Record(folder)
+    record = Record(folder, path=record_at)
     results, to_hash = _by_stat(folder, entries, record, full)
     changed = False
     if to_hash and not (fail_fast and any(not c.ok for c in results)):
@@ -197,9 +204,31 @@ def raise_for_problems(
     )
 
 
+def refuse_assembled(name: str, files: Sequence[ManifestEntry], *, where: str) -> None:
+    """A Hugging Face cache holds a repo's files, not files assembled from fragments (L-05)."""
+    assembled = [e.path for e in files if e.kind == "parts"]
+    if assembled:
+        raise ArtifactError(
+            f"model {name}: {assembled[0]} is assembled from .partNofM fragments (L-05), "
+            "which the Hugging Face cache cannot hold",
+            where=where,
+            hint=f"drop hf_cache from this model (fetch assembles it into the model's dir); "
+            f"{NOTHING_TOUCHED}",
+        )
+
+
 def fix_hint(name: str, model: Model) -> str:
     """How to get the declared bytes back, by where the model comes from."""
     source = model.source
+    if isinstance(source, HubSource) and source.hf_cache is not False:
+        from inferfleet.artifacts.hfcache import mismatch_note
+
+        return (
+            f"the Hugging Face cache does not hold the declared bytes: remove the bad file from "
+            f"the cache (`hf cache delete`, or delete the blob its link points to) and run "
+            f"`inferfleet models fetch {name}`, which downloads only what is missing into "
+            f"that cache{mismatch_note(source, str(Path.home()))}"
+        )
     if isinstance(source, HubSource):
         return (
             f"fetch it again: inferfleet models fetch {name} (verified files are not "

@@ -24,7 +24,7 @@ from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.budget.fleet import ENGINE_SHARES, engine_devices
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
-from inferfleet.fleetfile.fleet import PathSource, Service
+from inferfleet.fleetfile.fleet import HubSource, PathSource, Service
 
 
 def _llm(ctx: CheckContext) -> Iterator[tuple[str, Service, str]]:
@@ -135,9 +135,11 @@ def model_dir_shared(ctx: CheckContext) -> Iterator[Hit | Skip]:
             pair = (written.model, model_name)
             if written.model == model_name or written.files == files or pair in reported:
                 continue
-            reported.add(pair)
             theirs = {f.path: f for f in written.files}
             clash = [f.path for f in files if f.path in theirs and theirs[f.path] != f]
+            if not clash and isinstance(model.source, HubSource) and model.source.hf_cache:
+                continue  # one cache snapshot per commit holds any subset of the repo's files
+            reported.add(pair)
             detail = (
                 f"both declare {', '.join(clash)} with different sizes or hashes"
                 if clash

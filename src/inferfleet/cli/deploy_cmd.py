@@ -33,12 +33,12 @@ from inferfleet.errors import (
     FleetError,
     UsageError,
 )
+from inferfleet.fleetfile.discover import default_fleet_path
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.output import Output, esc
 
-# Not imported from fleet_cmds: `apply` runs on every host of every deploy, and
-# fleet_cmds pulls in the model and runtime machinery it never needs.
-DEFAULT_FLEET = Path("fleet.yaml")
+# Discovery ($INFERFLEET_FILE, ./fleet.yaml, the nearest parent's) is fleetfile.discover's,
+# light enough for `apply`, which runs on every host of every deploy.
 Plan = TypeVar("Plan", PlanDocument, DeployPlanDocument)
 JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _loaded(file: Path | None) -> LoadedFleet:
-    return load_fleet(file if file is not None else DEFAULT_FLEET)
+    return load_fleet(file if file is not None else default_fleet_path())
 
 
 # ---------------------------------------------------------------- plan
@@ -327,7 +327,7 @@ def apply(
         # Deploy reads this over ssh: a dropped connection must not kill a half-done apply.
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        fleet_file = (file if file is not None else DEFAULT_FLEET).absolute()
+        fleet_file = (file if file is not None else default_fleet_path()).absolute()
         name = host or _this_host(_loaded(fleet_file))
         if facts:
             emit(host_apply.host_report(fleet_file, name, tuple(service), states=not no_states))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from inferfleet.cli.fleet_cmds import DEFAULT_FLEET, FleetOpt, JsonOpt
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, fleet_file
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.output import Output, esc
 
@@ -50,7 +50,9 @@ def doctor(
     if not local:
         from inferfleet.fleetfile.loader import load_fleet
 
-        path = file if file is not None else (DEFAULT_FLEET if DEFAULT_FLEET.exists() else None)
+        # The discovered fleet file when there is one; without one, the doctor
+        # still reports this machine's facts (there is nothing to compare).
+        path = fleet_file(file, out)
         loaded = load_fleet(path) if path is not None else None
     if hosts and loaded is None:
         raise UsageError(

@@ -19,13 +19,16 @@ if TYPE_CHECKING:
     from inferfleet.documents import ShowServiceDocument
     from inferfleet.fleetfile.loader import LoadedFleet
 
-DEFAULT_FLEET = Path("fleet.yaml")
-
 FileArg = typer.Argument(
-    None, help="Fleet file (default: ./fleet.yaml, else the embedded example)."
+    None, help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml, or the nearest parent's)."
 )
 JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
-FleetOpt = typer.Option(None, "--file", "-f", help="Fleet file (default: ./fleet.yaml).")
+FleetOpt = typer.Option(
+    None,
+    "--file",
+    "-f",
+    help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml, or the nearest parent's).",
+)
 
 
 # The board's and the relay's --allow-host: names other than IPs and localhost are
@@ -43,16 +46,67 @@ def embedded_example() -> Path:
     return Path(str(resources.files("inferfleet").joinpath("examples/local/fleet.yaml")))
 
 
-def resolve_fleet(path: Path | None, out: Output | None = None) -> LoadedFleet:
-    """An explicit path, else ./fleet.yaml, else the embedded example."""
-    from inferfleet.fleetfile.loader import load_fleet
+def fleet_file(path: Path | None, out: Output | None = None) -> Path | None:
+    """The fleet file a verb reads: ``path``, else the discovered one; None when there is none.
+
+    The discovery order (``$INFERFLEET_FILE``, ``./fleet.yaml``, the nearest
+    parent up to the git repository's top) lives in
+    :mod:`inferfleet.fleetfile.discover`; a file found other than in the
+    current directory is named on stderr.
+    """
+    from inferfleet.fleetfile.discover import ENV_VAR, discover
 
     if path is not None:
-        return load_fleet(path)
-    if DEFAULT_FLEET.exists():
-        return load_fleet(DEFAULT_FLEET)
+        return path
+    try:
+        found = discover()
+    except FileNotFoundError as exc:
+        raise UsageError(
+            f"${ENV_VAR} names {str(exc)!r}, which is not a file",
+            hint=f"point {ENV_VAR} at your fleet.yaml, or unset it",
+        ) from None
+    if found is None:
+        return None
+    located, how = found
+    if out is not None and how != "the current directory":
+        out.note(f"[dim]using {esc(located)} (from {how})[/dim]")
+    return located
+
+
+def no_fleet_file() -> UsageError:
+    """The error of a verb that found no fleet file (exit 2), with the fix."""
+    from inferfleet.fleetfile.discover import ENV_VAR, FLEET_FILE_NAME
+
+    return UsageError(
+        f"no fleet file: no {FLEET_FILE_NAME} here or in a parent directory "
+        f"(up to the git repository's top), and ${ENV_VAR} is not set",
+        hint=f"pass --file PATH, set {ENV_VAR}=PATH, run in the fleet repository, "
+        "or create one with `inferfleet init`",
+    )
+
+
+def resolve_fleet(
+    path: Path | None, out: Output | None = None, *, example: bool = False
+) -> LoadedFleet:
+    """The fleet a verb works on: ``path``, else the discovered fleet file.
+
+    With ``example`` (``up`` and ``show`` only) a directory without a fleet
+    file gets the embedded example, said so on stderr; every other verb gets a
+    usage error (exit 2) with the fix.
+    """
+    from inferfleet.fleetfile.discover import FLEET_FILE_NAME
+    from inferfleet.fleetfile.loader import load_fleet
+
+    located = fleet_file(path, out)
+    if located is not None:
+        return load_fleet(located)
+    if not example:
+        raise no_fleet_file()
     if out is not None:
-        out.note("[dim]no ./fleet.yaml here: using the embedded example fleet[/dim]")
+        out.note(
+            f"[dim]no {FLEET_FILE_NAME} here or in a parent directory: "
+            "using the embedded example fleet[/dim]"
+        )
     return load_fleet(embedded_example())
 
 
@@ -69,7 +123,9 @@ def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
     from inferfleet.fleetfile.loader import load_fleet
 
     out = Output(json_mode=json_out)
-    target = file if file is not None else DEFAULT_FLEET
+    target = fleet_file(file, out)
+    if target is None:
+        raise no_fleet_file()
     try:
         loaded = load_fleet(target)
     except SpecError as exc:
@@ -121,7 +177,7 @@ def show(
     from inferfleet.fleetfile.quantities import format_duration
 
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(file, out, example=True)
     fleet = loaded.fleet
     if service is None:
         _show_fleet(out, loaded)

@@ -250,7 +250,15 @@ def _human(out: Output, result: Inspection, doc: GGUFInspectDocument, with_tenso
 
 @app.command("inspect")
 def inspect_cmd(
-    path_or_url: Annotated[str, typer.Argument(help="A .gguf file or an http(s) URL.")],
+    path_or_url: Annotated[
+        str,
+        typer.Argument(
+            help="A .gguf file, a folder (its GGUF; part 1 of a split), an http(s) URL, or a "
+            "Hub repo's file: REPO, REPO:FILE, REPO:TAG (e.g. Q4_K_M), hf://REPO/FILE, each "
+            "with an optional @REVISION. Read from the Hugging Face cache when it is there "
+            "(HF_HUB_OFFLINE: only from there)."
+        ),
+    ],
     json_mode: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
     tensors: Annotated[bool, typer.Option("--tensors", help="List every tensor.")] = False,
     ctx: Annotated[
@@ -263,8 +271,12 @@ def inspect_cmd(
     """Show what a GGUF's header says. Exits 1 when the file has problems
     (a truncated download, offsets a loader refuses); HF_TOKEN is sent to
     Hugging Face URLs only."""
+    from inferfleet.hub.fetch_plan import endpoint
+    from inferfleet.hub.model_ref import gguf_location
+
     out = Output(json_mode=json_mode)
-    result = inspect(path_or_url)
+    location = gguf_location(path_or_url, endpoint=endpoint(None))
+    result = inspect(location)
     try:
         doc = payload(
             result,

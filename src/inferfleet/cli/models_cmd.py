@@ -10,8 +10,9 @@ itself (L-06).
 
 from __future__ import annotations
 
-import re
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -32,11 +33,13 @@ from inferfleet.documents import (
     document_of,
 )
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import HubSource
 from inferfleet.fleetfile.quantities import format_size
-from inferfleet.hub.auth import resolve_token
+from inferfleet.hub.auth import Token, resolve_token
 from inferfleet.hub.download import Retry
+from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch import FetchReport, fetch
-from inferfleet.hub.fetch_plan import endpoint, fetch_job, plan_model
+from inferfleet.hub.fetch_plan import ModelPlan, endpoint, fetch_job, plan_model
 from inferfleet.hub.manifest import build_manifest, write_manifest
 from inferfleet.output import Output, esc
 
@@ -53,13 +56,20 @@ TokenFileOpt = typer.Option(
     help="A file holding the Hub token, mode 600 (default: $HF_TOKEN, else `hf auth login`).",
 )
 JobsOpt = typer.Option(4, "--jobs", "-j", min=1, max=32, help="Files fetched at once.")
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 @app.command("manifest")
 def manifest_cmd(
-    repo: str = typer.Argument(..., help="Hub repo id, e.g. unsloth/gemma-3-270m-it-GGUF."),
-    revision: str = typer.Option("main", "--revision", "-r", help="Branch, tag or commit sha."),
+    repo: str = typer.Argument(
+        ...,
+        help="A Hub repo (e.g. unsloth/gemma-3-270m-it-GGUF), one file of it (REPO:FILE, "
+        "hf://REPO/FILE, REPO:TAG such as Q4_K_M; a split's parts come along), each with an "
+        "optional @REVISION, or a local folder (its files hashed). With HF_HUB_OFFLINE set, a "
+        "repo is listed from the Hugging Face cache.",
+    ),
+    revision: str | None = typer.Option(
+        None, "--revision", "-r", help="Branch, tag or commit sha (default: @REVISION, else main)."
+    ),
     include: list[str] = typer.Option(
         [],
         "--include",
@@ -71,15 +81,53 @@ def manifest_cmd(
     token_file: Path | None = TokenFileOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """List a repo's files at one commit: size, hash and kind, path (sorted)."""
+    """List a repo's files at one commit (or a folder's files): size, hash and kind, path."""
+    from inferfleet.artifacts.folder_manifest import folder_manifest
+    from inferfleet.hub.model_ref import cached_snapshot, manifest_globs, offline, parse_ref
+
     out = Output(json_mode=json_out)
-    if not _REPO_ID.match(repo):
-        raise UsageError(f"{repo!r} is not a Hub repo id", hint="write it as OWNER/NAME")
-    url = endpoint(endpoint_opt)
-    token = resolve_token(token_file=token_file)
-    made = build_manifest(
-        endpoint=url, repo=repo, revision=revision, includes=include, token=token, on_note=out.note
-    )
+    local = Path(repo).expanduser()
+    if local.is_dir():
+        made = folder_manifest(local, includes=include)
+        repo, revision = str(local), ""
+    else:
+        ref = parse_ref(repo)
+        if ref is None:
+            raise UsageError(
+                f"{repo!r} is neither a folder nor a Hub repo",
+                hint="write OWNER/NAME, OWNER/NAME:FILE, hf://OWNER/NAME/FILE[@REVISION] or a "
+                "folder",
+            )
+        if revision is not None and "@" in repo and revision != ref.revision:
+            raise UsageError(
+                f"two revisions: @{ref.revision} and --revision {revision}", hint="give one"
+            )
+        revision = revision or ref.revision
+        ref = replace(ref, revision=revision)
+        includes = [*include, *manifest_globs(ref)]
+        repo = ref.repo
+        if offline():
+            snapshot = cached_snapshot(ref)
+            if snapshot is None:
+                raise HubError(
+                    f"{ref.repo}@{revision} is not in the Hugging Face cache and HF_HUB_OFFLINE "
+                    "is set",
+                    hint=f"download it first (`hf download {ref.repo} --revision {revision}`), "
+                    "or unset HF_HUB_OFFLINE to list it on the Hub",
+                )
+            out.note(f"HF_HUB_OFFLINE: hashing the cached snapshot {esc(snapshot)}")
+            made = folder_manifest(
+                snapshot, includes=includes, repo=ref.repo, revision=revision, commit=snapshot.name
+            )
+        else:
+            made = build_manifest(
+                endpoint=endpoint(endpoint_opt),
+                repo=ref.repo,
+                revision=revision,
+                includes=includes,
+                token=resolve_token(token_file=token_file),
+                on_note=out.note,
+            )
     if out_file is not None:
         write_manifest(out_file, made)
     if json_out:
@@ -103,7 +151,7 @@ def manifest_cmd(
     total = sum(e.size for e in made.entries if e.kind != "parts")
     out.line(
         f"[green]wrote[/green] {esc(out_file)}: {len(made.entries)} file(s), "
-        f"{format_size(total)} at {esc(repo)}@{made.commit}"
+        f"{format_size(total)} at {esc(repo)}{'@' + made.commit if made.commit else ''}"
     )
 
 
@@ -120,6 +168,13 @@ def fetch_cmd(
     stall: float = typer.Option(
         60.0, "--stall-timeout", min=1.0, help="Seconds without a byte before a retry."
     ),
+    into_hf_cache: bool = typer.Option(
+        False,
+        "--into-hf-cache",
+        help="Download into the Hugging Face cache (HF_HUB_CACHE / HF_HOME), where `hf`, "
+        "transformers and llama.cpp -hf find the files, instead of the model's dir "
+        "(implied for a model with hf_cache).",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Download exactly the model's declared files, verified; resumes where it stopped."""
@@ -128,6 +183,10 @@ def fetch_cmd(
     plan = plan_model(loaded, name)
     url = endpoint(endpoint_opt)
     token = resolve_token(token_file=token_file)
+    source = plan.model.source
+    if isinstance(source, HubSource) and (into_hf_cache or source.hf_cache is not False):
+        _fetch_into_cache(out, plan, source, url, token)
+        return
     job = fetch_job(plan, endpoint_url=url, token=token)
     out.note(
         f"fetching {esc(name)}: {esc(job.repo)}@{job.revision[:12]} from {esc(url)} "
@@ -215,6 +274,80 @@ def verify_cmd(
     if failure is not None:
         raise failure
     out.line(f"[green]ok[/green] {len(results)} declared file(s) verified")
+
+
+def _fetch_into_cache(
+    out: Output, plan: ModelPlan, source: HubSource, url: str, token: Token | None
+) -> None:
+    """``models fetch`` for the Hugging Face cache: the library downloads, our gate verifies."""
+    from inferfleet import paths
+    from inferfleet.artifacts.hfcache import library_cache, record_path
+    from inferfleet.hub.cache_fetch import fetch_into_cache
+    from inferfleet.hub.manifest import resolve_commit
+
+    in_place = source.hf_cache_root is not None
+    cache = Path(source.hf_cache_root).expanduser() if source.hf_cache_root else library_cache()
+    commit = plan.commit or resolve_commit(
+        endpoint=url, repo=source.hub, revision=source.revision, token=token
+    )
+    out.note(f"fetching {esc(plan.name)}: {esc(source.hub)}@{commit[:12]} into {esc(cache)}")
+    started = time.monotonic()
+    done = fetch_into_cache(
+        name=plan.name,
+        repo=source.hub,
+        commit=commit,
+        entries=plan.entries,
+        cache=cache,
+        record_at=record_path(source.hub, commit, paths.cache_dir()),
+        endpoint=url,
+        token=token,
+        on_note=out.note,
+    )
+    seconds = time.monotonic() - started
+    status = {p: "downloaded" for p in done.downloaded} | {p: "verified" for p in done.reused}
+    if out.json_mode:
+        out.emit(
+            ModelsFetchDocument(
+                schema="inferfleet.models.fetch/v1",
+                model=plan.name,
+                repo=source.hub,
+                commit=commit,
+                folder=str(done.snapshot),
+                ok=True,
+                fetched_bytes=done.downloaded_bytes,
+                reused_bytes=done.reused_bytes,
+                seconds=round(seconds, 3),
+                files=[
+                    FetchedFile(
+                        path=c.path,
+                        size=c.size,
+                        status=status[c.path],
+                        fetched=c.size if c.path in done.downloaded else 0,
+                        reused=c.size if c.path in done.reused else 0,
+                        seconds=0.0,
+                        sha256=next((e.sha256 for e in plan.entries if e.path == c.path), None),
+                    )
+                    for c in done.results
+                ],
+                failures=[],
+            )
+        )
+        return
+    out.table(
+        f"{esc(plan.name)}: {esc(source.hub)}@{commit[:12]} in {esc(done.snapshot)}",
+        ["file", "size", "result"],
+        [[esc(c.path), format_size(c.size), status[c.path]] for c in done.results],
+    )
+    out.line(
+        f"[green]verified[/green]: {len(done.results)} file(s) in the Hugging Face cache, "
+        f"{format_size(done.downloaded_bytes)} downloaded, "
+        f"{format_size(done.reused_bytes)} already there"
+    )
+    if not in_place:
+        out.line(
+            f"use them in place: give the model's source `hf_cache: {esc(cache)}` "
+            f"and `revision: {commit}`"
+        )
 
 
 def _status(status: str) -> str:

@@ -81,7 +81,9 @@ def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
 
 def up(
     file: Path | None = typer.Argument(
-        None, help="Fleet file (default: ./fleet.yaml, else the embedded example)."
+        None,
+        help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml or the nearest parent's, "
+        "else the embedded example).",
     ),
     service: list[str] = typer.Option(
         [], "--service", "-s", help="Only these services (repeatable)."
@@ -101,7 +103,7 @@ def up(
     from inferfleet.documents import UpDocument
 
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(file, out, example=True)
     names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
         loaded
     )

@@ -42,6 +42,7 @@ from inferfleet import __version__
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.repofiles import RepoFiles
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.discover import FLEET_FILE_NAME
 from inferfleet.io.files import atomic_write
 
 MEMO_NAME = "inferfleet-noop.json"  # in the checkout's git directory, beside the lock
@@ -198,7 +199,7 @@ def deploy_form(argv: Sequence[str]) -> DeployForm | None:
     if not values["--host"] or not values["--expect"]:
         return None
     return DeployForm(
-        Path(values.get("--file", "fleet.yaml")).absolute(), values["--host"], values["--expect"]
+        Path(values.get("--file", FLEET_FILE_NAME)).absolute(), values["--host"], values["--expect"]
     )
 
 

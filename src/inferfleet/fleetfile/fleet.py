@@ -207,9 +207,53 @@ class Runtime(Strict):
 # ---------------------------------------------------------------- models
 
 
+COMMIT_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+HF_HUB_CACHE_DEFAULT = "~/.cache/huggingface/hub"  # huggingface_hub's, without HF_HOME/HF_HUB_CACHE
+
+
 class HubSource(Strict):
     hub: Text = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
-    revision: Text = Field("main", description="Branch, tag or commit sha (prefer a commit).")
+    revision: Text = Field(
+        "main",
+        description="Branch, tag or commit sha (prefer a commit; with hf_cache, a commit).",
+    )
+    hf_cache: bool | Text = Field(
+        False,
+        description="Use the files in place from the Hugging Face cache that `hf download`, "
+        "transformers and llama.cpp's -hf share: true for huggingface_hub's default "
+        f"({HF_HUB_CACHE_DEFAULT}), or that cache's path (what HF_HUB_CACHE, or HF_HOME/hub, "
+        "names on the host). The model's folder is then the cache's snapshot of the commit in "
+        "`revision` (a 40-character commit sha, so every host agrees on the folder): the "
+        "declared files are verified there (sizes by stat, sha256; L-01, L-08) and never "
+        "copied or downloaded a second time; `inferfleet models fetch NAME` downloads what "
+        "is missing into that cache. Not with `dir:`.",
+    )
+
+    @field_validator("hf_cache")
+    @classmethod
+    def _cache_path(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not (value.startswith(("/", "~/")) or value == "~"):
+            raise ValueError(
+                "hf_cache is true or an absolute path (or ~/...) of a Hugging Face hub cache"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cache_needs_commit(self) -> HubSource:
+        if self.hf_cache is not False and not COMMIT_SHA_RE.match(self.revision):
+            raise ValueError(
+                "a model used from the Hugging Face cache needs revision: a 40-character "
+                f"commit sha, not {self.revision!r} (the cache keeps one folder per commit; "
+                "`inferfleet models manifest REPO` prints it)"
+            )
+        return self
+
+    @property
+    def hf_cache_root(self) -> str | None:
+        """The hub cache folder this source reads from (``~`` unexpanded); None without hf_cache."""
+        if self.hf_cache is False:
+            return None
+        return HF_HUB_CACHE_DEFAULT if self.hf_cache is True else str(self.hf_cache)
 
 
 class PathSource(Strict):
@@ -285,6 +329,11 @@ class Model(Strict):
 
     @model_validator(mode="after")
     def _files_or_manifest(self) -> Model:
+        if isinstance(self.source, HubSource) and self.source.hf_cache is not False and self.dir:
+            raise ValueError(
+                "a model used from the Hugging Face cache lives in the cache's snapshot folder; "
+                "drop dir: (or drop hf_cache to fetch into dir:)"
+            )
         if not self.files and self.manifest is None:
             raise ValueError("a model needs its files (path, size, sha256) or a manifest")
         if self.files and self.manifest is not None:

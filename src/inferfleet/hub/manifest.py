@@ -85,9 +85,9 @@ def build_manifest(
     on_note: Callable[[str], None] = lambda _text: None,
 ) -> Manifest:
     """Resolve ``revision`` to a commit and list the repo's files there."""
-    api = _api(endpoint, token)
+    api = hub_api(endpoint, token)
     commit = resolve_commit(endpoint=endpoint, repo=repo, revision=revision, token=token)
-    tree = _call(
+    tree = call_hub(
         lambda: list(api.list_repo_tree(repo, revision=commit, recursive=True)),
         endpoint,
         repo,
@@ -109,8 +109,8 @@ def build_manifest(
 
 def resolve_commit(*, endpoint: str, repo: str, revision: str, token: Token | None) -> str:
     """The commit sha a branch or tag points at now (a sha resolves to itself)."""
-    api = _api(endpoint, token)
-    info = _call(lambda: api.model_info(repo, revision=revision), endpoint, repo, token)
+    api = hub_api(endpoint, token)
+    info = call_hub(lambda: api.model_info(repo, revision=revision), endpoint, repo, token)
     commit = getattr(info, "sha", None)
     if not isinstance(commit, str) or not COMMIT_RE.match(commit):
         raise HubError(
@@ -147,7 +147,7 @@ def _entry(
     return ManifestEntry(item.path, remote.size, "gitsha1", str(item.blob_id).lower())
 
 
-def _api(endpoint: str, token: Token | None) -> Any:
+def hub_api(endpoint: str, token: Token | None) -> Any:
     from huggingface_hub import HfApi
 
     # token=False: never fall back to a token huggingface_hub finds by itself;
@@ -155,7 +155,7 @@ def _api(endpoint: str, token: Token | None) -> Any:
     return HfApi(endpoint=endpoint.rstrip("/"), token=token.value if token else False)
 
 
-def _call(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | None) -> Any:
+def call_hub(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | None) -> Any:
     """Run one HfApi call; map its errors to ours with the same wording as downloads."""
     from huggingface_hub.errors import HfHubHTTPError
 
