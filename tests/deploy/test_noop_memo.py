@@ -31,7 +31,7 @@ from inferfleet.deploy.lock import LOCK_NAME, HostLock
 
 pytestmark = pytest.mark.slow
 
-HEAVY = ("pydantic", "typer", "inferfleet.fleetfile")
+HEAVY = ("pydantic", "typer", "inferfleet.fleetfile.fleet", "inferfleet.fleetfile.loader")
 
 
 @pytest.fixture
