@@ -261,6 +261,20 @@ class RuntimeDocument(TypedDict):
     build_seconds: float
 
 
+class VenvRuntimeDocument(TypedDict):
+    """``runtime install vllm``: the pinned package's venv record."""
+
+    schema: Literal["inferfleet.runtime-venv/v1"]
+    runtime: str
+    installed_now: bool  # installed by this call (False: it was cached)
+    python: str
+    package: str
+    version: str
+    removed: list[str]
+    installed_at: float
+    install_seconds: float
+
+
 class RuntimeRow(TypedDict):
     runtime: str
     kind: str
@@ -1025,6 +1039,7 @@ DOCUMENT_TYPES: tuple[type, ...] = (
     RenderDocument,
     DiffDocument,
     RuntimeDocument,
+    VenvRuntimeDocument,
     RuntimesDocument,
     GGUFInspectDocument,
     BudgetDocument,

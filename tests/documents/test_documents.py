@@ -50,6 +50,7 @@ NOT_PRODUCED_HERE = {
     "inferfleet.deploy/v1",
     "inferfleet.models.manifest/v1",  # the test Hub (tests/hub)
     "inferfleet.models.fetch/v1",
+    "inferfleet.runtime-venv/v1",  # a venv + pip install (tests/install/test_vllm_venv.py)
 }
 
 

@@ -121,7 +121,9 @@ def image_pinned(ctx: CheckContext) -> Iterator[Hit]:
 def source_pinned(ctx: CheckContext) -> Iterator[Hit]:
     """a runtime built from source does not name the commit it vendors"""
     for name, runtime in ctx.fleet.runtimes.items():
-        if runtime.source is not None and runtime.source.commit is None:
+        # A vLLM source is a package installed as is (no commit to name).
+        built = runtime.kind == "llama.cpp"
+        if built and runtime.source is not None and runtime.source.commit is None:
             yield Hit(
                 None,
                 f"runtimes.{name}.source",

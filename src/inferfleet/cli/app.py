@@ -149,7 +149,9 @@ VERBS: dict[str, Verb] = {
         "register",
         "Serve a status page of the fleet: health, slots, revisions and last bench figures.",
     ),
-    "runtime": Verb("runtime_cmds", "group", "Install and inspect runtimes (llama.cpp builds)."),
+    "runtime": Verb(
+        "runtime_cmds", "group", "Install and inspect runtimes (llama.cpp builds, vLLM venvs)."
+    ),
     "gguf": Verb(
         "gguf_cmd", "group", "Read GGUF headers (metadata and tensor infos; never tensor data)."
     ),

