@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from inferfleet.backends.systemd import Systemctl
 from inferfleet.checks import topics  # noqa: F401  (registers the rules)
 from inferfleet.checks.engine import run_checks
-from inferfleet.backends.systemd import Systemctl
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.io.archive import Archive, Keeper

@@ -58,11 +58,12 @@ def linger(s: Subject) -> Iterator[Hit]:
 
 @service_rule("system-unit-without-become", "L-38", "error", services="all")
 def system_without_become(s: Subject) -> Iterator[Hit]:
-    """a system unit or Quadlet file needs root: a non-root ssh user without become cannot install it"""
+    """a system unit or Quadlet file needs root: a non-root ssh user without become fails"""
     user = s.host.ssh.user
     system = s.service.backend != "process" and s.service.unit.scope == "system"
     if system and user is not None and user != "root" and s.host.become is None:
-        where = "/etc/containers/systemd" if s.service.backend == "quadlet" else "/etc/systemd/system"
+        quadlet = s.service.backend == "quadlet"
+        where = "/etc/containers/systemd" if quadlet else "/etc/systemd/system"
         yield s.hit(
             "unit.scope",
             f"service {s.name!r} installs a system unit under {where} on {s.service.host!r}, "
