@@ -20,6 +20,7 @@ BASE: dict[str, Any] = {
         "gpu": {
             "address": "10.0.0.5",
             "ssh": {"user": "ops"},
+            "become": "sudo",  # its system units need root (system-unit-without-become)
             "ram": "128GiB",
             "devices": [
                 {"name": "g0", "vendor": "nvidia", "memory": "24GiB"},

@@ -187,6 +187,11 @@ CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
         {f"{S}.chat.unit": {"scope": "user"}, "hosts.gpu.linger": True},
         {},
     ),
+    "system-unit-without-become": (
+        {"hosts.gpu.become": None},
+        {"hosts.gpu.become": "sudo"},
+        {},
+    ),
     "container-without-health": (
         {f"{S}.web.container": {}},
         {f"{S}.web.container": {"health_cmd": "wget -q -O /dev/null http://127.0.0.1:3000/"}},

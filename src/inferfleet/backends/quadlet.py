@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferfleet.errors import BackendError
-from inferfleet.io import process
+from inferfleet.io.become import NO_BECOME, Become
 
 GENERATORS = (
     "/usr/lib/systemd/system-generators/podman-system-generator",
@@ -31,16 +31,17 @@ def generator_present() -> bool:
     return any(Path(p).exists() for p in GENERATORS)
 
 
-def container_exists(podman: str, name: str) -> bool:
-    done = process.run([podman, "container", "exists", name], check=False, timeout=60)
+def container_exists(podman: str, name: str, become: Become = NO_BECOME) -> bool:
+    """Whether a container of this name exists (rootful through ``become`` for system scope)."""
+    done = become.run([podman, "container", "exists", name], timeout=60)
     return done.returncode == 0
 
 
-def remove_container(podman: str, name: str) -> bool:
+def remove_container(podman: str, name: str, become: Become = NO_BECOME) -> bool:
     """Remove a container of this name if one is left (L-36); True when one was removed."""
-    if not container_exists(podman, name):
+    if not container_exists(podman, name, become):
         return False
-    done = process.run([podman, "rm", "--force", "--ignore", name], check=False, timeout=120)
+    done = become.run([podman, "rm", "--force", "--ignore", name], timeout=120)
     if done.returncode != 0:
         raise BackendError(
             f"cannot remove the stale container {name}: {(done.stderr or done.stdout).strip()}",
@@ -49,7 +50,7 @@ def remove_container(podman: str, name: str) -> bool:
     return True
 
 
-def image_present(podman: str, image: str) -> bool:
-    """Whether the image (pinned by digest, L-42) is in local storage."""
-    done = process.run([podman, "image", "exists", image], check=False, timeout=60)
+def image_present(podman: str, image: str, become: Become = NO_BECOME) -> bool:
+    """Whether the image (pinned by digest, L-42) is in local storage (root's, via ``become``)."""
+    done = become.run([podman, "image", "exists", image], timeout=60)
     return done.returncode == 0

@@ -21,6 +21,7 @@ from inferfleet.backends import health as gate
 from inferfleet.errors import BackendError, HealthError
 from inferfleet.io import process
 from inferfleet.io.archive import Keeper
+from inferfleet.io.become import NO_BECOME, Become
 
 LINGER_DIR = Path("/var/lib/systemd/linger")
 # `systemctl show` properties the gate and the facts read.
@@ -79,14 +80,21 @@ def linger_enabled(user: str) -> bool:
 
 
 class Systemctl:
-    """systemctl and journalctl for one scope (``system`` or ``user``)."""
+    """systemctl and journalctl for one scope (``system`` or ``user``).
 
-    def __init__(self, scope: str) -> None:
+    The system scope goes through the host's ``become`` (sudo when its user
+    is not root); the user scope never does.
+    """
+
+    def __init__(self, scope: str, become: Become = NO_BECOME) -> None:
         self.scope = scope
         self._flag = ["--user"] if scope == "user" else []
+        self.become = become
+        self._privileged = scope == "system"
 
     def _run(self, *args: str, check: bool = True, timeout: float = 120.0) -> process.Completed:
-        done = process.run(["systemctl", *self._flag, *args], check=False, timeout=timeout)
+        argv = ["systemctl", *self._flag, *args]
+        done = self.become.run(argv, privileged=self._privileged, timeout=timeout)
         if check and done.returncode != 0:
             detail = (done.stderr or done.stdout).strip()
             raise BackendError(
@@ -119,7 +127,7 @@ class Systemctl:
 
     def journal_tail(self, unit: str, lines: int = 20) -> str:
         argv = ["journalctl", *self._flag, "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"]
-        done = process.run(argv, check=False, timeout=30)
+        done = self.become.run(argv, privileged=self._privileged, timeout=30)
         return done.stdout.strip()
 
 

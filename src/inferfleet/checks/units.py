@@ -56,6 +56,25 @@ def linger(s: Subject) -> Iterator[Hit]:
         )
 
 
+@service_rule("system-unit-without-become", "L-38", "error", services="all")
+def system_without_become(s: Subject) -> Iterator[Hit]:
+    """a system unit or Quadlet file needs root: a non-root ssh user without become fails"""
+    user = s.host.ssh.user
+    system = s.service.backend != "process" and s.service.unit.scope == "system"
+    if system and user is not None and user != "root" and s.host.become is None:
+        quadlet = s.service.backend == "quadlet"
+        where = "/etc/containers/systemd" if quadlet else "/etc/systemd/system"
+        yield s.hit(
+            "unit.scope",
+            f"service {s.name!r} installs a system unit under {where} on {s.service.host!r}, "
+            f"whose ssh user {user!r} is not root and has no become",
+            f"set become: sudo on host {s.service.host!r} (and give {user} a NOPASSWD sudoers "
+            f"entry there: `{user} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, "
+            "/usr/bin/podman, /usr/bin/install, /usr/bin/mv, /usr/bin/rm, /usr/bin/chmod`), "
+            "or use unit.scope: user",
+        )
+
+
 @service_rule("container-without-health", "L-38", "warning", services="all")
 def container_health(s: Subject) -> Iterator[Hit]:
     """a container without a health check looks deployed while it crash-loops"""

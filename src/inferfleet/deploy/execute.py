@@ -55,6 +55,7 @@ from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.archive import Entry as ArchiveEntry
+from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.render.settings import RenderedSettings, render_service_settings
@@ -106,6 +107,14 @@ class Context:
     @property
     def fleet(self) -> Fleet:
         return self.at.fleet
+
+    def become(self, scope: str) -> Become:
+        """How this host gets root for a scope (its ``become``; user scope never escalates)."""
+        host = self.fleet.hosts.get(self.host)
+        return for_scope(self.host, None if host is None else host.become, scope)
+
+    def systemctl(self, scope: str) -> Systemctl:
+        return Systemctl(scope, self.become(scope))
 
     @property
     def markers(self) -> MarkerStore:
@@ -235,7 +244,7 @@ def run_service(
     by_check = {g.check: g for g in gates}
     health_s: float | None = None
     verdict: Verdict | None = None
-    keeper = _keeper(ctx, desired.name)
+    keeper = _keeper(ctx, desired.name, scope=desired.scope)
     replaced = _replaced_files(actions, desired, settings or {})
     if replaced:
         keeper.archive.ready()  # before anything is stopped
@@ -257,12 +266,12 @@ def run_service(
             ctx.processes.stop(desired.name)
         elif kind == "stop-unit":
             scope, _, unit = action.target.partition(":")
-            Systemctl(scope).stop(unit)
+            ctx.systemctl(scope).stop(unit)
         elif kind == "disable":
             scope, _, unit = action.target.partition(":")
-            Systemctl(scope).disable(unit)
+            ctx.systemctl(scope).disable(unit)
         elif kind == "remove-container":
-            quadlet.remove_container(ctx.facts.podman, desired.unit)
+            quadlet.remove_container(ctx.facts.podman, desired.unit, ctx.become(desired.scope))
         elif kind == "wait-port":
             stopped = any(a.kind in {"stop", "stop-unit"} for a in actions)
             wait_port_free(desired, stopped=stopped)
@@ -270,15 +279,15 @@ def run_service(
             item = next(f for f in desired.files if f.path == action.target)
             install_file(Path(item.path), item.content, keeper=keeper)
         elif kind == "daemon-reload":
-            Systemctl(desired.scope).daemon_reload()
+            ctx.systemctl(desired.scope).daemon_reload()
         elif kind == "enable":
-            Systemctl(desired.scope).enable(desired.service_unit)
+            ctx.systemctl(desired.scope).enable(desired.service_unit)
         elif kind == "start":
             health_s = _start_process(ctx, desired)
             verdict = run_contract(ctx, desired)
         elif kind == "restart":
-            Systemctl(desired.scope).reset_failed(desired.service_unit)
-            Systemctl(desired.scope).restart(desired.service_unit)
+            ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
+            ctx.systemctl(desired.scope).restart(desired.service_unit)
         elif kind == "health":
             health_s = _unit_health(ctx, desired)
             verdict = run_contract(ctx, desired)
@@ -348,7 +357,7 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
 
 
 def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
-    keeper = _keeper(ctx, marker.service, marker)
+    keeper = _keeper(ctx, marker.service, marker, scope=marker.scope)
     retired = [Path(a.target) for a in actions if a.kind == "uninstall"]
     if retired:
         keeper.archive.ready()  # before anything is stopped
@@ -363,21 +372,23 @@ def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
             ctx.processes.stop(marker.service)
         elif kind in {"stop-unit", "disable"}:
             scope, _, unit = action.target.partition(":")
-            systemctl = Systemctl(scope)
+            systemctl = ctx.systemctl(scope)
             (systemctl.stop if kind == "stop-unit" else systemctl.disable)(unit)
         elif kind == "remove-container":
-            quadlet.remove_container(ctx.facts.podman, marker.unit)
+            quadlet.remove_container(ctx.facts.podman, marker.unit, ctx.become(marker.scope))
         elif kind == "uninstall":
             uninstall_file(Path(action.target), keeper=keeper)
         elif kind == "daemon-reload":
-            Systemctl(marker.scope).daemon_reload()
+            ctx.systemctl(marker.scope).daemon_reload()
         elif kind == "forget":
             ctx.markers.remove(marker.service)
         else:
             raise AssertionError(f"unknown retirement action {kind!r}")
 
 
-def _keeper(ctx: Context, name: str, marker: Marker | None = None) -> Keeper:
+def _keeper(
+    ctx: Context, name: str, marker: Marker | None = None, *, scope: str = "user"
+) -> Keeper:
     """Who removes or replaces this service's host files: archived under the state dir first.
 
     The files on the host came from the revision its marker names (L-41);
@@ -391,6 +402,7 @@ def _keeper(ctx: Context, name: str, marker: Marker | None = None) -> Keeper:
         service=name,
         revision="" if marker is None else marker.revision,
         by_revision=ctx.revision,
+        become=ctx.become(scope),
     )
 
 
@@ -517,7 +529,7 @@ def start_gated(
 def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
     service = desired.service
     result = wait_unit_healthy(
-        Systemctl(desired.scope),
+        ctx.systemctl(desired.scope),
         desired.service_unit,
         service=desired.name,
         bind=service.bind,

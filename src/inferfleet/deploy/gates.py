@@ -28,6 +28,7 @@ from inferfleet.doctor.findings import device_findings
 from inferfleet.doctor.parse import Gpu
 from inferfleet.errors import PortInUseError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Fleet, Runtime
+from inferfleet.io.become import for_scope
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch
@@ -112,7 +113,8 @@ def run_gate(
         )
     elif kind == "image":
         assert desired.image is not None
-        if not quadlet.image_present(facts.podman, desired.image):
+        become = for_scope(desired.host, fleet.hosts[desired.host].become, desired.scope)
+        if not quadlet.image_present(facts.podman, desired.image, become):
             raise GateError(
                 f"image {desired.image} is not in podman's local storage",
                 where=where,

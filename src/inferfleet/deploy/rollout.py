@@ -3,6 +3,9 @@
 ``deploy`` refuses a dirty working tree, pushes, then runs on every host at
 once (services within a host stay in order) ``inferfleet apply --pull
 --expect SHA`` in the host's checkout, reading its progress as JSON lines.
+A host whose address is this machine (:meth:`Host.is_local`) runs ``apply``
+here, in the operator's checkout, through the local connector: no ssh, no
+push or pull for it (when every host is local nothing is pushed).
 ``plan`` and ``deploy --dry-run`` change nothing anywhere: they read each
 host's markers and facts (``inferfleet apply --facts``) and decide here with
 the same functions the host would use.
@@ -28,7 +31,7 @@ from inferfleet.deploy.errors import RemoteError, SshError
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.markers import Marker, MarkerError
-from inferfleet.deploy.ssh import Connector, connector_for, quote_path
+from inferfleet.deploy.ssh import Connector, connector_for
 from inferfleet.deploy.state import ServiceState
 from inferfleet.documents import Failure
 from inferfleet.errors import FleetError, UsageError
@@ -90,15 +93,24 @@ class Fleetside:
         return list(names) or list(fleet.hosts)
 
     def connector(self, host: str) -> Connector:
-        return connector_for(host, self.fleet.hosts[host])
+        """The host's connector; a local host runs apply here, in this repository."""
+        return connector_for(host, self.fleet.hosts[host], repository=self.repo.root)
 
-    def apply_command(self, host: str, *args: str) -> str:
+    def local(self, host: str) -> bool:
+        """Whether ``host`` is this machine (apply runs in this checkout: nothing to push)."""
+        return self.fleet.hosts[host].is_local(host)
+
+    def apply_command(self, conn: Connector, host: str, *args: str) -> str:
         """The shell line that runs ``inferfleet apply`` in the host's checkout.
 
-        A missing checkout answers with the same JSON error line apply would
-        print, so the deployer can say what to do instead of "exit status 2".
+        Where and how is the connector's (a local host: this repository, this
+        interpreter, no ``--pull``). A missing checkout answers with the same
+        JSON error line apply would print, so the deployer can say what to do
+        instead of "exit status 2".
         """
         checkout = self.fleet.hosts[host].checkout
+        if not conn.pulls:
+            args = tuple(a for a in args if a != "--pull")
         missing = json.dumps(
             {
                 "event": "error",
@@ -112,8 +124,8 @@ class Fleetside:
         argv = ["apply", "--file", self.fleet_path, "--host", host, *args]
         run = " ".join(shlex.quote(a) for a in argv)
         return (
-            f"cd {quote_path(checkout)} 2>/dev/null || {{ echo {shlex.quote(missing)}; exit 2; }}"
-            f" && {self.command} {run}"
+            f"cd {conn.workdir(checkout)} 2>/dev/null || {{ echo {shlex.quote(missing)}; exit 2; }}"
+            f" && {conn.program(self.command)} {run}"
         )
 
 
@@ -178,7 +190,7 @@ def read_report(
     if not states:
         args.append("--no-states")
     conn = side.connector(host)
-    done = conn.run(side.apply_command(host, *args), timeout=120, check=False)
+    done = conn.run(side.apply_command(conn, host, *args), timeout=120, check=False)
     doc = _last_json(done.stdout)
     if done.returncode != 0 or doc is None:
         raise _remote_failure(host, done.stdout + done.stderr, doc)
@@ -289,7 +301,8 @@ def deploy(
 ) -> list[HostRun]:
     """Push, then apply on every host in parallel; returns one run per host."""
     side.repo.require_clean("the working tree")
-    side.repo.push()
+    if not all(side.local(h) for h in hosts):
+        side.repo.push()  # a local host applies from this very checkout
     args = ["--pull", "--expect", side.revision, "--events"]
     if drain:
         args.append("--drain")
@@ -341,9 +354,8 @@ def run_apply(side: Fleetside, host: str, args: list[str], on_event: OnEvent | N
             on_event(host, doc)
 
     try:
-        done = side.connector(host).stream(
-            side.apply_command(host, *args), on_line, timeout=REMOTE_TIMEOUT
-        )
+        conn = side.connector(host)
+        done = conn.stream(side.apply_command(conn, host, *args), on_line, timeout=REMOTE_TIMEOUT)
     except FleetError as exc:
         run.error = failure_json(None, exc)
         return run

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,9 +71,19 @@ class Target:
 
 
 class Connector(Protocol):
-    """Runs shell command lines on one host."""
+    """Runs shell command lines on one host, and says where and how inferfleet runs there."""
 
     name: str
+    # Whether apply there must pull the pushed revision first (a checkout of its own).
+    pulls: bool
+
+    def workdir(self, checkout: str) -> str:
+        """The folder ``apply`` runs in, quoted for the shell (``checkout``: the host's)."""
+        ...
+
+    def program(self, command: str) -> str:
+        """How inferfleet is invoked there (``command``: the configured remote command)."""
+        ...
 
     def run(
         self, command: str, *, timeout: float | None = None, check: bool = True
@@ -110,12 +121,20 @@ def control_dir() -> Path:
 
 
 class SshConnector:
+    pulls = True
+
     def __init__(self, target: Target, *, persist: int = PERSIST) -> None:
         self.target = target
         self.name = target.name
         self.persist = persist
         self._folder = control_dir()
         self._connected = False
+
+    def workdir(self, checkout: str) -> str:
+        return quote_path(checkout)
+
+    def program(self, command: str) -> str:
+        return command
 
     def options(self) -> list[str]:
         argv = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]
@@ -245,10 +264,27 @@ def _exited(
 
 
 class LocalConnector:
-    """The machine inferfleet runs on: the same command lines, through ``sh``."""
+    """The machine inferfleet runs on: the same command lines, through ``sh``.
 
-    def __init__(self, name: str) -> None:
+    With ``repository`` (the operator's own checkout, for plan and deploy),
+    ``apply`` runs there with this very interpreter: no ssh, no push, no pull
+    for this host (issue 16); still gated, locked and marked as on any host.
+    """
+
+    def __init__(self, name: str, repository: Path | None = None) -> None:
         self.name = name
+        self.repository = repository
+        self.pulls = repository is None
+
+    def workdir(self, checkout: str) -> str:
+        return (
+            quote_path(checkout) if self.repository is None else shlex.quote(str(self.repository))
+        )
+
+    def program(self, command: str) -> str:
+        if self.repository is None:
+            return command
+        return shlex.join([sys.executable, "-m", "inferfleet"])
 
     def run(
         self, command: str, *, timeout: float | None = None, check: bool = True
@@ -267,7 +303,8 @@ class LocalConnector:
         return None
 
 
-def connector_for(name: str, host: Host) -> Connector:
+def connector_for(name: str, host: Host, *, repository: Path | None = None) -> Connector:
+    """ssh for a remote host; this machine for a local one (in ``repository`` when given)."""
     if host.is_local(name):
-        return LocalConnector(name)
+        return LocalConnector(name, repository)
     return SshConnector(Target.of(name, host))

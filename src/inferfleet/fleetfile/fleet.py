@@ -127,6 +127,14 @@ class Host(Strict):
         description="`loginctl enable-linger` is set for the service user, so user units "
         "start at boot without a login (L-38).",
     )
+    become: Literal["sudo"] | None = Field(
+        None,
+        description="How apply gets root on this host for what needs it (system units under "
+        "/etc/systemd/system, Quadlet files under /etc/containers/systemd, systemctl and "
+        "podman of system scope): `sudo` runs those through `sudo -n` (no password prompt: "
+        "the ssh user needs a NOPASSWD sudoers entry). Not needed when the ssh user is root "
+        "or every unit is a user unit.",
+    )
 
     @model_validator(mode="after")
     def _unique_devices(self) -> Host:

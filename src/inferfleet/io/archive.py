@@ -47,6 +47,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from inferfleet.errors import FleetError, UsageError
+from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.io.files import atomic_write, private_dir, staged_directory, write_if_changed
 from inferfleet.io.state_files import read_state
 
@@ -157,13 +158,15 @@ class Archive:
         reason: str,
         by_revision: str = "",
         now: float | None = None,
+        become: Become = NO_BECOME,
     ) -> Entry | None:
         """Copy the regular files among ``paths`` into one new entry; None when none exists.
 
         A missing path is skipped (nothing to keep), and so is anything but a
         regular file: a symlink holds no data (removing or replacing the link
         never touches what it points to, which is not followed), a folder is
-        not a file a deploy installs.
+        not a file a deploy installs. A file only root may read is read
+        through ``become`` (the host's sudo).
         """
         if reason not in REASONS:
             raise AssertionError(f"unknown archive reason {reason!r}")
@@ -176,7 +179,9 @@ class Archive:
                 continue
             if not stat.S_ISREG(info.st_mode):
                 continue
-            found.append((path, path.read_bytes(), stat.S_IMODE(info.st_mode)))
+            data = become.read(path)
+            if data is not None:
+                found.append((path, data, stat.S_IMODE(info.st_mode)))
         if not found:
             return None
         at = time.time() if now is None else now
@@ -366,6 +371,8 @@ class Keeper:
     service: str
     revision: str  # the revision the files on the host came from ("" when not known)
     by_revision: str = ""  # the apply's own revision
+    # How files in root's folders are read, written and removed (the host's `become`).
+    become: Become = NO_BECOME
     _kept: dict[str, str] = field(default_factory=dict)  # path -> sha256 already archived
 
     def keep(self, paths: Iterable[Path], *, reason: str) -> Entry | None:
@@ -373,7 +380,7 @@ class Keeper:
         todo = []
         for path in paths:
             _check_path(str(path), where=str(path))
-            current = _current_regular(path)
+            current = _current_regular(path, self.become)
             if current is not None and self._kept.get(str(path)) != sha256_of(current):
                 todo.append(path)
         entry = self.archive.put(
@@ -382,6 +389,7 @@ class Keeper:
             revision=self.revision,
             reason=reason,
             by_revision=self.by_revision,
+            become=self.become,
         )
         if entry is not None and entry.index is not None:
             self._kept.update({f.path: f.sha256 for f in entry.index.files})
@@ -393,7 +401,7 @@ class Keeper:
         for path, data in new.items():
             _check_path(str(path), where=str(path))
             payload = data.encode("utf-8") if isinstance(data, str) else data
-            current = _current_regular(path)
+            current = _current_regular(path, self.become)
             if current is not None and current != payload:
                 changing.append(path)
         return self.keep(changing, reason="replace")
@@ -401,13 +409,20 @@ class Keeper:
     def replace(self, path: Path, data: str | bytes, *, mode: int) -> bool:
         """Write ``data`` to ``path`` (atomic, ``mode``), archiving other bytes found there."""
         self.keep_replaced({path: data})
-        return write_if_changed(path, data, mode=mode)
+        if not self.become.need(path):
+            return write_if_changed(path, data, mode=mode)
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        if _current_regular(path, self.become) == payload:
+            if stat.S_IMODE(path.stat().st_mode) != mode:
+                self.become.chmod(path, mode)
+            return False
+        self.become.write(path, payload, mode=mode)  # sudo install + mv: still atomic
+        return True
 
     def remove(self, path: Path) -> None:
         """Archive ``path`` (reason retire) unless already archived, then unlink it."""
         self.keep([path], reason="retire")
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        self.become.remove(path)
 
 
 def _current(path: Path) -> bytes | None:
@@ -418,13 +433,13 @@ def _current(path: Path) -> bytes | None:
         return None
 
 
-def _current_regular(path: Path) -> bytes | None:
+def _current_regular(path: Path, become: Become = NO_BECOME) -> bytes | None:
     try:
         if not stat.S_ISREG(path.lstat().st_mode):
             return None  # a symlink or a folder: no bytes of ours to keep (see put)
     except FileNotFoundError:
         return None
-    return path.read_bytes()
+    return become.read(path)
 
 
 def _safe(text: str) -> str:
