@@ -88,6 +88,32 @@ class LevelResult:
         tokens = sum(r.completion_tokens or 0 for r in self.records if r.ok)
         return round(tokens / self.wall_s, 3) if self.wall_s > 0 and tokens else None
 
+    @property
+    def decode_aggregate_tps(self) -> float | None:
+        """Decoded tokens per second while the endpoint was decoding, all streams together.
+
+        The wall-clock aggregate also holds the prefills, which dominate a
+        small model's time on a CPU; this one counts each stream's tokens
+        after its first over the time at least one stream was between its
+        first and last token, so whether N streams deliver more than one
+        (L-53) shows even where prompts take longer than answers.
+        """
+        spans: list[tuple[float, float]] = []
+        tokens = 0
+        for r in self.records:
+            if not (r.ok and r.ttft_ms is not None and r.decode_tps and r.completion_tokens):
+                continue
+            first = r.started_s + r.ttft_ms / 1e3
+            spans.append((first, first + (r.completion_tokens - 1) / r.decode_tps))
+            tokens += r.completion_tokens - 1
+        busy = 0.0
+        end = -math.inf
+        for start, stop in sorted(spans):
+            if stop > end:
+                busy += stop - max(start, end)
+                end = stop
+        return round(tokens / busy, 3) if busy > 0 and tokens else None
+
 
 def plan_requests(prompts: list[Prompt], concurrency: int) -> list[Prompt]:
     """Every prompt once, topped up (cycling) to a whole number of waves.
