@@ -111,6 +111,18 @@ def timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, float
     return wall, cpu
 
 
+def settled_size(log: Path, *, quiet_s: float = 0.5, limit_s: float = 10.0) -> int:
+    """The log's size once the server stopped writing: its lines lag the answers."""
+    size, deadline = log.stat().st_size, time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = log.stat().st_size
+        if now == size:
+            break
+        size = now
+    return size
+
+
 def _seconds(match: re.Match[str]) -> float:
     return int(match["m"]) * 60 + int(match["s"]) + int(match["ms"]) / 1e3 + int(match["us"]) / 1e6
 
@@ -133,8 +145,8 @@ def server_truth(log: Path, start: int) -> dict[str, Any]:
     """Per-request figures llama-server logged after byte ``start``.
 
     Prompt and decode timings per request; from the timestamped slot lines,
-    which slots served the requests, how far apart the server saw them
-    arrive, and the decode-only aggregate rate the server delivered.
+    which slots served the requests, how far apart they started on their
+    slots, and the decode-only aggregate rate the server delivered.
     """
     with log.open("rb") as handle:
         handle.seek(start)
@@ -156,7 +168,7 @@ def server_truth(log: Path, start: int) -> dict[str, Any]:
     ]
     return {
         "slots_used": len({slot for _, slot in launches}),
-        "arrival_spread_s": (
+        "slot_start_spread_s": (
             round(max(t for t, _ in launches) - min(t for t, _ in launches), 3)
             if launches
             else None
@@ -308,7 +320,7 @@ def main() -> None:
                 out.mkdir(exist_ok=True)
                 for client in order:
                     warm_up(endpoint, prompts[0], timeout_s=600)
-                    start = log.stat().st_size
+                    start = settled_size(log)  # the warm-up's own lines stay out
                     print(f"c={level} round {round_no}: {client}, {count} requests", flush=True)
                     busy0, server0 = host_busy_s(), process_cpu_s(run.server.pid)
                     if client == "inferfleet":
@@ -375,7 +387,7 @@ def main() -> None:
         "| client | conc. | round | ok | errors | resent | TTFT ms (p50) | "
         "decode tok/s per stream (p50) | server's decode (p50) | client vs server | "
         "server's decode-only aggregate tok/s | aggregate tok/s | slots used | "
-        "arrival spread s | client CPU s | CPU ms/request | CPU % of a core | "
+        "slot start spread s | client CPU s | CPU ms/request | CPU % of a core | "
         "other CPU % | e2e - server busy ms (p50) | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -387,7 +399,7 @@ def main() -> None:
             f"{r['errors']} | {r['resent']} | {r['ttft_ms_median']:.0f} | "
             f"{r['decode_tps_median']:.2f} | {server:.2f} | {off} | "
             f"{r['server']['decode_only_aggregate_tps']} | {r['aggregate_tps']:.2f} | "
-            f"{r['server']['slots_used']} | {r['server']['arrival_spread_s']} | "
+            f"{r['server']['slots_used']} | {r['server']['slot_start_spread_s']} | "
             f"{r['cpu_s']:.1f} | {r['cpu_ms_per_request']:.0f} | "
             f"{r['cpu_pct_of_one_core']} | {r['other_cpu_pct']} | "
             f"{r['latency_overhead_ms']} | {r['wall_s']:.1f} |"
@@ -408,7 +420,9 @@ def main() -> None:
         "higher concurrency it also holds the time a request waits inside the server before "
         "its prompt is scheduled. `server's decode-only aggregate` is the tokens the server "
         "decoded over the time at least one request was decoding (prefill left out, L-53); "
-        "`arrival spread` is the time between the first and the last request reaching a slot."
+        "`slot start spread` is the time between the first and the last request starting on a "
+        "slot: llama.cpp takes new requests only between batches, so requests sent together "
+        "can start seconds apart when a long prompt's batch is running."
     )
     load = ", ".join(f"{x:.2f}" for x in load_before)
     lines.append(f"\nHost: {os.cpu_count()} CPUs, load average before the run: {load}.")
