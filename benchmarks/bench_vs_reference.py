@@ -13,15 +13,21 @@ One llama-server (the embedded example with 8 slots) serves both clients.
 Both send the same battery prompts, salted, 128+ tokens with ``ignore_eos``,
 streamed with usage, at concurrency 1 and 8; each is warmed up by this
 script (one unmeasured request) so the server log window holds only
-measured requests. For each client and level it reports:
+measured requests. Each level runs ``--rounds`` times, the clients' order
+flipping each round (ABBA): on a shared 2-core host one round per client
+compares two moments of the host, not two clients (docs/bench/vs-aiperf.md).
+For each client, level and round it reports:
 
 - the client's own numbers: TTFT, per-stream decode rate, aggregate rate;
 - the server's truth for the same requests, parsed from llama-server's log
   ("prompt eval time" / "eval time" lines), and how far each client is off;
 - client overhead: CPU seconds of the client's whole process tree per
-  request (it competes with the server for the same cores) and wall time.
+  request (it competes with the server for the same cores) and wall time;
+- from the server's timestamped log: the slots used, how far apart the
+  requests started on them, and the decode-only aggregate rate (L-53);
+- the share of host CPU that was neither client nor server (contention).
 
-    .venv/bin/python benchmarks/bench_vs_reference.py [--out DIR] [--prompts 4]
+    .venv/bin/python benchmarks/bench_vs_reference.py [--out DIR] [--prompts 4] [--rounds 2]
 """
 
 from __future__ import annotations
