@@ -13,15 +13,21 @@ One llama-server (the embedded example with 8 slots) serves both clients.
 Both send the same battery prompts, salted, 128+ tokens with ``ignore_eos``,
 streamed with usage, at concurrency 1 and 8; each is warmed up by this
 script (one unmeasured request) so the server log window holds only
-measured requests. For each client and level it reports:
+measured requests. Each level runs ``--rounds`` times, the clients' order
+flipping each round (ABBA): on a shared 2-core host one round per client
+compares two moments of the host, not two clients (docs/bench/vs-aiperf.md).
+For each client, level and round it reports:
 
 - the client's own numbers: TTFT, per-stream decode rate, aggregate rate;
 - the server's truth for the same requests, parsed from llama-server's log
   ("prompt eval time" / "eval time" lines), and how far each client is off;
 - client overhead: CPU seconds of the client's whole process tree per
-  request (it competes with the server for the same cores) and wall time.
+  request (it competes with the server for the same cores) and wall time;
+- from the server's timestamped log: the slots used, how far apart the
+  requests started on them, and the decode-only aggregate rate (L-53);
+- the share of host CPU that was neither client nor server (contention).
 
-    .venv/bin/python benchmarks/bench_vs_reference.py [--out DIR] [--prompts 4]
+    .venv/bin/python benchmarks/bench_vs_reference.py [--out DIR] [--prompts 4] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 from results import Row, record
 
@@ -62,6 +69,10 @@ LOG_LINE = re.compile(
     r"(?P<kind>prompt eval|eval) time =\s+(?P<ms>[\d.]+) ms /\s+(?P<n>\d+) tokens"
     r".*?(?P<tps>[\d.]+) tokens per second"
 )
+# With --log-timestamps every line starts with minutes.seconds.ms.us since the server started.
+STAMP = r"^(?P<m>\d+)\.(?P<s>\d+)\.(?P<ms>\d+)\.(?P<us>\d+) "
+LAUNCH = re.compile(STAMP + r".*launch_slot_: id +(?P<slot>\d+) \| task (?P<task>\d+)", re.M)
+RELEASE = re.compile(STAMP + r".*release: id +(?P<slot>\d+) \| task (?P<task>\d+)", re.M)
 
 
 def ensure_aiperf() -> tuple[Path, Path]:
@@ -106,19 +117,69 @@ def timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, float
     return wall, cpu
 
 
+def settled_size(log: Path, *, quiet_s: float = 0.5, limit_s: float = 10.0) -> int:
+    """The log's size once the server stopped writing: its lines lag the answers."""
+    size, deadline = log.stat().st_size, time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = log.stat().st_size
+        if now == size:
+            break
+        size = now
+    return size
+
+
+def _seconds(match: re.Match[str]) -> float:
+    return int(match["m"]) * 60 + int(match["s"]) + int(match["ms"]) / 1e3 + int(match["us"]) / 1e6
+
+
+def decode_only_rate(spans: list[tuple[float, float, int]]) -> float | None:
+    """Tokens decoded per second while at least one request was decoding (L-53).
+
+    ``spans``: (decode start, decode end, tokens decoded) per request.
+    """
+    busy, end, tokens = 0.0, float("-inf"), 0
+    for first, last, count in sorted(spans):
+        tokens += count
+        if last > end:
+            busy += last - max(first, end)
+            end = last
+    return round(tokens / busy, 3) if busy > 0 and tokens else None
+
+
 def server_truth(log: Path, start: int) -> dict[str, Any]:
-    """Per-request prompt and decode figures llama-server logged after byte ``start``."""
+    """Per-request figures llama-server logged after byte ``start``.
+
+    Prompt and decode timings per request; from the timestamped slot lines,
+    which slots served the requests, how far apart they started on their
+    slots, and the decode-only aggregate rate the server delivered.
+    """
     with log.open("rb") as handle:
         handle.seek(start)
         text = handle.read().decode("utf-8", "replace")
-    prompt_ms, decode_tps, decode_ms = [], [], []
+    prompt_ms, decode_tps, decode_ms, decode_n = [], [], [], []
     for match in LOG_LINE.finditer(text):
         if match["kind"] == "prompt eval":
             prompt_ms.append(float(match["ms"]))
         else:
             decode_tps.append(float(match["tps"]))
             decode_ms.append(float(match["ms"]))
+            decode_n.append(int(match["n"]))
+    launches = [(_seconds(m), m["slot"]) for m in LAUNCH.finditer(text)]
+    releases = [_seconds(m) for m in RELEASE.finditer(text)]
+    # A slot is released right after its timing lines: the decode ran over the eval time before.
+    spans = [
+        (done - ms / 1e3, done, n)
+        for done, ms, n in zip(releases, decode_ms, decode_n, strict=False)
+    ]
     return {
+        "slots_used": len({slot for _, slot in launches}),
+        "slot_start_spread_s": (
+            round(max(t for t, _ in launches) - min(t for t, _ in launches), 3)
+            if launches
+            else None
+        ),
+        "decode_only_aggregate_tps": decode_only_rate(spans),
         "requests": len(decode_tps),
         "decode_tps_median": statistics.median(decode_tps) if decode_tps else None,
         "prompt_ms_median": statistics.median(prompt_ms) if prompt_ms else None,
@@ -204,12 +265,34 @@ def pct(value: float | None, truth: float | None) -> str:
     return f"{(value - truth) / truth * 100:+.1f}%"
 
 
+def host_busy_s() -> float:
+    """CPU seconds all cores spent on anything but idling, since boot."""
+    t = psutil.cpu_times()
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+
+
+def process_cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def median_of(rows: list[dict[str, Any]], key: str, sub: str | None = None) -> float | None:
+    values = [(r[sub] if sub else r)[key] for r in rows]
+    present = [float(v) for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "vs-reference")
     parser.add_argument("--prompts", type=int, default=4, help="requests at concurrency 1")
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternating rounds per level (order flips)"
+    )
     args = parser.parse_args()
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     if args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
@@ -219,6 +302,8 @@ def main() -> None:
     fleet = args.out / "fleet.yaml"
     data = yaml.safe_load(embedded_example().read_text())
     data["services"]["gemma"]["port"] = 1  # the arm picks a free port itself
+    # Timestamped log lines: when each request reached a slot, and when it was released.
+    data["services"]["gemma"]["extra_args"] = ["--log-timestamps"]
     fleet.write_text(yaml.safe_dump(data, sort_keys=False))
     spec = ArmSpec(name="server", start=StartSpec(service="gemma", set={"parallel": SLOTS}))
     results: list[dict[str, Any]] = []
@@ -234,48 +319,60 @@ def main() -> None:
         for level in LEVELS:
             count = max(args.prompts, level) if level == 1 else level
             prompts = [battery.prompts[i % len(battery.prompts)] for i in range(count)]
-            for client in ("inferfleet", "aiperf"):
-                warm_up(endpoint, prompts[0], timeout_s=600)
-                start = log.stat().st_size
-                print(f"c={level}: {client}, {count} requests", flush=True)
-                if client == "inferfleet":
-                    numbers, wall, cpu = run_inferfleet(
-                        url, level, count, args.max_tokens, args.out
+            for round_no in range(1, args.rounds + 1):
+                # ABBA: neither client always runs first, after the other's leftovers.
+                order = ("inferfleet", "aiperf") if round_no % 2 else ("aiperf", "inferfleet")
+                out = args.out / f"round{round_no}"
+                out.mkdir(exist_ok=True)
+                for client in order:
+                    warm_up(endpoint, prompts[0], timeout_s=600)
+                    start = settled_size(log)  # the warm-up's own lines stay out
+                    print(f"c={level} round {round_no}: {client}, {count} requests", flush=True)
+                    busy0, server0 = host_busy_s(), process_cpu_s(run.server.pid)
+                    if client == "inferfleet":
+                        numbers, wall, cpu = run_inferfleet(url, level, count, args.max_tokens, out)
+                    else:
+                        texts = [p.salted(new_salt()) for p in prompts]
+                        numbers, wall, cpu = run_aiperf(
+                            binary,
+                            tokenizer,
+                            url,
+                            model,
+                            texts,
+                            level,
+                            args.max_tokens,
+                            extra,
+                            out,
+                        )
+                    server_cpu = process_cpu_s(run.server.pid) - server0
+                    others = max(0.0, host_busy_s() - busy0 - server_cpu - cpu)
+                    truth = server_truth(log, start)
+                    results.append(
+                        {
+                            "client": client,
+                            "concurrency": level,
+                            "round": round_no,
+                            **numbers,
+                            "server": truth,
+                            "wall_s": round(wall, 2),
+                            "cpu_s": round(cpu, 2),
+                            "cpu_ms_per_request": round(cpu / max(1, numbers["requests"]) * 1e3, 1),
+                            "cpu_pct_of_one_core": round(cpu / wall * 100, 1) if wall else None,
+                            "server_cpu_s": round(server_cpu, 2),
+                            # Neither client nor server: other work on the same cores, which
+                            # stalls llama.cpp's threads (decode far more than prefill).
+                            "other_cpu_pct": round(others / wall * 100, 1) if wall else None,
+                            "latency_overhead_ms": (
+                                round(numbers["e2e_ms_median"] - truth["busy_ms_median"], 1)
+                                if truth["busy_ms_median"] is not None
+                                else None
+                            ),
+                        }
                     )
-                else:
-                    texts = [p.salted(new_salt()) for p in prompts]
-                    numbers, wall, cpu = run_aiperf(
-                        binary,
-                        tokenizer,
-                        url,
-                        model,
-                        texts,
-                        level,
-                        args.max_tokens,
-                        extra,
-                        args.out,
-                    )
-                truth = server_truth(log, start)
-                results.append(
-                    {
-                        "client": client,
-                        "concurrency": level,
-                        **numbers,
-                        "server": truth,
-                        "wall_s": round(wall, 2),
-                        "cpu_s": round(cpu, 2),
-                        "cpu_ms_per_request": round(cpu / max(1, numbers["requests"]) * 1e3, 1),
-                        "cpu_pct_of_one_core": round(cpu / wall * 100, 1) if wall else None,
-                        "latency_overhead_ms": (
-                            round(numbers["e2e_ms_median"] - truth["busy_ms_median"], 1)
-                            if truth["busy_ms_median"] is not None
-                            else None
-                        ),
-                    }
-                )
     report = {
         "reference": AIPERF,
         "server": {"slots": SLOTS, "max_tokens": args.max_tokens, "argv": run.server.argv},
+        "rounds": args.rounds,
         "host": {
             "cpus": os.cpu_count(),
             "loadavg_before": load_before,
@@ -287,35 +384,51 @@ def main() -> None:
     (args.out / "comparison.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         f"Reference: {AIPERF}. One llama-server ({SLOTS} slots), {args.max_tokens} tokens per "
-        "request, the same salted battery prompts; the server's own per-request log lines are "
-        "the truth column. Client CPU is the whole process tree's (user + system), start-up "
-        "included; it competes with the server for the same cores.",
+        "request, the same salted battery prompts and request fields; each level runs "
+        f"{args.rounds} round(s), the clients' order flipping each round. The server's own "
+        "per-request log lines are the truth column. Client CPU is the whole process tree's "
+        "(user + system), start-up included; it competes with the server for the same cores, "
+        "and so does `other CPU`: work on the host that is neither client nor server.",
         "",
-        "| client | conc. | ok | errors | resent | TTFT ms (p50) | decode tok/s per stream (p50) | "
-        "server's decode (p50) | client vs server | aggregate tok/s | client CPU s | "
-        "CPU ms/request | CPU % of a core | e2e - server busy ms (p50) | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| client | conc. | round | ok | errors | resent | TTFT ms (p50) | "
+        "decode tok/s per stream (p50) | server's decode (p50) | client vs server | "
+        "server's decode-only aggregate tok/s | aggregate tok/s | slots used | "
+        "slot start spread s | client CPU s | CPU ms/request | CPU % of a core | "
+        "other CPU % | e2e - server busy ms (p50) | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         server = r["server"]["decode_tps_median"]
         off = pct(r["decode_tps_median"], server)
         lines.append(
-            f"| {r['client']} | {r['concurrency']} | {r['requests']} | {r['errors']} | "
-            f"{r['resent']} | {r['ttft_ms_median']:.0f} | "
+            f"| {r['client']} | {r['concurrency']} | {r['round']} | {r['requests']} | "
+            f"{r['errors']} | {r['resent']} | {r['ttft_ms_median']:.0f} | "
             f"{r['decode_tps_median']:.2f} | {server:.2f} | {off} | "
-            f"{r['aggregate_tps']:.2f} | {r['cpu_s']:.1f} | {r['cpu_ms_per_request']:.0f} | "
-            f"{r['cpu_pct_of_one_core']} | {r['latency_overhead_ms']} | {r['wall_s']:.1f} |"
+            f"{r['server']['decode_only_aggregate_tps']} | {r['aggregate_tps']:.2f} | "
+            f"{r['server']['slots_used']} | {r['server']['slot_start_spread_s']} | "
+            f"{r['cpu_s']:.1f} | {r['cpu_ms_per_request']:.0f} | "
+            f"{r['cpu_pct_of_one_core']} | {r['other_cpu_pct']} | "
+            f"{r['latency_overhead_ms']} | {r['wall_s']:.1f} |"
         )
-    by = {(r["client"], r["concurrency"]): r for r in results}
+    rows_of = {
+        (c, lv): [r for r in results if r["client"] == c and r["concurrency"] == lv]
+        for c in ("inferfleet", "aiperf")
+        for lv in LEVELS
+    }
     for level in LEVELS:
-        a, b = by[("inferfleet", level)], by[("aiperf", level)]
-        ratio = b["cpu_ms_per_request"] / a["cpu_ms_per_request"] if a["cpu_ms_per_request"] else 0
+        a = median_of(rows_of[("inferfleet", level)], "cpu_ms_per_request")
+        b = median_of(rows_of[("aiperf", level)], "cpu_ms_per_request")
+        ratio = b / a if a and b else 0
         lines.append(f"\nc={level}: client CPU per request, aiperf / inferfleet = {ratio:.1f}x")
     lines.append(
         "\n`e2e - server busy` is the client's median request latency minus the server's median "
         "prompt + decode time: at concurrency 1 it is the client's and the wire's share; at "
         "higher concurrency it also holds the time a request waits inside the server before "
-        "its prompt is scheduled."
+        "its prompt is scheduled. `server's decode-only aggregate` is the tokens the server "
+        "decoded over the time at least one request was decoding (prefill left out, L-53); "
+        "`slot start spread` is the time between the first and the last request starting on a "
+        "slot: llama.cpp takes new requests only between batches, so requests sent together "
+        "can start seconds apart when a long prompt's batch is running."
     )
     load = ", ".join(f"{x:.2f}" for x in load_before)
     lines.append(f"\nHost: {os.cpu_count()} CPUs, load average before the run: {load}.")
@@ -326,13 +439,23 @@ def main() -> None:
     figures: dict[str, float] = {}
     rows: list[Row] = []
     for level in LEVELS:
-        ours, theirs = by[("inferfleet", level)], by[("aiperf", level)]
-        figures[f"cpu_ms_per_request_c{level}"] = ours["cpu_ms_per_request"]
-        figures[f"aiperf_cpu_ms_per_request_c{level}"] = theirs["cpu_ms_per_request"]
-        figures[f"decode_tps_c{level}"] = ours["decode_tps_median"]
-        figures[f"server_decode_tps_c{level}"] = ours["server"]["decode_tps_median"]
-        figures[f"aiperf_decode_tps_c{level}"] = theirs["decode_tps_median"]
-        figures[f"aiperf_server_decode_tps_c{level}"] = theirs["server"]["decode_tps_median"]
+        ours, theirs = rows_of[("inferfleet", level)], rows_of[("aiperf", level)]
+        # Medians over the rounds: one round is one sample of a noisy shared host.
+        pairs = {
+            f"cpu_ms_per_request_c{level}": median_of(ours, "cpu_ms_per_request"),
+            f"aiperf_cpu_ms_per_request_c{level}": median_of(theirs, "cpu_ms_per_request"),
+            f"decode_tps_c{level}": median_of(ours, "decode_tps_median"),
+            f"server_decode_tps_c{level}": median_of(ours, "decode_tps_median", "server"),
+            f"aiperf_decode_tps_c{level}": median_of(theirs, "decode_tps_median"),
+            f"aiperf_server_decode_tps_c{level}": median_of(theirs, "decode_tps_median", "server"),
+            f"server_decode_only_aggregate_tps_c{level}": median_of(
+                ours, "decode_only_aggregate_tps", "server"
+            ),
+            f"aiperf_server_decode_only_aggregate_tps_c{level}": median_of(
+                theirs, "decode_only_aggregate_tps", "server"
+            ),
+        }
+        figures.update({k: v for k, v in pairs.items() if v is not None})
         rows += [
             Row(f"cpu_ms_per_request_c{level}", f"client CPU per request, c={level}", "ms",
                 True, f"aiperf_cpu_ms_per_request_c{level}", AIPERF),
@@ -340,12 +463,20 @@ def main() -> None:
                 f"server_decode_tps_c{level}", "the server's own log"),
             Row(f"aiperf_decode_tps_c{level}", f"{AIPERF} decode rate, c={level}", "tok/s",
                 False, f"aiperf_server_decode_tps_c{level}", "the server's own log"),
+            Row(f"server_decode_only_aggregate_tps_c{level}",
+                f"server's decode-only aggregate for inferfleet, c={level}", "tok/s", False,
+                f"aiperf_server_decode_only_aggregate_tps_c{level}", f"the same for {AIPERF}"),
         ]  # fmt: skip
     record(
         "bench_vs_reference",
         figures,
         rows=rows,
-        notes={"slots": SLOTS, "max_tokens": args.max_tokens, "prompts": args.prompts},
+        notes={
+            "slots": SLOTS,
+            "max_tokens": args.max_tokens,
+            "prompts": args.prompts,
+            "rounds": args.rounds,
+        },
     )
 
 

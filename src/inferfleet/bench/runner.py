@@ -1,8 +1,9 @@
 """Concurrency levels against one endpoint: a closed loop of N streams.
 
 A level puts every request in a queue at once and lets ``concurrency``
-workers (threads, each with its own HTTP connection) take them one at a time,
-so exactly that many streams are in flight until the queue runs dry. The
+workers (threads, each with its own HTTP connection, built before any
+request leaves) take them one at a time, all starting together, so exactly
+that many streams are in flight until the queue runs dry. The
 client's own time between taking a request and sending it (salting, body
 encoding) is reported as ``queue_ms`` and never counted in its latencies,
 which start when the request leaves. Per-stream rates and the level's aggregate rate are
@@ -11,6 +12,7 @@ kept apart: two streams can sum below one (L-53).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -88,6 +90,32 @@ class LevelResult:
         tokens = sum(r.completion_tokens or 0 for r in self.records if r.ok)
         return round(tokens / self.wall_s, 3) if self.wall_s > 0 and tokens else None
 
+    @property
+    def decode_aggregate_tps(self) -> float | None:
+        """Decoded tokens per second while the endpoint was decoding, all streams together.
+
+        The wall-clock aggregate also holds the prefills, which dominate a
+        small model's time on a CPU; this one counts each stream's tokens
+        after its first over the time at least one stream was between its
+        first and last token, so whether N streams deliver more than one
+        (L-53) shows even where prompts take longer than answers.
+        """
+        spans: list[tuple[float, float]] = []
+        tokens = 0
+        for r in self.records:
+            if not (r.ok and r.ttft_ms is not None and r.decode_tps and r.completion_tokens):
+                continue
+            first = r.started_s + r.ttft_ms / 1e3
+            spans.append((first, first + (r.completion_tokens - 1) / r.decode_tps))
+            tokens += r.completion_tokens - 1
+        busy = 0.0
+        end = -math.inf
+        for start, stop in sorted(spans):
+            if stop > end:
+                busy += stop - max(start, end)
+                end = stop
+        return round(tokens / busy, 3) if busy > 0 and tokens else None
+
 
 def plan_requests(prompts: list[Prompt], concurrency: int) -> list[Prompt]:
     """Every prompt once, topped up (cycling) to a whole number of waves.
@@ -120,9 +148,20 @@ def run_level(
     failures: list[BaseException] = []
     level_start = time.perf_counter_ns()
 
+    # Every worker opens its connection first and all start together: a stream that
+    # left while the others were still building clients or connecting would prefill
+    # alone (on a small CPU host, for seconds), and N connections opened at once can
+    # overflow a server's listen backlog (a retry a second later).
+    ready = threading.Barrier(concurrency)
+
     def worker() -> None:
         path = PATHS[endpoint.api]
         with http.client(timeout=load.timeout_s, base_url=endpoint.base_url) as client:
+            _connect(client)
+            try:
+                ready.wait()
+            except threading.BrokenBarrierError:
+                return  # another worker failed before the start; its error is raised
             while True:
                 try:
                     prompt, salt = work.get_nowait()
@@ -158,6 +197,7 @@ def run_level(
         try:
             worker()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            ready.abort()  # no worker waits for one that will never come
             with lock:
                 failures.append(exc)
 
@@ -172,6 +212,16 @@ def run_level(
     first_sent = min((r.started_s for r in records), default=0.0)
     last_done = max((r.finished_s for r in records), default=0.0)
     return LevelResult(endpoint.arm, concurrency, run, round(last_done - first_sent, 4), records)
+
+
+def _connect(client: httpx.Client) -> None:
+    """Open the client's keep-alive connection with a cheap request any OpenAI server has.
+
+    Whatever it answers, the connection is what counts; a server that cannot be
+    reached fails the measured request itself, with its own error.
+    """
+    with contextlib.suppress(httpx.HTTPError):
+        client.get("/v1/models").read()
 
 
 def warm_up(endpoint: Endpoint, prompt: Prompt, *, timeout_s: float) -> None:

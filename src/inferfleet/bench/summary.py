@@ -61,6 +61,7 @@ def level_summary(arm: str, concurrency: int, levels: list[LevelResult]) -> dict
                 "wall_s": level.wall_s,
                 "requests": len(level.records),
                 "aggregate_tps": level.aggregate_tps,
+                "decode_aggregate_tps": level.decode_aggregate_tps,
                 "decode_tps": median(
                     [r.decode_tps for r in good if r.decode_counted and r.decode_tps]
                 ),
@@ -78,6 +79,8 @@ def level_summary(arm: str, concurrency: int, levels: list[LevelResult]) -> dict
         # L-53: what one stream sees and what the endpoint delivers in all are different numbers.
         "decode_tps": _spread(counted, "decode_tps"),
         "aggregate_tps": asdict(Spread.of([run["aggregate_tps"] for run in runs])),
+        # Decode alone, prefill left out: what N streams generate together (L-53).
+        "decode_aggregate_tps": asdict(Spread.of([run["decode_aggregate_tps"] for run in runs])),
         "prefill_tps": _spread(ok, "prefill_tps"),
         "ttfc_ms": _spread(ok, "ttfc_ms"),
         "ttft_ms": _spread(ok, "ttft_ms"),
