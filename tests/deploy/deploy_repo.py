@@ -3,7 +3,11 @@ one checkout per test host cloned from the remote (each with its own state dir).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
+import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,3 +80,34 @@ class FleetRepo:
 
     def checkout_head(self, host: str) -> str:
         return git(self.checkouts[host], "rev-parse", "HEAD").strip()
+
+
+def local_fleet(
+    runtime: dict[str, Any], model: dict[str, Any], port: int, **service: Any
+) -> dict[str, Any]:
+    """A fleet with one host (this machine, "here"), runtime "fake", model "tiny" and one
+    service "a" on ``port``; ``service`` adds or replaces the service's fields."""
+    return {
+        "version": 1,
+        "hosts": {"here": {"address": "127.0.0.1"}},
+        "runtimes": {"fake": runtime},
+        "models": {"tiny": copy.deepcopy(model)},  # tests edit their fleet's copy
+        "services": {
+            "a": {
+                "host": "here",
+                "runtime": "fake",
+                "model": "tiny",
+                "port": port,
+                "ctx_per_slot": 512,
+                "health": {"timeout": "20s"},
+                **service,
+            },
+        },
+    }
+
+
+def stop_recorded(state_dir: Path) -> None:
+    """Stop the servers a test's applies started, by their recorded pid (never by name)."""
+    for record in (state_dir / "services").glob("*.json"):
+        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
+            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)

@@ -11,12 +11,9 @@ pass ``check`` and deploy.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import hashlib
 import json
 import os
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from deploy_repo import FleetRepo
+from deploy_repo import FleetRepo, local_fleet, stop_recorded
 
 from inferfleet.artifacts import digests
 from inferfleet.deploy import pins
@@ -72,35 +69,15 @@ def sha256_of(path: Path) -> str:
 def pinned_repo(
     tmp_path: Path, port: int, binary: Path, tiny_model: dict[str, Any], _isolated_state: Path
 ) -> Iterator[FleetRepo]:
-    data = {
-        "version": 1,
-        "hosts": {"here": {"address": "127.0.0.1"}},
-        "runtimes": {
-            "fake": {
-                "kind": "llama.cpp",
-                "binary": str(binary),
-                "version": VERSION,
-                "sha256": sha256_of(binary),
-            }
-        },
-        "models": {"tiny": copy.deepcopy(tiny_model)},
-        "services": {
-            "a": {
-                "host": "here",
-                "runtime": "fake",
-                "model": "tiny",
-                "port": port,
-                "ctx_per_slot": 512,
-                "health": {"timeout": "20s"},
-            },
-        },  # fmt: skip
-    }
+    runtime = {
+        "kind": "llama.cpp", "binary": str(binary), "version": VERSION,
+        "sha256": sha256_of(binary),
+    }  # fmt: skip
+    data = local_fleet(runtime, tiny_model, port)
     repo = FleetRepo.create(tmp_path / "fleet", data, hosts=[])
     repo.states = {"here": _isolated_state}
     yield repo
-    for record in (_isolated_state / "services").glob("*.json"):
-        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
+    stop_recorded(_isolated_state)
 
 
 def apply(cli: Any, repo: FleetRepo, *args: str) -> Any:

@@ -14,18 +14,15 @@ the first contract failure, later services stay pending (L-40).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from deploy_repo import FleetRepo
+from deploy_repo import FleetRepo, stop_recorded
 from helpers import free_port
 
 from inferfleet.artifacts.manifest import declared_files
@@ -109,9 +106,7 @@ def make_repo(
         return repo
 
     yield make
-    for record in (_isolated_state / "services").glob("*.json"):
-        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
+    stop_recorded(_isolated_state)
 
 
 def apply(cli: Any, repo: FleetRepo, *args: str) -> Any:

@@ -6,19 +6,15 @@ state dir is the test's own (INFERFLEET_STATE_DIR).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import hashlib
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from deploy_repo import FleetRepo
+from deploy_repo import FleetRepo, local_fleet, stop_recorded
 
 pytestmark = pytest.mark.slow
 
@@ -27,29 +23,12 @@ pytestmark = pytest.mark.slow
 def local_repo(
     tmp_path: Path, port: int, fake_runtime: Path, tiny_model: dict[str, Any], _isolated_state: Path
 ) -> Iterator[FleetRepo]:
-    data = {
-        "version": 1,
-        "hosts": {"here": {"address": "127.0.0.1"}},
-        "runtimes": {"fake": {"kind": "llama.cpp", "binary": str(fake_runtime)}},
-        "models": {"tiny": copy.deepcopy(tiny_model)},
-        "services": {
-            "a": {
-                "host": "here",
-                "runtime": "fake",
-                "model": "tiny",
-                "port": port,
-                "ctx_per_slot": 512,
-                "health": {"timeout": "20s"},
-            },
-        },  # fmt: skip
-    }
+    runtime = {"kind": "llama.cpp", "binary": str(fake_runtime)}
+    data = local_fleet(runtime, tiny_model, port)
     repo = FleetRepo.create(tmp_path / "fleet", data, hosts=[])
     repo.states = {"here": _isolated_state}
     yield repo
-    # Servers this test's applies started are stopped by their recorded pid.
-    for record in (_isolated_state / "services").glob("*.json"):
-        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
+    stop_recorded(_isolated_state)
 
 
 def apply(cli: Any, repo: FleetRepo, *args: str) -> Any:

@@ -11,18 +11,14 @@ the settings destination are the test's own.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from deploy_repo import FleetRepo
+from deploy_repo import FleetRepo, local_fleet, stop_recorded
 
 pytestmark = pytest.mark.slow
 
@@ -53,35 +49,19 @@ def repo(
     dest: Path,
     secrets: Path,
 ) -> Iterator[FleetRepo]:
-    data = {
-        "version": 1,
-        "hosts": {"here": {"address": "127.0.0.1"}},
-        "runtimes": {"fake": {"kind": "llama.cpp", "binary": str(fake_runtime)}},
-        "models": {"tiny": copy.deepcopy(tiny_model)},
-        "services": {
-            "a": {
-                "host": "here",
-                "runtime": "fake",
-                "model": "tiny",
-                "port": port,
-                "ctx_per_slot": 512,
-                "health": {"timeout": "20s"},
-                "settings": [{
-                    "template": "settings/web.yml",
-                    "dest": str(dest),
-                    "allow": ["API_KEY", "ENDPOINT"],
-                    "env_files": [str(secrets)],
-                }],
-            },
-        },
-    }  # fmt: skip
+    settings = {
+        "template": "settings/web.yml",
+        "dest": str(dest),
+        "allow": ["API_KEY", "ENDPOINT"],
+        "env_files": [str(secrets)],
+    }
+    runtime = {"kind": "llama.cpp", "binary": str(fake_runtime)}
+    data = local_fleet(runtime, tiny_model, port, settings=[settings])
     repo = FleetRepo.create(tmp_path / "fleet", data, hosts=[])
     repo.commit("the settings template", {"settings/web.yml": TEMPLATE})
     repo.states = {"here": _isolated_state}
     yield repo
-    for record in (_isolated_state / "services").glob("*.json"):
-        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
+    stop_recorded(_isolated_state)
 
 
 def apply(cli: Any, repo: FleetRepo, *args: str) -> Any:

@@ -10,11 +10,8 @@ Every answer from the memo must equal the full apply's, event for event.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_repo import FleetRepo
+from deploy_repo import FleetRepo, local_fleet, stop_recorded
 from helpers.git import git
 from helpers.imports import PROBE
 
@@ -38,22 +35,12 @@ HEAVY = ("pydantic", "typer", "inferfleet.fleetfile.fleet", "inferfleet.fleetfil
 def repo(
     tmp_path: Path, port: int, fake_runtime: Path, tiny_model: dict[str, Any], _isolated_state: Path
 ) -> Iterator[FleetRepo]:
-    data = {
-        "version": 1,
-        "hosts": {"here": {"address": "127.0.0.1"}},
-        "runtimes": {"fake": {"kind": "llama.cpp", "binary": str(fake_runtime)}},
-        "models": {"tiny": copy.deepcopy(tiny_model)},
-        "services": {
-            "a": {"host": "here", "runtime": "fake", "model": "tiny", "port": port,
-                  "ctx_per_slot": 512, "health": {"timeout": "20s"}, "paths": ["conf/"]},
-        },
-    }  # fmt: skip
+    runtime = {"kind": "llama.cpp", "binary": str(fake_runtime)}
+    data = local_fleet(runtime, tiny_model, port, paths=["conf/"])
     repo = FleetRepo.create(tmp_path / "fleet", data, hosts=["here"])
     repo.states = {"here": _isolated_state}
     yield repo
-    for record in (_isolated_state / "services").glob("*.json"):
-        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
+    stop_recorded(_isolated_state)
 
 
 class Run:
