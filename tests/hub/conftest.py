@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from hub_repos import Blobs, blobs
+from hub_tokens import GOOD_TOKEN, SCOPED_TOKEN, FleetMaker
 from hubserver import HubServer
-
-GOOD_TOKEN = f"hf_good{secrets.token_hex(12)}"
-SCOPED_TOKEN = f"hf_scoped{secrets.token_hex(12)}"  # may read test/other only
 
 
 @pytest.fixture(autouse=True)
@@ -40,9 +37,6 @@ def hub(model_blobs: Blobs) -> Iterator[HubServer]:
     server = HubServer(tokens={GOOD_TOKEN: None, SCOPED_TOKEN: {"test/other"}})
     with server:
         yield server
-
-
-FleetMaker = Callable[..., Path]
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GOOD_TOKEN, SCOPED_TOKEN
 from hub_repos import SMALL_SIZE, small_repo
+from hub_tokens import GOOD_TOKEN, SCOPED_TOKEN
 from hubserver import Blob, HubServer, Repo, RepoFile
 
 from inferfleet.artifacts.record import Record

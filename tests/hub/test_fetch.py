@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FleetMaker
 from gguf_splitter import read_split_keys
 from hub_repos import (
     MODEL_NAME,
@@ -24,6 +23,7 @@ from hub_repos import (
     split_repo,
     whole_repo,
 )
+from hub_tokens import FleetMaker
 from hubserver import Blob, HubServer, Repo
 
 from inferfleet.artifacts.locate import main_file

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GOOD_TOKEN, FleetMaker
 from hub_repos import MODEL_SIZE, small_repo, split_repo
+from hub_tokens import GOOD_TOKEN, FleetMaker
 from hubserver import HubServer, Repo, git_blob_id
 
 from inferfleet.artifacts.manifest import parse_manifest
