@@ -195,7 +195,10 @@ def test_strict_fails_on_a_skip_and_names_it(
     assert "is not on this machine" in strict.stdout  # the reason of each skip is printed
     as_json = cli("check", str(path), "--strict", "--json")
     assert as_json.code == 1 and "rule(s) skipped" in as_json.stderr
-    json.loads(as_json.stdout)  # stdout stays one document
+    document = json.loads(as_json.stdout)  # stdout stays one document
+    # ok is the verdict the exit code gives: a skip under --strict is not a pass
+    assert document["ok"] is False and document["counts"]["error"] == 0
+    assert json.loads(cli("check", str(path), "--json").stdout)["ok"] is True
 
 
 @pytest.mark.parametrize(

@@ -369,6 +369,12 @@ class Report:
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "warning"]
 
+    def passed(self, *, strict: bool = False) -> bool:
+        """No errors; with ``strict`` (CI) no warnings and no skipped rule either."""
+        if self.errors:
+            return False
+        return not (strict and (self.warnings or self.skipped))
+
 
 Locator = Callable[[str], tuple[int | None, int | None]]
 

@@ -27,12 +27,12 @@ def finding_document(finding: Finding) -> CheckFinding:
     return document_of(CheckFinding, finding)
 
 
-def report_document(report: Report) -> CheckDocument:
-    """The ``inferfleet.check/v1`` document."""
+def report_document(report: Report, *, strict: bool = False) -> CheckDocument:
+    """The ``inferfleet.check/v1`` document; ``ok`` is the verdict the exit code gives."""
     return CheckDocument(
         schema=SCHEMA,
         file=report.file,
-        ok=not report.errors,
+        ok=report.passed(strict=strict),
         rules_run=report.rules_run,
         counts=CheckCounts(
             error=len(report.errors),

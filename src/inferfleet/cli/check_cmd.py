@@ -70,12 +70,12 @@ def check(
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:
-        out.emit(report_document(report))
+        out.emit(report_document(report, strict=strict))
     else:
         _human(out, report)
     if strict and report.skipped:
         _strict_skips(out, report, offline=offline)
-    if report.errors or (strict and (report.warnings or report.skipped)):
+    if not report.passed(strict=strict):
         raise typer.Exit(EXIT_FAILED)
 
 
