@@ -181,9 +181,7 @@ def test_a_listener_flag_in_extra_args_is_refused_on_the_hosts_network(tmp_path:
     assert "--data-parallel-address" in launch_of(opened, "dp").argv
 
 
-def test_render_without_check_and_show_refuse_and_write_nothing(
-    cli: Any, tmp_path: Path
-) -> None:
+def test_render_without_check_and_show_refuse_and_write_nothing(cli: Any, tmp_path: Path) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(build({f"{S}.chat.bind": "0.0.0.0"}), sort_keys=False))
     out = tmp_path / "out"

@@ -73,7 +73,7 @@ def front_cannot_reach(ctx: CheckContext) -> Iterator[Hit]:
             f"the {front} on host {host!r} routes to {target.what} on host {target.host!r}, "
             f"which binds {target.bind}: only its own host reaches it",
             f"run the {front} on {target.host!r}, or bind {target.what} to its LAN address "
-            'with exposure: {level: lan, reason: "the ' + front + ' on ' + host + ' reaches it"}',
+            'with exposure: {level: lan, reason: "the ' + front + " on " + host + ' reaches it"}',
         )
 
 

@@ -94,9 +94,7 @@ _EXPOSURE_SCHEMA = {
     "reason, public the auth proxy in front (L-58)",
 }
 
-ExposureField = Annotated[
-    Exposure, BeforeValidator(_shorthand), WithJsonSchema(_EXPOSURE_SCHEMA)
-]
+ExposureField = Annotated[Exposure, BeforeValidator(_shorthand), WithJsonSchema(_EXPOSURE_SCHEMA)]
 
 
 # ---------------------------------------------------------------- the front door
@@ -120,9 +118,7 @@ DnsName = Annotated[Text, AfterValidator(_dns_name)]
 def _outpost_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise ValueError(
-            f"forward_auth must be the http(s) URL of the auth outpost, not {value!r}"
-        )
+        raise ValueError(f"forward_auth must be the http(s) URL of the auth outpost, not {value!r}")
     if parts.username or parts.password:
         raise ValueError("forward_auth must not carry credentials in the URL (L-55)")
     return value

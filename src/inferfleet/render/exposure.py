@@ -123,7 +123,12 @@ def listeners(fleet: Fleet) -> list[Listener]:
         if front is not None:
             found.append(
                 Listener(
-                    section, f"the {section}", None, front.host, front.bind, front.port,
+                    section,
+                    f"the {section}",
+                    None,
+                    front.host,
+                    front.bind,
+                    front.port,
                     front.exposure,
                 )  # fmt: skip
             )
@@ -157,7 +162,7 @@ def problems(fleet: Fleet, listener: Listener) -> list[Problem]:
     what, where = listener.what, listener.where
     open_hint = (
         "keep it on loopback (the gateway or proxy on this host reaches it there), or open it "
-        "on purpose: exposure: {level: lan, reason: \"who reaches it and why\"}, or "
+        'on purpose: exposure: {level: lan, reason: "who reaches it and why"}, or '
         "exposure: public behind the auth proxy"
     )
     if level == "loopback" and not is_loopback(listener.bind):

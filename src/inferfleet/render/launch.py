@@ -55,7 +55,6 @@ class Resolved:
     container_port: int | None = None
     publish: str | None = None  # ADDRESS:PORT:CONTAINER_PORT of a bridged container
 
-
     @property
     def unit(self) -> str:
         return paths.unit_name(self.name)
