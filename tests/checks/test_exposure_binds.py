@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from check_helpers import DIGEST, Patch, build
+from helpers import quadlet_generator
 
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.render.exposure import ExposureError, publish_spec
@@ -142,11 +143,7 @@ def test_ipv6_binds_are_bracketed_for_podman_and_quadlet_passes_them(
 
 @pytest.fixture
 def quadlet_binary() -> str:
-    for place in (os.environ.get("INFERFLEET_QUADLET", ""), "/usr/libexec/podman/quadlet",
-                  "/usr/local/lib/inferfleet/quadlet"):  # fmt: skip
-        if place and os.access(place, os.X_OK):
-            return place
-    pytest.skip("no Quadlet generator here (see tests/render/conftest.py for how to get one)")
+    return quadlet_generator()
 
 
 @pytest.mark.parametrize(
