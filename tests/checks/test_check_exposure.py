@@ -17,6 +17,7 @@ import yaml
 from check_helpers import Patch, build
 
 from inferfleet.checks.engine import catalogue
+from inferfleet.render.secrets import credential_in
 
 EXPOSURE_RULES = {
     "bind-beyond-exposure",
@@ -258,3 +259,26 @@ def test_explain_knows_the_new_ids(cli: Any, typed: str) -> None:
     assert lesson in result.stdout
     if typed.startswith(("L", "l")):
         assert "beyond loopback" in result.stdout and "bind-beyond-exposure" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("curl -H 'Authorization: Bearer 9f8e7d6c5b4a'", "9f8e7d6c5b4a"),
+        ("Bearer abcdefghijk1", "abcdefghijk1"),
+        ("https://ops:hunter22@auth.lan/", "hunter22"),
+        ("http://x/?api_key=abc123def", "abc123def"),
+        ("MY_SERVICE_TOKEN=abcdef12", "abcdef12"),
+        ('x_api_key: "1234567"', "1234567"),
+        ("hf_" + "a" * 24, "hf_" + "a" * 24),
+        ('curl -H "Authorization: Bearer ${WEB_KEY}"', None),
+        ("password=${PW}", None),
+        ("api_key: os.environ/LITELLM_KEY", None),
+        ("max_tokens: 8192", None),
+        ("basic configuration of the bearer service", None),
+        ("the gateway on atlas reaches it over the LAN", None),
+        ("SEARXNG_SECRET", None),
+    ],
+)
+def test_what_a_key_looks_like_in_free_text(text: str, found: str | None) -> None:
+    assert credential_in(text) == found

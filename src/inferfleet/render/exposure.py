@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.fleet import Exposure, Fleet, Service
+from inferfleet.fleetfile.fleet import Exposure, Fleet
 from inferfleet.runtimes.flags import parse_args
 
 # Flags that make a server listen on an address of their own (vLLM's
@@ -80,16 +80,16 @@ def is_loopback(address: str) -> bool:
     return parsed.is_loopback
 
 
-def flag_addresses(service: Service) -> tuple[tuple[str, str], ...]:
-    """Listener addresses ``extra_args`` set where the server is on the host's network.
+def flag_addresses(fleet: Fleet, name: str) -> tuple[tuple[str, str], ...]:
+    """Listener addresses service ``name``'s ``extra_args`` set on the host's network.
 
-    A bridge-networked container listens inside its own namespace: only its
-    published port (the bind) reaches the host's networks.
+    A container on bridge networking listens inside its own namespace: only
+    its published port (the bind) reaches the host's networks.
     """
-    bridged = service.container.network == "bridge" and (
-        service.kind == "container" or service.backend == "quadlet"
-    )
-    if bridged:
+    service = fleet.services[name]
+    runtime = fleet.runtimes.get(service.runtime or "")
+    in_container = service.kind == "container" or (runtime is not None and runtime.image is not None)
+    if in_container and service.container.network == "bridge":
         return ()
     found: list[tuple[str, str]] = []
     for arg in parse_args(service.extra_args):
@@ -111,7 +111,7 @@ def service_listener(fleet: Fleet, name: str) -> Listener:
         service.bind,
         service.port,
         service.exposure,
-        flag_addresses(service),
+        flag_addresses(fleet, name),
     )
 
 

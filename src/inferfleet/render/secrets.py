@@ -23,8 +23,8 @@ _SECRET_VALUE = re.compile(
 _CREDENTIAL = re.compile(
     r"authorization\s*:\s*(?:bearer|basic)\s+(?P<header>[^\s'\"]{8,})"
     r"|\bbearer\s+(?P<bearer>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,})"
-    r"|\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
-    r"\s*[=:]\s*(?P<assigned>[^\s'\"&,;}]{6,})"
+    r"|\b(?:[A-Za-z0-9]+_)*(?:api[_-]?key|access[_-]?token|token|secret|password|passwd)"
+    r"\s*[=:]\s*[\"']?(?P<assigned>[^\s'\"&,;}]{6,})"
     r"|://[^/\s:@]+:(?P<userinfo>[^/\s@]+)@",
     re.IGNORECASE,
 )
