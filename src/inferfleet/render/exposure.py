@@ -88,7 +88,9 @@ def flag_addresses(fleet: Fleet, name: str) -> tuple[tuple[str, str], ...]:
     """
     service = fleet.services[name]
     runtime = fleet.runtimes.get(service.runtime or "")
-    in_container = service.kind == "container" or (runtime is not None and runtime.image is not None)
+    in_container = service.kind == "container" or (
+        runtime is not None and runtime.image is not None
+    )
     if in_container and service.container.network == "bridge":
         return ()
     found: list[tuple[str, str]] = []
