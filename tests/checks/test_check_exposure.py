@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import yaml
 from check_helpers import Patch, build
+from helpers import ROOT
 
 from inferfleet.checks.engine import catalogue
+from inferfleet.cli.fleet_cmds import embedded_example
 from inferfleet.render.secrets import credential_in
 
 EXPOSURE_RULES = {
@@ -282,3 +284,21 @@ def test_explain_knows_the_new_ids(cli: Any, typed: str) -> None:
 )
 def test_what_a_key_looks_like_in_free_text(text: str, found: str | None) -> None:
     assert credential_in(text) == found
+
+
+EXAMPLES = sorted((ROOT / "examples").glob("*/fleet.yaml"))
+
+
+@pytest.mark.parametrize(
+    "fleet", [*EXAMPLES, embedded_example()], ids=[*(p.parent.name for p in EXAMPLES), "embedded"]
+)
+def test_every_example_fleet_passes_check_with_its_exposures(cli: Any, fleet: Path) -> None:
+    assert len(EXAMPLES) >= 2
+    result = cli("check", str(fleet), "--offline", "--json")  # Hub models are illustrative
+    doc = json.loads(result.stdout)
+    assert result.code == 0 and doc["findings"] == [], doc["findings"]
+    data = yaml.safe_load(fleet.read_text())
+    for name, service in data["services"].items():
+        if service.get("bind", "127.0.0.1") not in {"127.0.0.1", "::1"}:
+            exposure = service.get("exposure")
+            assert isinstance(exposure, dict) and exposure["reason"], name  # stated, not default
