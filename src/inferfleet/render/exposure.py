@@ -132,7 +132,7 @@ def listeners(fleet: Fleet) -> list[Listener]:
                     front.bind,
                     front.port,
                     front.exposure,
-                )  # fmt: skip
+                )
             )
     return found
 
