@@ -88,34 +88,29 @@ EXPOSURES = {
 
 
 @pytest.mark.parametrize("exposure", sorted(EXPOSURES))
-@pytest.mark.parametrize("name", sorted(SERVED))
-def test_every_adapter_binds_what_the_exposure_allows(
+@pytest.mark.parametrize("name", sorted(SERVED) + sorted(PUBLISHED))
+def test_every_adapter_and_unit_binds_what_the_exposure_allows(
     tmp_path: Path, name: str, exposure: str
 ) -> None:
+    """On the host's network the adapter's --host is the bind; a bridged container publishes
+    its port on the bind only (and listens on every address of its own namespace)."""
     extra, address = EXPOSURES[exposure]
-    launch = launch_of(fleet_with(tmp_path, name, SERVED[name], extra), name)
-    assert host_flag(launch.argv) == address
-    if launch.unit_file is not None and launch.unit_file.kind == "quadlet":
-        assert "Network=host" in launch.unit_file.content.splitlines()
-
-
-@pytest.mark.parametrize("exposure", sorted(EXPOSURES))
-@pytest.mark.parametrize("name", sorted(PUBLISHED))
-def test_a_bridged_container_publishes_on_the_bind_only(
-    tmp_path: Path, name: str, exposure: str
-) -> None:
-    fields, kind = PUBLISHED[name]
-    extra, address = EXPOSURES[exposure]
+    fields, kind = PUBLISHED.get(name) or (SERVED[name], None)
     launch = launch_of(fleet_with(tmp_path, name, fields, extra), name)
     unit = launch.unit_file
+    if kind is None:
+        assert host_flag(launch.argv) == address
+        if unit is not None and unit.kind == "quadlet":
+            assert "Network=host" in unit.content.splitlines()
+        return
     assert unit is not None and unit.kind == kind
     inside = 8080 if "web" in name else PORT
     if kind == "quadlet":
         assert f"PublishPort={address}:{PORT}:{inside}" in unit.content.splitlines()
     else:
         assert f" --publish {address}:{PORT}:{inside} " in unit.content
-    if launch.image is not None and "vllm" in name:
-        assert host_flag(launch.argv) == "0.0.0.0"  # its own namespace; the host side is the bind
+    if "vllm" in name:
+        assert host_flag(launch.argv) == "0.0.0.0"
 
 
 def test_ipv6_binds_are_bracketed_for_podman_and_quadlet_passes_them(
