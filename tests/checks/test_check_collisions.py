@@ -185,6 +185,8 @@ def test_port_clash_is_refused_at_load(
     cli: Any, tmp_path: Path, first: str, second: str, clash: bool
 ) -> None:
     patch = {f"{S}.chat.bind": first, f"{S}.serve.bind": second, f"{S}.serve.port": 8080}
+    lan = {"level": "lan", "reason": "clients on the lab network call it"}  # binds beyond loopback
+    patch |= {f"{S}.chat.exposure": lan, f"{S}.serve.exposure": lan}
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(build(patch), sort_keys=False))
     result = cli("check", str(path))

@@ -13,6 +13,7 @@ from check_helpers import DIGEST, Patch, check, rule_ids
 from test_check_arguments import FLAG_LIST_RULES
 from test_check_collisions import COLLISION_RULES
 from test_check_declared import SOURCE_RULES
+from test_check_exposure import EXPOSURE_RULES
 from test_check_fit import FIT_RULES
 from test_check_header_rules import HEADER_RULES
 
@@ -256,8 +257,10 @@ def test_the_base_fleet_passes_every_rule(tmp_path: Path) -> None:
 
 def test_every_rule_has_a_case() -> None:
     covered = (
-        set(CASES) | set(HEADER_RULES) | FLAG_LIST_RULES | FIT_RULES | COLLISION_RULES
-    ) | set(SOURCE_RULES)
+        (set(CASES) | set(HEADER_RULES) | FLAG_LIST_RULES | FIT_RULES | COLLISION_RULES)
+        | set(SOURCE_RULES)
+        | EXPOSURE_RULES
+    )
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25
 

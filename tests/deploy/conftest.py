@@ -145,6 +145,11 @@ def fleet(
                 "runtime": "fake",
                 "model": "tiny",
                 "bind": lab.hosts[host].address,
+                # the test host's address: the tests reach it from the root namespace (L-58)
+                "exposure": {
+                    "level": "lan",
+                    "reason": "the deploy tests reach it from the root namespace",
+                },
                 "port": FAKE_PORT,
                 "ctx_per_slot": 512,
                 "health": {"timeout": "20s"},

@@ -50,6 +50,8 @@ def llm(host: str, lab: Lab, **extra: Any) -> dict[str, Any]:
         "model": "gemma3-270m",
         "alias": f"gemma-{host}",
         "bind": lab.hosts[host].address,
+        # the test host's address: the tests reach it from the root namespace (L-58)
+        "exposure": {"level": "lan", "reason": "the deploy tests reach it from the root namespace"},
         "port": 8080,
         "ctx_per_slot": 2048,
         "parallel": 1,

@@ -64,7 +64,7 @@ def test_sglang_gets_its_metrics_flag_and_job() -> None:
 LABELS = {
     "coder": 'job="inferfleet-coder",instance="192.168.1.22:8080",service="coder",host="forge",'
     'runtime="llama.cpp",model="qwen3-coder-30b"',
-    "chat": 'job="inferfleet-chat",instance="192.168.1.20:8000",service="chat",host="atlas",'
+    "chat": 'job="inferfleet-chat",instance="127.0.0.1:8000",service="chat",host="atlas",'
     'runtime="vllm",model="qwen3-30b-a3b",model_name="qwen3-30b-a3b"',
 }
 

@@ -283,5 +283,5 @@ def test_ordinary_container_keeps_its_image_defaults() -> None:
     text = unit_of("homelab", "search", "quadlet")
     assert lines(text, "Entrypoint") == [] and lines(text, "Exec") == []
     assert not any(e.startswith("HOME=") for e in lines(text, "Environment"))
-    assert lines(text, "PublishPort") == ["0.0.0.0:8888:8080"]
+    assert lines(text, "PublishPort") == ["192.168.1.20:8888:8080"]  # its lan bind
     assert lines(text, "HealthCmd") == ["wget -q -O /dev/null http://127.0.0.1:8080/healthz"]

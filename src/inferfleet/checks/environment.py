@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from inferfleet.checks.engine import Hit, Subject, service_rule
 from inferfleet.render.secrets import (
     GENERIC_NAMES,
+    credential_in,
     flag_secrets,
     is_secret_name,
     redact,
     runtime_owned,
-    secret_in,
 )
 from inferfleet.render.settings import PLACEHOLDER
 
@@ -66,7 +66,7 @@ def secret_in_fleet(s: Subject) -> Iterator[Hit]:
     }
     for where, values in env_maps.items():
         for key, value in values.items():
-            token = secret_in(value)
+            token = credential_in(value)
             if token is not None or (is_secret_name(key) and value and "${" not in value):
                 shown = redact(token) if token is not None else f"{key}=…"
                 yield s.hit(

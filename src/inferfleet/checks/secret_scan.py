@@ -1,7 +1,9 @@
-"""Scan the fleet repository and rendered artifacts for secret values (L-55).
+"""Scan the fleet file, the fleet repository and rendered artifacts for secret values (L-55).
 
-Secrets live in untracked env files; the committed repository and every
-rendered file must not contain any of their values. The scan looks for
+Secrets live in untracked env files; the fleet file's fields, the committed
+repository and every rendered file must not contain any of their values.
+:func:`fleet_secrets` walks every field of a parsed fleet for key-looking
+values (the ``secret-in-fleet-field`` rule). The file scan looks for
 
 - the literal values of the given env files (``NAME=value`` lines whose name
   reads as a secret, however short: ``API_KEY=abc123``; or every value with
@@ -17,13 +19,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from inferfleet.errors import UsageError
 from inferfleet.render.envfile import parse_env_text
-from inferfleet.render.secrets import is_secret_name, redact, secret_in
+from inferfleet.render.secrets import credential_in, is_secret_name, redact, secret_in
 
 # Values shorter than this are too likely to occur by chance ("1", "true").
 MIN_VALUE_LENGTH = 8
@@ -131,3 +135,53 @@ def _whole_word(data: bytes, start: int, length: int) -> bool:
     return not (_WORD.fullmatch(before) if before else False) and not (
         _WORD.fullmatch(after) if after else False
     )
+
+
+@dataclass(frozen=True)
+class FieldSecret:
+    """A key-looking value in a field of the fleet file (never the value itself)."""
+
+    field: str  # dotted path: services.chat.health.path, gateway.keys_env
+    redacted: str
+
+
+def fleet_secrets(model: BaseModel, *, skip: Callable[[str], bool]) -> list[FieldSecret]:
+    """Key-looking values in every text field of ``model`` (a parsed fleet), in field order.
+
+    A value is key-looking when it has a token shape or a credential written
+    into it (:func:`inferfleet.render.secrets.credential_in`), or when a
+    user-chosen key names a secret (``chat_template_kwargs: {api_key: ...}``;
+    the schema's own field names, like ``secrets_env``, are not such keys).
+    ``skip(path)`` leaves out fields other rules own.
+    """
+    return list(_walk(model, "", skip))
+
+
+def _walk(value: object, path: str, skip: Callable[[str], bool]) -> Iterator[FieldSecret]:
+    if path and skip(path):
+        return
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _walk(getattr(value, name), f"{path}.{name}" if path else name, skip)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}"
+            if skip(inner):
+                continue
+            named = is_secret_name(str(key)) and isinstance(item, str) and _is_value(item)
+            if named:
+                yield FieldSecret(inner, f"{key}=…")
+            else:
+                yield from _walk(item, inner, skip)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _walk(item, f"{path}[{index}]", skip)
+    elif isinstance(value, str):
+        found = credential_in(value)
+        if found is not None:
+            yield FieldSecret(path, redact(found))
+
+
+def _is_value(text: str) -> bool:
+    """Whether ``text`` is a real value (not empty, a placeholder or a variable reference)."""
+    return len(text) >= MIN_NAMED_LENGTH and "${" not in text and text.lower() not in PLACEHOLDERS

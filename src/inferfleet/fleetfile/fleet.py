@@ -36,6 +36,7 @@ from inferfleet.fleetfile.base import (
     Strict,
     Text,
 )
+from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -56,7 +57,9 @@ __all__ = [
     "ContainerOpts",
     "Device",
     "EnvName",
+    "Exposure",
     "Fleet",
+    "Gateway",
     "Health",
     "Host",
     "HubSource",
@@ -69,6 +72,7 @@ __all__ = [
     "Name",
     "PackageSource",
     "PathSource",
+    "Proxy",
     "Runtime",
     "RuntimeSource",
     "SHA256_RE",
@@ -397,3 +401,9 @@ class Fleet(Strict):
     runtimes: dict[Name, Runtime] = Field(default_factory=dict)
     models: dict[Name, Model] = Field(default_factory=dict)
     services: dict[Name, Service] = Field(default_factory=dict)
+    gateway: Gateway | None = Field(
+        None, description="The fleet's one OpenAI-compatible endpoint (fields; issue 18)."
+    )
+    proxy: Proxy | None = Field(
+        None, description="The auth proxy in front of the gateway (fields; issue 18)."
+    )

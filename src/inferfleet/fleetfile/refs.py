@@ -60,7 +60,51 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
                     )
         errors.extend(_option_refs(fleet, name, known))
     errors.extend(_main_refs(fleet))
+    errors.extend(_front_refs(fleet, known))
     errors.extend(_port_clashes(fleet))
+    return errors
+
+
+def _front_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Ref]:
+    """The gateway's and the proxy's hosts and the services they front exist."""
+    errors: list[Ref] = []
+    llm = [n for n, s in fleet.services.items() if s.kind == "llm"]
+    fronts: list[tuple[str, str, list[str], list[str], str]] = []
+    if fleet.gateway is not None:
+        gateway = fleet.gateway
+        fronts.append(("gateway", gateway.host, gateway.services or [], llm, "llm services"))
+        for name in gateway.timeouts:
+            fronted = gateway.services if gateway.services is not None else llm
+            if name not in fronted:
+                errors.append(
+                    (
+                        ("gateway", "timeouts", name),
+                        f"the gateway has a timeout for {name!r}, which it does not front",
+                        known("services it fronts", fronted),
+                    )
+                )
+    if fleet.proxy is not None:
+        proxy = fleet.proxy
+        services = list(fleet.services)
+        fronts.append(("proxy", proxy.host, proxy.services, services, "services"))
+    for section, host, names, allowed, what in fronts:
+        if host not in fleet.hosts:
+            errors.append(
+                (
+                    (section, "host"),
+                    f"the {section} runs on host {host!r}, which is not in hosts",
+                    known("hosts", list(fleet.hosts)),
+                )
+            )
+        for index, name in enumerate(names):
+            if name not in allowed:
+                errors.append(
+                    (
+                        (section, "services", index),
+                        f"the {section} fronts {name!r}, which is not one of the fleet's {what}",
+                        known(what, allowed),
+                    )
+                )
     return errors
 
 
@@ -151,20 +195,27 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     """One port per host and bind address; a wildcard bind clashes with every address."""
     errors: list[tuple[Loc, str, str]] = []
     taken: dict[tuple[str, int], list[tuple[str, str]]] = {}
-    for name, service in fleet.services.items():
-        key = (service.host, service.port)
-        for other_name, other_bind in taken.get(key, []):
-            if _overlap(service.bind, other_bind):
+    listeners: list[tuple[Loc, str, str, str, int]] = [
+        (("services", name), f"service {name!r}", s.host, s.bind, s.port)
+        for name, s in fleet.services.items()
+    ]
+    for section in ("gateway", "proxy"):
+        front = getattr(fleet, section)
+        if front is not None:
+            listeners.append(((section,), f"the {section}", front.host, front.bind, front.port))
+    for loc, what, host, bind, port in listeners:
+        key = (host, port)
+        for other, other_bind in taken.get(key, []):
+            if _overlap(bind, other_bind):
                 errors.append(
                     (
-                        ("services", name, "port"),
-                        f"port {service.port} on host {service.host!r} is already used by "
-                        f"service {other_name!r} ({other_bind})",
+                        (*loc, "port"),
+                        f"port {port} on host {host!r} is already used by {other} ({other_bind})",
                         "give each service on a host its own port",
                     )
                 )
                 break
-        taken.setdefault(key, []).append((name, service.bind))
+        taken.setdefault(key, []).append((what, bind))
     return errors
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -22,6 +21,7 @@ from inferfleet.fleetfile.base import (
     Strict,
     Text,
 )
+from inferfleet.fleetfile.exposure import Bind, Exposure, ExposureField
 from inferfleet.fleetfile.quantities import ByteSize, Duration
 
 # ---------------------------------------------------------------- services
@@ -190,8 +190,17 @@ class Service(Strict):
     model: Name | None = None
     alias: Text | None = Field(None, description="Model id clients use; default: service name.")
     image: Text | None = Field(None, description="Container image (kind: container), by digest.")
-    bind: Text = Field("127.0.0.1", description="Address the server listens on.")
+    bind: Bind = Field(
+        "127.0.0.1",
+        description="Address the server listens on; beyond loopback only with an exposure "
+        "that allows it (L-58).",
+    )
     port: int = Field(ge=1, le=65535)
+    exposure: ExposureField = Field(
+        default_factory=Exposure,
+        description="Who may reach it: loopback (default), lan (with a reason) or public "
+        "(behind the auth proxy) (L-58).",
+    )
     ctx_per_slot: int | None = Field(
         None,
         ge=256,
@@ -266,17 +275,6 @@ class Service(Strict):
     @classmethod
     def _fa_bool(cls, value: Any) -> Any:
         return _flash_attn(value)
-
-    @field_validator("bind")
-    @classmethod
-    def _ip(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(
-                f"bind must be an IP address such as 127.0.0.1, not {value!r}"
-            ) from None
-        return value
 
     @model_validator(mode="after")
     def _by_kind(self) -> Service:

@@ -3,7 +3,10 @@
 This is the one place that decides where files are for a server: on the host
 (a process or systemd unit) or inside its container (mounted read-only under
 ``/models``; compile caches on a persistent ``/cache`` mount, L-37; a
-writable ``HOME`` there, L-39).
+writable ``HOME`` there, L-39). Where it listens is decided once, by
+:func:`inferfleet.render.exposure.listen_address` (L-58): the ``--host`` of
+every adapter on the host's network, the published port of a bridged container
+(which itself listens on every address of its own namespace).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.render import facts as paths
+from inferfleet.render.exposure import listen_address, publish_spec
 from inferfleet.render.facts import HostFacts
 from inferfleet.runtimes.base import Launch, gpu_devices
 from inferfleet.runtimes.pinned import entry_args
@@ -49,6 +53,7 @@ class Resolved:
     container_env: dict[str, str] = field(default_factory=dict)
     devices: list[str] = field(default_factory=list)
     container_port: int | None = None
+    publish: str | None = None  # ADDRESS:PORT:CONTAINER_PORT of a bridged container
 
     @property
     def unit(self) -> str:
@@ -72,13 +77,14 @@ class Resolved:
 def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Resolved:
     service = fleet.services[name]
     host = fleet.hosts[service.host]
+    bind = listen_address(fleet, name)  # refuses a bind its exposure does not allow (L-58)
     if service.kind == "container":
-        return _plain_container(name, service, host, facts)
+        return _plain_container(name, service, host, facts, bind)
     assert service.runtime is not None and service.model is not None
     runtime = fleet.runtimes[service.runtime]
     kind = traits(runtime.kind)
     if runtime.image is not None:
-        return _llm_container(fleet, fleet_root, name, service, host, facts, runtime, kind)
+        return _llm_container(fleet, fleet_root, name, service, host, facts, runtime, kind, bind)
     program = [paths.runtime_binary(runtime, facts), *entry_args(runtime.kind, runtime.source)]
     spec = service.speculative
     draft = None if spec is None or spec.draft_model is None else spec.draft_model
@@ -88,7 +94,7 @@ def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Reso
         host=host,
         program=program,
         model_path=paths.model_path(fleet, fleet_root, service.model, facts),
-        listen_host=service.bind,
+        listen_host=bind,
         listen_port=service.port,
         draft_model_path=None
         if draft is None
@@ -120,6 +126,7 @@ def _llm_container(
     facts: HostFacts,
     runtime: Runtime,
     kind: RuntimeTraits,
+    bind: str,
 ) -> Resolved:
     assert service.model is not None and runtime.image is not None
     mounts: list[Mount] = []
@@ -152,7 +159,9 @@ def _llm_container(
         host=host,
         program=list(kind.container_program),
         model_path=model_path,
-        listen_host=service.bind if host_network else "0.0.0.0",
+        # Bridged: every address of the container's own namespace; the host side is the
+        # published port, on the bind.
+        listen_host=bind if host_network else "0.0.0.0",
         listen_port=service.port if host_network else port,
         draft_model_path=draft_path,
         mmproj_path=None
@@ -171,10 +180,13 @@ def _llm_container(
         **kind.cache_env,
         **service.container.env,
     }
-    return _container(name, service, host, facts, runtime, kind, kind.argv(launch), mounts, env)
+    argv = kind.argv(launch)
+    return _container(name, service, host, facts, runtime, kind, argv, mounts, env, bind)
 
 
-def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) -> Resolved:
+def _plain_container(
+    name: str, service: Service, host: Host, facts: HostFacts, bind: str
+) -> Resolved:
     mounts = [
         Mount(facts.expand(v.host), v.container, v.read_only) for v in service.container.volumes
     ]
@@ -183,7 +195,8 @@ def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) 
     env = dict(service.container.env)
     if service.container.home is not None:
         env["HOME"] = service.container.home
-    return _container(name, service, host, facts, None, None, list(service.extra_args), mounts, env)
+    argv = list(service.extra_args)
+    return _container(name, service, host, facts, None, None, argv, mounts, env, bind)
 
 
 def _container(
@@ -196,6 +209,7 @@ def _container(
     argv: list[str],
     mounts: list[Mount],
     env: dict[str, str],
+    bind: str,
 ) -> Resolved:
     """A container service: its image, devices and published port (none on host networking)."""
     image = runtime.image if runtime is not None else service.image
@@ -216,6 +230,7 @@ def _container(
         env,
         _devices(service, host),
         published,
+        None if published is None else publish_spec(bind, service.port, published),
     )
 
 

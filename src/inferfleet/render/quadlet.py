@@ -59,10 +59,10 @@ def container_unit(resolved: Resolved) -> UnitFile:
             unit.add(c, "Exec", command_line(resolved.argv[1:]))
     elif resolved.argv:
         unit.add(c, "Exec", command_line(resolved.argv))
-    if resolved.container_port is None:
+    if resolved.publish is None:
         unit.add(c, "Network", "host")
     else:
-        unit.add(c, "PublishPort", f"{service.bind}:{service.port}:{resolved.container_port}")
+        unit.add(c, "PublishPort", resolved.publish)
     unit.extend(c, "AddDevice", resolved.devices)
     if resolved.devices and resolved.traits is not None:
         # Rootless podman: keep the user's video/render groups so /dev/kfd and /dev/dri open.

@@ -18,6 +18,18 @@ _SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
     r"glpat-[A-Za-z0-9_-]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
 )
+# Credentials written into free text: an Authorization header, a bearer token,
+# ``api_key=...`` / ``password: ...``, a password in a URL (L-55).
+_CREDENTIAL = re.compile(
+    r"authorization\s*:\s*(?:bearer|basic)\s+(?P<header>[^\s'\"]{8,})"
+    r"|\bbearer\s+(?P<bearer>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,})"
+    r"|\b(?:[A-Za-z0-9]+_)*(?:api[_-]?key|access[_-]?token|token|secret|password|passwd)"
+    r"\s*[=:]\s*[\"']?(?P<assigned>[^\s'\"&,;}]{6,})"
+    r"|://[^/\s:@]+:(?P<userinfo>[^/\s@]+)@",
+    re.IGNORECASE,
+)
+# What a credential slot holds when the value comes from elsewhere (a variable, a template).
+_REFERENCE = ("$", "{", "<", "%", "os.environ/", "env:", "file:")
 # Flags that carry a secret on a command line, readable in /proc/<pid>/cmdline (L-06).
 SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "-hft", "--token", "--admin-api-key"})
 
@@ -45,6 +57,19 @@ def secret_in(text: str) -> str | None:
     return None if match is None else match.group(0)
 
 
+def credential_in(text: str) -> str | None:
+    """The first key-looking value in ``text``: a token shape, or a credential written into
+    free text (a header, ``api_key=...``, a URL password); references to variables are not."""
+    token = secret_in(text)
+    if token is not None:
+        return token
+    for match in _CREDENTIAL.finditer(text):
+        value = next(v for v in match.groups() if v is not None)
+        if not value.startswith(_REFERENCE):
+            return value
+    return None
+
+
 def redact(value: str) -> str:
     return value[:4] + "…" if len(value) > 4 else "…"
 
@@ -66,6 +91,6 @@ def flag_secrets(argv: Iterable[str]) -> list[str]:
         flag = word.split("=", 1)[0]
         if flag in SECRET_FLAGS:
             found.append(flag)
-        elif secret_in(word) is not None:
+        elif credential_in(word) is not None:
             found.append(redact(word))
     return found

@@ -115,13 +115,10 @@ def _podman_exec(unit: UnitFile, resolved: Resolved) -> None:
         run += ["--volume", mount.spec()]
     for device in resolved.devices:
         run += ["--device", device]
-    if resolved.container_port is None:
+    if resolved.publish is None:
         run += ["--network", "host"]
     else:
-        run += [
-            "--publish",
-            f"{resolved.service.bind}:{resolved.service.port}:{resolved.container_port}",
-        ]
+        run += ["--publish", resolved.publish]
     if resolved.service.container.shm_size is not None:
         run += ["--shm-size", podman_size(resolved.service.container.shm_size)]
     if resolved.service.container.user is not None:

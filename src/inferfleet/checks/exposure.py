@@ -1,0 +1,92 @@
+"""Exposure rules (L-58): every socket beyond loopback is behind auth or stated open.
+
+The policy itself lives in :mod:`inferfleet.render.exposure`, which the
+launch resolver also asks, so ``up``, ``apply`` and ``render`` refuse what the
+first three rules report. The last two judge the front door as declared
+(``gateway:``, ``proxy:``) and an exposure that opens nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from inferfleet.checks.engine import CheckContext, Hit, rule
+from inferfleet.render.exposure import (
+    Listener,
+    ProblemKind,
+    gateway_services,
+    is_loopback,
+    listeners,
+    problems,
+)
+
+
+def _problems(ctx: CheckContext, kind: ProblemKind) -> Iterator[Hit]:
+    for listener in listeners(ctx.fleet):
+        for found in problems(ctx.fleet, listener):
+            if found.kind == kind:
+                yield Hit(found.service, found.field, found.message, found.hint)
+
+
+@rule("bind-beyond-exposure", "L-58", "error")
+def bind_beyond_exposure(ctx: CheckContext) -> Iterator[Hit]:
+    """a server listens beyond loopback without an exposure that allows it"""
+    yield from _problems(ctx, "bind")
+
+
+@rule("lan-exposure-without-reason", "L-58", "error")
+def lan_without_reason(ctx: CheckContext) -> Iterator[Hit]:
+    """a lan exposure states no reason: nobody can tell an open port from a forgotten one"""
+    yield from _problems(ctx, "reason")
+
+
+@rule("public-without-auth-proxy", "L-58", "error")
+def public_without_proxy(ctx: CheckContext) -> Iterator[Hit]:
+    """a public service or gateway has no auth proxy in front of it"""
+    yield from _problems(ctx, "proxy")
+
+
+def _fronted(ctx: CheckContext) -> Iterator[tuple[str, str, str, Listener]]:
+    """(front, its host, field naming the route, listener it routes to) for every route."""
+    fleet = ctx.fleet
+    by_name = {item.where: item for item in listeners(fleet)}
+    if fleet.gateway is not None:
+        for name in gateway_services(fleet):
+            yield "gateway", fleet.gateway.host, "gateway.services", by_name[f"services.{name}"]
+    if fleet.proxy is not None:
+        if fleet.gateway is not None:
+            yield "proxy", fleet.proxy.host, "proxy.host", by_name["gateway"]
+        for index, name in enumerate(fleet.proxy.services):
+            target = by_name[f"services.{name}"]
+            yield "proxy", fleet.proxy.host, f"proxy.services[{index}]", target
+
+
+@rule("front-cannot-reach", "L-58", "error")
+def front_cannot_reach(ctx: CheckContext) -> Iterator[Hit]:
+    """the gateway or proxy routes to a listener on another host that binds loopback"""
+    for front, host, field, target in _fronted(ctx):
+        if target.host == host or not is_loopback(target.bind):
+            continue
+        yield Hit(
+            target.service,
+            field,
+            f"the {front} on host {host!r} routes to {target.what} on host {target.host!r}, "
+            f"which binds {target.bind}: only its own host reaches it",
+            f"run the {front} on {target.host!r}, or bind {target.what} to its LAN address "
+            'with exposure: {level: lan, reason: "the ' + front + " on " + host + ' reaches it"}',
+        )
+
+
+@rule("lan-exposure-loopback-bind", "L-58", "warning")
+def lan_loopback_bind(ctx: CheckContext) -> Iterator[Hit]:
+    """a lan exposure binds a loopback address: nothing on the LAN reaches it"""
+    for listener in listeners(ctx.fleet):
+        if listener.exposure.level == "lan" and is_loopback(listener.bind):
+            yield Hit(
+                listener.service,
+                f"{listener.where}.exposure",
+                f"{listener.what} is exposed to the LAN but binds {listener.bind}, a loopback "
+                "address: nothing on the LAN reaches it",
+                "bind the host's LAN address (or 0.0.0.0), or drop the exposure to keep it "
+                "on loopback",
+            )

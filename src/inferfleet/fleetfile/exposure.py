@@ -1,0 +1,197 @@
+"""The exposure policy's fields: who may reach a listening socket (L-58), and the front door.
+
+Every service, the gateway and the auth proxy state an ``exposure``:
+
+- ``loopback`` (the default): only this host reaches it; it binds a loopback
+  address;
+- ``lan``: the networks of its bind address reach it, with no authentication
+  of inferfleet's in front, so the fleet file says why (``reason``);
+- ``public``: it is published beyond the LAN, only through the auth proxy
+  (``proxy:``), directly or through the gateway.
+
+Written as a word (``exposure: loopback``) or a mapping with the reason
+(``exposure: {level: lan, reason: "Open WebUI on the NAS calls it"}``).
+
+``gateway:`` and ``proxy:`` declare the fleet's front door (issue 18): the
+gateway is the one OpenAI-compatible endpoint for every model, holding its API
+keys in an untracked env file; the proxy puts authentication (bearer keys, or
+an Authentik/Authelia outpost) and TLS in front of it. Here they are fields
+that ``check`` judges exposures against; rendering and deploying them is
+later work.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
+
+from inferfleet.fleetfile.base import Name, Strict, Text
+from inferfleet.fleetfile.quantities import Duration
+
+Level = Literal["loopback", "lan", "public"]
+LEVELS: tuple[str, ...] = get_args(Level)
+MAX_REASON = 300  # a sentence or two; it is shown in findings and documents
+
+
+def _ip_address(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"bind must be an IP address such as 127.0.0.1, not {value!r}") from None
+    return value
+
+
+# The address a server listens on (an IP address: a host name resolves differently per host).
+Bind = Annotated[Text, AfterValidator(_ip_address)]
+
+
+def _reason(value: str) -> str:
+    if not value.strip():
+        raise ValueError("the reason is blank; say who on the network reaches it and why")
+    if len(value) > MAX_REASON:
+        raise ValueError(f"the reason is {len(value)} characters long; at most {MAX_REASON}")
+    return value
+
+
+Reason = Annotated[Text, AfterValidator(_reason)]
+
+
+class Exposure(Strict):
+    level: Level = Field(
+        "loopback",
+        description="loopback: this host only (binds a loopback address); lan: the networks "
+        "of its bind address, with a stated reason; public: beyond the LAN, only behind the "
+        "auth proxy (L-58).",
+    )
+    reason: Reason | None = Field(
+        None,
+        description="Why it is open beyond this host: who reaches it (required for lan).",
+    )
+
+
+def _shorthand(value: Any) -> Any:
+    """``exposure: lan`` is ``exposure: {level: lan}``."""
+    return {"level": value} if isinstance(value, str) else value
+
+
+_EXPOSURE_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "enum": list(LEVELS)},
+        {
+            "type": "object",
+            "properties": {
+                "level": {"type": "string", "enum": list(LEVELS)},
+                "reason": {"type": "string", "maxLength": MAX_REASON},
+            },
+            "additionalProperties": False,
+        },
+    ],
+    "description": "loopback (default) | lan | public, or {level, reason}; lan needs a "
+    "reason, public the auth proxy in front (L-58)",
+}
+
+ExposureField = Annotated[Exposure, BeforeValidator(_shorthand), WithJsonSchema(_EXPOSURE_SCHEMA)]
+
+
+# ---------------------------------------------------------------- the front door
+
+# A DNS name the proxy answers for (what a TLS certificate names).
+_DNS_NAME = re.compile(
+    r"^(\*\.)?(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
+)
+
+
+def _dns_name(value: str) -> str:
+    if not _DNS_NAME.match(value):
+        raise ValueError(f"{value!r} is not a DNS name such as ai.example.org")
+    return value
+
+
+DnsName = Annotated[Text, AfterValidator(_dns_name)]
+
+
+def _outpost_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError(f"forward_auth must be the http(s) URL of the auth outpost, not {value!r}")
+    if parts.username or parts.password:
+        raise ValueError("forward_auth must not carry credentials in the URL (L-55)")
+    return value
+
+
+OutpostUrl = Annotated[Text, AfterValidator(_outpost_url)]
+
+
+class Gateway(Strict):
+    """The fleet's one OpenAI-compatible endpoint (LiteLLM proxy); deployed by later work."""
+
+    host: Name = Field(description="The host it runs on.")
+    bind: Bind = Field("127.0.0.1", description="Address it listens on.")
+    port: int = Field(4000, ge=1, le=65535)
+    exposure: ExposureField = Field(
+        default_factory=Exposure, description="Who may reach it (L-58); default loopback."
+    )
+    keys_env: Text = Field(
+        description="Untracked mode-600 env file on its host holding the API keys clients "
+        "send (L-55); never the keys themselves."
+    )
+    services: list[Name] | None = Field(
+        None, description="The llm services it fronts; default: every llm service."
+    )
+    timeout: Duration = Field(
+        600.0, description="Per-request timeout; long generations need minutes."
+    )
+    timeouts: dict[Name, Duration] = Field(
+        default_factory=dict, description="Per-service request timeouts, by service name."
+    )
+
+
+class Proxy(Strict):
+    """The auth proxy (Caddy) in front of the gateway; deployed by later work."""
+
+    host: Name = Field(description="The host it runs on.")
+    bind: Bind = Field(description="Address it listens on.")
+    port: int = Field(443, ge=1, le=65535)
+    exposure: ExposureField = Field(description="Who may reach it: lan or public (L-58).")
+    auth: Literal["bearer", "forward_auth"] = Field(
+        "bearer",
+        description="bearer: clients send a key from keys_env; forward_auth: every request is "
+        "asked of an Authentik or Authelia outpost.",
+    )
+    keys_env: Text | None = Field(
+        None, description="bearer: untracked mode-600 env file with the accepted keys (L-55)."
+    )
+    forward_auth: OutpostUrl | None = Field(
+        None, description="forward_auth: URL of the outpost's auth endpoint."
+    )
+    tls: Literal["internal", "acme"] = Field(
+        "internal", description="internal: a local CA for the LAN; acme: public certificates."
+    )
+    names: list[DnsName] = Field(
+        default_factory=list, description="DNS names it answers for (acme needs at least one)."
+    )
+    services: list[Name] = Field(
+        default_factory=list,
+        description="Services it routes to directly, besides the gateway (which is always "
+        "behind it when both are declared).",
+    )
+
+    @model_validator(mode="after")
+    def _auth_complete(self) -> Proxy:
+        if self.auth == "bearer" and self.keys_env is None:
+            raise ValueError("bearer auth needs keys_env: the env file holding the accepted keys")
+        if self.auth == "forward_auth" and self.forward_auth is None:
+            raise ValueError("forward_auth needs the outpost URL (forward_auth: https://...)")
+        if self.tls == "acme" and not self.names:
+            raise ValueError("acme certificates need the DNS names the proxy answers for (names)")
+        if self.exposure.level == "loopback":
+            raise ValueError(
+                "an auth proxy exists to be reached from the network: give it exposure lan "
+                "(with a reason) or public"
+            )
+        return self
