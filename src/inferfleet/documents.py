@@ -922,6 +922,14 @@ class ArchiveEntryRow(TypedDict):
     bytes: int
     files: list[ArchiveFileRow]
     problem: str | None  # why the index cannot be trusted; None when it is sound
+    restores: NotRequired[list[ArchiveRestoreRow]]  # when its files went back, oldest first
+
+
+class ArchiveRestoreRow(TypedDict):
+    when: str  # ISO 8601, UTC
+    paths: list[str]
+    by: str  # apply (a rollback brought the service back) | archive restore
+    by_revision: str
 
 
 class ArchiveListDocument(TypedDict):

@@ -21,6 +21,7 @@ from inferfleet.documents import (
     ArchivePruneDocument,
     ArchiveRestoredFile,
     ArchiveRestoreDocument,
+    ArchiveRestoreRow,
 )
 from inferfleet.errors import UsageError
 from inferfleet.io.archive import Archive, Entry
@@ -117,6 +118,12 @@ def _row(entry: Entry) -> ArchiveEntryRow:
             for f in index.files
         ],
         problem=entry.problem,
+        restores=[]
+        if index is None
+        else [
+            ArchiveRestoreRow(when=r.when, paths=list(r.paths), by=r.by, by_revision=r.by_revision)
+            for r in index.restores
+        ],
     )
 
 

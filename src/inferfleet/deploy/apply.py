@@ -66,6 +66,8 @@ class Outcome:
     healthy_after_s: float | None = None
     contract: str = ""  # passed | failing | skipped; "" when not probed (retired, kept)
     evidence: list[str] = field(default_factory=list)  # the failed contract checks
+    # Files put back from the archive ({"entry", "path"}): a rollback of a retired service.
+    restored: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -272,6 +274,7 @@ def _apply(
                 done.healthy_after_s,
                 "" if verdict is None else verdict.state,
                 [] if verdict is None else list(verdict.evidence),
+                list(done.restored),
             )
             result.done.append(outcome)
             emit({"event": "done", **outcome.__dict__})

@@ -36,6 +36,7 @@ from inferfleet.backends.systemd import (
     wait_unit_healthy,
 )
 from inferfleet.checks.secret_scan import parse_env_file
+from inferfleet.deploy import archived
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import gather
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
@@ -54,7 +55,6 @@ from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.io.archive import Archive, Keeper
-from inferfleet.io.archive import Entry as ArchiveEntry
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from inferfleet.probe.minimal import Check
 
 SETTINGS_MODE = 0o600  # rendered settings hold secrets (L-54)
+INSTALL_MODE = 0o644  # units, Quadlet and env files (secrets live in secrets_env, L-55)
 CONTRACT_FAILING_OUTCOME = "contract-failing"
 
 
@@ -87,6 +88,17 @@ class ItemDone:
     outcome: str  # deployed | kept | retired | contract-failing
     healthy_after_s: float | None = None
     contract: Verdict | None = None  # None: a retirement, or a kept service not probed again
+    # Files put back from the archive instead of written anew: {"entry", "path"} each.
+    restored: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Ran:
+    """What executing a deploy's actions found."""
+
+    health_s: float | None = None  # the health gate's seconds (None if kept)
+    verdict: Verdict | None = None  # None for a kept service not probed again
+    restored: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -202,12 +214,12 @@ def _apply_item(
     actions = service_actions(desired, state, gates, ctx.revision)
     if dry_run:
         return actions, None
-    health_s, verdict = run_service(ctx, actions, desired, gates, settings)
+    ran = run_service(ctx, actions, desired, gates, settings)
     kept = any(a.kind == "verify" for a in actions)
     outcome = "kept" if kept else "deployed"
-    if verdict is not None and verdict.failing:
+    if ran.verdict is not None and ran.verdict.failing:
         outcome = CONTRACT_FAILING_OUTCOME
-    return actions, ItemDone(outcome, health_s, verdict)
+    return actions, ItemDone(outcome, ran.health_s, ran.verdict, ran.restored)
 
 
 def service_settings(ctx: Context, name: str) -> list[RenderedSettings]:
@@ -235,25 +247,39 @@ def run_service(
     desired: ServiceLaunch,
     gates: list[Gate],
     settings: Mapping[str, RenderedSettings] | None = None,
-) -> tuple[float | None, Verdict | None]:
+) -> Ran:
     """Execute a deploy's actions.
 
-    Returns the seconds the health gate took (None if kept) and the contract
-    verdict (None for a kept service whose marker did not say it was failing).
+    Returns the seconds the health gate took (None if kept), the contract
+    verdict (None for a kept service whose marker did not say it was failing)
+    and the files put back from the archive.
+
+    A file this deploy writes whose exact bytes an entry retired for this
+    service holds (a rollback bringing a retired service back) is restored
+    from that entry instead: byte for byte, with its mode, recorded in the
+    entry's index (:meth:`~inferfleet.io.archive.Keeper.restore`).
     """
     by_check = {g.check: g for g in gates}
-    health_s: float | None = None
-    verdict: Verdict | None = None
+    ran = Ran()
     keeper = _keeper(ctx, desired.name, scope=desired.scope)
-    replaced = _replaced_files(actions, desired, settings or {})
+    replaced = archived.replaced_files(actions, desired, settings or {})
     if replaced:
         keeper.archive.ready()  # before anything is stopped
+    retired = keeper.archive.matching(desired.name, archived.wanted(replaced)) if replaced else {}
+
+    def write(path: Path, content: str, *, mode: int) -> None:
+        found = retired.get(str(path))
+        if found is not None and archived.restore(ctx.emit, keeper, desired.name, *found):
+            ran.restored.append({"entry": found[0].name, "path": str(path)})
+            return
+        keeper.replace(path, content, mode=mode)
+
     for action in actions:
         _step(ctx, action)
         kind = action.kind
         if kind in {"write-settings", "install"} and replaced:
             # The files this deploy will change, archived together in one entry first.
-            _archived(ctx, desired.name, keeper.keep_replaced(replaced))
+            archived.announce(ctx.emit, desired.name, keeper.keep_replaced(replaced))
             replaced = {}
         if kind == "gate":
             run_gate(
@@ -261,7 +287,7 @@ def run_service(
             )
         elif kind == "write-settings":
             rendered = (settings or {})[action.target]
-            keeper.replace(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
+            write(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
         elif kind == "stop":
             ctx.processes.stop(desired.name)
         elif kind == "stop-unit":
@@ -277,31 +303,41 @@ def run_service(
             wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
-            install_file(Path(item.path), item.content, keeper=keeper)
+            if str(item.path) in retired:
+                write(Path(item.path), item.content, mode=INSTALL_MODE)
+            else:
+                install_file(Path(item.path), item.content, keeper=keeper, mode=INSTALL_MODE)
         elif kind == "daemon-reload":
             ctx.systemctl(desired.scope).daemon_reload()
         elif kind == "enable":
             ctx.systemctl(desired.scope).enable(desired.service_unit)
         elif kind == "start":
-            health_s = _start_process(ctx, desired)
-            verdict = run_contract(ctx, desired)
+            ran.health_s = _start_process(ctx, desired)
+            ran.verdict = run_contract(ctx, desired)
         elif kind == "restart":
             ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
             ctx.systemctl(desired.scope).restart(desired.service_unit)
         elif kind == "health":
-            health_s = _unit_health(ctx, desired)
-            verdict = run_contract(ctx, desired)
+            ran.health_s = _unit_health(ctx, desired)
+            ran.verdict = run_contract(ctx, desired)
         elif kind == "verify":
             _verify_running(ctx, desired)
             recorded = ctx.markers.read(desired.name)
             if recorded is not None and recorded.contract_failing:
                 # Kept as it runs, but not fine: probed again, so an apply can turn it green.
-                verdict = run_contract(ctx, desired)
+                ran.verdict = run_contract(ctx, desired)
         elif kind == "marker":
-            _record(ctx, desired, ctx.at.inputs[desired.name], health_s, verdict)
+            _record(
+                ctx,
+                desired,
+                ctx.at.inputs[desired.name],
+                ran.health_s,
+                ran.verdict,
+                settings=sorted(settings or {}),
+            )
         else:
             raise AssertionError(f"unknown action kind {kind!r}")
-    return health_s, verdict
+    return ran
 
 
 def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
@@ -366,7 +402,7 @@ def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
         kind = action.kind
         if kind == "uninstall" and retired:
             # Trash, not delete: the service's files go to one archive entry first.
-            _archived(ctx, marker.service, keeper.keep(retired, reason="retire"))
+            archived.announce(ctx.emit, marker.service, keeper.keep(retired, reason="retire"))
             retired = []
         if kind == "stop":
             ctx.processes.stop(marker.service)
@@ -403,34 +439,6 @@ def _keeper(
         revision="" if marker is None else marker.revision,
         by_revision=ctx.revision,
         become=ctx.become(scope),
-    )
-
-
-def _replaced_files(
-    actions: list[Action], desired: ServiceLaunch, settings: Mapping[str, RenderedSettings]
-) -> dict[Path, str]:
-    """The host files this deploy's actions write, with what they will hold."""
-    files = {f.path: f.content for f in desired.files}
-    found: dict[Path, str] = {}
-    for action in actions:
-        if action.kind == "install":
-            found[Path(action.target)] = files[action.target]
-        elif action.kind == "write-settings":
-            found[Path(action.target)] = settings[action.target].content
-    return found
-
-
-def _archived(ctx: Context, name: str, entry: ArchiveEntry | None) -> None:
-    if entry is None or entry.index is None:
-        return
-    paths = ", ".join(f.path for f in entry.index.files)
-    ctx.emit(
-        {
-            "event": "step",
-            "kind": "archive",
-            "service": name,
-            "detail": f"archived {paths} to {entry.folder} ({entry.index.reason})",
-        }
     )
 
 
@@ -569,6 +577,8 @@ def _record(
     inputs: ServiceInputs,
     health_s: float | None,
     verdict: Verdict | None,
+    *,
+    settings: list[str] | None = None,
 ) -> None:
     """The marker: the revision runs (healthy, L-41), with its contract verdict.
 
@@ -597,6 +607,7 @@ def _record(
             unit=desired.unit if unit_backend else "",
             scope=desired.scope,
             installed=[f.path for f in desired.files],
+            settings=list(settings or []),
             healthy_after_s=None if health_s is None else round(health_s, 3),
             contract=contract,
             contract_evidence=evidence,
