@@ -980,6 +980,12 @@ class DoctorDisk(TypedDict):
     path: str
     free: int | None
     total: int | None
+    denied: NotRequired[str | None]  # a folder on the way this user may not enter
+
+
+class DoctorEnvFile(TypedDict):
+    path: str
+    problem: str | None  # None: this user can read it; else "permission denied", "missing"
 
 
 class DoctorPci(TypedDict):
@@ -1008,6 +1014,7 @@ class DoctorFacts(TypedDict):
     disks: list[DoctorDisk]
     pci: list[DoctorPci]
     gtt_params: dict[str, int]
+    env_files: NotRequired[list[DoctorEnvFile]]  # env files apply reads as this user
 
 
 class DoctorFinding(TypedDict):

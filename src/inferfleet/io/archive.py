@@ -40,6 +40,7 @@ revision, which files). An entry whose bytes differ is left alone.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import os
@@ -297,6 +298,14 @@ class Archive:
                     where=str(dest),
                     hint="pass --force to restore anyway (the file there is archived first)",
                 )
+            if outcome != "unchanged" and not become.active and not _writable(dest):
+                raise ArchiveError(
+                    f"cannot write {dest} as {getpass.getuser()}: its folder is not ours "
+                    "(a system unit's?); nothing was restored",
+                    where=str(dest),
+                    hint="pass --become sudo (or --file with a host that has `become: sudo`), "
+                    "or restore as root",
+                )
             plan.append((item, data, outcome))
         overwritten = [Path(i.path) for i, _d, o in plan if o == "overwritten"]
         if overwritten:
@@ -485,6 +494,14 @@ class Keeper:
         """Archive ``path`` (reason retire) unless already archived, then unlink it."""
         self.keep([path], reason="retire")
         self.become.remove(path)
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user may create ``path`` (its nearest existing folder is writable)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _current_regular(path: Path, become: Become = NO_BECOME) -> bytes | None:
