@@ -17,6 +17,7 @@ import hashlib
 import json
 import stat
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,21 +59,39 @@ def deploy_then_retire(cli: Any, fleet: FleetRepo, settings: Path) -> tuple[str,
     return first, original
 
 
-def test_rollback_of_a_retired_service_restores_its_files_from_the_archive(
-    cli, request: pytest.FixtureRequest, _isolated_state: Path, port: int
-) -> None:
+@dataclass
+class Retired:
+    fleet: FleetRepo
+    settings: Path  # the settings file's path on the host
+    first: str  # the revision that ran a
+    original: bytes  # its settings file as that revision rendered it
+    entry: dict[str, Any]  # the archive entry of the retirement, as `archive list` shows it
+
+    def parts(self) -> tuple[FleetRepo, Path, str, bytes, dict[str, Any]]:
+        return self.fleet, self.settings, self.first, self.original, self.entry
+
+
+@pytest.fixture
+def retired(cli: Any, request: pytest.FixtureRequest, _isolated_state: Path) -> Retired:
     fleet, settings = request.getfixturevalue("repo"), request.getfixturevalue("dest")
     first, original = deploy_then_retire(cli, fleet, settings)
-    (retired,) = entries(cli, _isolated_state)
-    assert (retired["service"], retired["reason"], retired["revision"]) == ("a", "retire", first)
-    assert [f["path"] for f in retired["files"]] == [str(settings)]
-    assert retired["restores"] == []
+    (entry,) = entries(cli, _isolated_state)
+    return Retired(fleet, settings, first, original, entry)
+
+
+def test_rollback_of_a_retired_service_restores_its_files_from_the_archive(
+    cli, retired: Retired, _isolated_state: Path, port: int
+) -> None:
+    fleet, settings, first, original, entry = retired.parts()
+    assert (entry["service"], entry["reason"], entry["revision"]) == ("a", "retire", first)
+    assert [f["path"] for f in entry["files"]] == [str(settings)]
+    assert entry["restores"] == []
 
     back = cli("rollback", "a", "--host", "here", "--to", first, "--file", str(fleet.fleet_file))
     assert back.code == 0, back.stderr + back.stdout
     said = " ".join((back.stderr + back.stdout).split())  # rich wraps long lines
-    assert f"restored from archive: {retired['entry']} ({settings}, mode 0600)" in said
-    assert f"restored from archive: {retired['entry']} (1 file)" in said
+    assert f"restored from archive: {entry['entry']} ({settings}, mode 0600)" in said
+    assert f"restored from archive: {entry['entry']} (1 file)" in said
 
     # Byte-identical with its mode, from the archive; the service serves again.
     assert settings.read_bytes() == original
@@ -83,18 +102,17 @@ def test_rollback_of_a_retired_service_restores_its_files_from_the_archive(
 
     # The index says when, by which apply; the entry stays (only prune deletes).
     (after,) = entries(cli, _isolated_state)
-    assert after["entry"] == retired["entry"] and after["files"] == retired["files"]
+    assert after["entry"] == entry["entry"] and after["files"] == entry["files"]
     (restore,) = after["restores"]
     assert restore["by"] == "apply" and restore["paths"] == [str(settings)]
     assert restore["by_revision"] == first
 
 
 def test_an_archived_copy_that_does_not_match_the_revision_is_left_alone(
-    cli, request: pytest.FixtureRequest, _isolated_state: Path, port: int
+    cli, retired: Retired, request: pytest.FixtureRequest, _isolated_state: Path, port: int
 ) -> None:
-    fleet, settings, env_file = (request.getfixturevalue(n) for n in ("repo", "dest", "secrets"))
-    first, original = deploy_then_retire(cli, fleet, settings)
-    (retired,) = entries(cli, _isolated_state)
+    fleet, settings, first, original, entry = retired.parts()
+    env_file = request.getfixturevalue("secrets")
 
     # The host's env file changed since: the revision now renders other bytes.
     env_file.write_text("API_KEY=sk-rotated-0123456789\nENDPOINT=http://127.0.0.1:9/v1\n")
@@ -108,25 +126,23 @@ def test_an_archived_copy_that_does_not_match_the_revision_is_left_alone(
 
     # The entry is untouched: same copy, no restore recorded.
     (after,) = entries(cli, _isolated_state)
-    assert after == retired
+    assert after == entry
     copy_ = Path(after["folder"]) / "files" / str(settings).lstrip("/")
     assert copy_.read_bytes() == original
     assert hashlib.sha256(original).hexdigest() == after["files"][0]["sha256"]
 
 
 def test_a_damaged_archived_copy_is_reported_and_the_file_rendered(
-    cli, request: pytest.FixtureRequest, _isolated_state: Path
+    cli, retired: Retired, _isolated_state: Path
 ) -> None:
-    fleet, settings = request.getfixturevalue("repo"), request.getfixturevalue("dest")
-    first, original = deploy_then_retire(cli, fleet, settings)
-    (retired,) = entries(cli, _isolated_state)
-    copy_ = Path(retired["folder"]) / "files" / str(settings).lstrip("/")
+    fleet, settings, first, original, entry = retired.parts()
+    copy_ = Path(entry["folder"]) / "files" / str(settings).lstrip("/")
     copy_.write_bytes(original.replace(b"sk-first", b"sk-evil!"))  # same size, other bytes
 
     result, events = apply(cli, fleet, "--service", "a", "--rev", first)
     assert result.code == 0, result.stderr
     (note,) = [e for e in events if e.get("kind") == "restore"]
-    assert note["detail"].startswith(f"not restored from archive: {retired['entry']}")
+    assert note["detail"].startswith(f"not restored from archive: {entry['entry']}")
     assert "does not match its index" in note["detail"]
     assert settings.read_bytes() == original  # rendered, not the tampered copy
     (done,) = events[-1]["result"]["done"]
@@ -135,14 +151,12 @@ def test_a_damaged_archived_copy_is_reported_and_the_file_rendered(
 
 
 def test_apply_json_names_the_entry_each_file_came_from(
-    cli, request: pytest.FixtureRequest, _isolated_state: Path
+    cli, retired: Retired, _isolated_state: Path
 ) -> None:
-    fleet, settings = request.getfixturevalue("repo"), request.getfixturevalue("dest")
-    first, original = deploy_then_retire(cli, fleet, settings)
-    (retired,) = entries(cli, _isolated_state)
+    fleet, settings, first, original, entry = retired.parts()
     back = cli("apply", "--file", str(fleet.fleet_file), "--service", "a", "--rev", first, "--json")
     assert back.code == 0, back.stderr + back.stdout
     (done,) = json.loads(back.stdout)["done"]
     assert done["outcome"] == "deployed" and done["contract"] == "passed"
-    assert done["restored"] == [{"entry": retired["entry"], "path": str(settings)}]
+    assert done["restored"] == [{"entry": entry["entry"], "path": str(settings)}]
     assert settings.read_bytes() == original
