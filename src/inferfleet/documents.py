@@ -838,6 +838,8 @@ class FactsDocument(TypedDict):
     markers: dict[str, dict[str, Any]]
     facts: dict[str, Any] | None
     states: dict[str, dict[str, Any]]
+    # A service asked about that has no marker -> the revision it ran when retired.
+    retired: NotRequired[dict[str, str]]
 
 
 # -------------------------------------------------------------------------------- models

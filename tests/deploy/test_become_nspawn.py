@@ -145,7 +145,8 @@ def test_deploy_retire_and_rollback_system_units_through_sudo(
         assert sorted(f["path"] for f in index["files"]) == sorted([ENV, UNIT])
 
         # Rolled back: the files come back from the archive through sudo, root's again.
-        back = cli("rollback", "web", "--host", "sd", "--to", ran, "--file", fleet)
+        # No --to: the host's archive says which revision web ran when it was retired.
+        back = cli("rollback", "web", "--host", "sd", "--file", fleet)
         assert back.code == 0, back.stderr + back.stdout
         said = " ".join((back.stderr + back.stdout).split())
         assert f"restored from archive: {entry.name} (2 files)" in said
@@ -155,6 +156,8 @@ def test_deploy_retire_and_rollback_system_units_through_sudo(
         shown = machine.systemctl_show("inferfleet-web.service", "ActiveState", "UnitFileState")
         assert shown == {"ActiveState": "active", "UnitFileState": "enabled"}
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        marker = repo.marker("sd", "web")
+        assert marker is not None and marker["revision"] == ran
         restores = json.loads((entry / "index.json").read_text())["restores"]
         assert {r["by"] for r in restores} == {"apply"}
         assert sorted(p for r in restores for p in r["paths"]) == sorted([ENV, UNIT])

@@ -87,7 +87,8 @@ def test_rollback_of_a_retired_service_restores_its_files_from_the_archive(
     assert [f["path"] for f in entry["files"]] == [str(settings)]
     assert entry["restores"] == []
 
-    back = cli("rollback", "a", "--host", "here", "--to", first, "--file", str(fleet.fleet_file))
+    # No --to: a retired service goes back to the revision its archive entry recorded.
+    back = cli("rollback", "a", "--host", "here", "--file", str(fleet.fleet_file))
     assert back.code == 0, back.stderr + back.stdout
     said = " ".join((back.stderr + back.stdout).split())  # rich wraps long lines
     assert f"restored from archive: {entry['entry']} ({settings}, mode 0600)" in said
@@ -106,6 +107,17 @@ def test_rollback_of_a_retired_service_restores_its_files_from_the_archive(
     (restore,) = after["restores"]
     assert restore["by"] == "apply" and restore["paths"] == [str(settings)]
     assert restore["by_revision"] == first
+
+
+def test_rollback_of_a_service_never_deployed_names_what_to_pass(
+    cli, retired: Retired, _isolated_state: Path
+) -> None:
+    file = str(retired.fleet.fleet_file)
+    unknown = cli("rollback", "nothing", "--host", "here", "--file", file)
+    assert unknown.code == 2 and "Traceback" not in unknown.stderr
+    assert "no earlier revision recorded for 'nothing'" in unknown.stderr
+    assert "--to REV" in unknown.stderr and "archive list" in unknown.stderr
+    assert entries(cli, _isolated_state) == [retired.entry]  # nothing touched
 
 
 def test_an_archived_copy_that_does_not_match_the_revision_is_left_alone(

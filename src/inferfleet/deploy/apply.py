@@ -351,6 +351,7 @@ def host_report(
         "markers": {n: m.to_json() for n, m in markers.items()},
         "facts": None,
         "states": {},
+        "retired": _retired(state_dir, [s for s in services if s not in markers]),
     }
     if states:
         # What runs now, for the services asked about and those with markers
@@ -375,6 +376,23 @@ def host_report(
             for n in names
         }
     return report
+
+
+def _retired(state_dir: Path, services: list[str]) -> dict[str, str]:
+    """For each of ``services`` (none has a marker), the revision it ran when a retirement
+    archived its files: the newest sound ``retire`` entry's (what ``rollback`` goes back to)."""
+    if not services:
+        return {}
+    from inferfleet.io.archive import Archive
+
+    found: dict[str, str] = {}
+    for entry in reversed(Archive(state_dir).entries()):  # newest first
+        index = entry.index
+        if index is None or index.reason != "retire" or not index.revision:
+            continue
+        if index.service in services:
+            found.setdefault(index.service, index.revision)
+    return found
 
 
 def _settings_digests(
