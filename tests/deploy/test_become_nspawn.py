@@ -159,8 +159,9 @@ def test_deploy_retire_and_rollback_system_units_through_sudo(
         marker = repo.marker("sd", "web")
         assert marker is not None and marker["revision"] == ran
         restores = json.loads((entry / "index.json").read_text())["restores"]
-        assert {r["by"] for r in restores} == {"apply"}
-        assert sorted(p for r in restores for p in r["paths"]) == sorted([ENV, UNIT])
+        assert [(r["by"], sorted(r["paths"]), r["by_revision"]) for r in restores] == [
+            ("apply", sorted([ENV, UNIT]), ran)
+        ]
     finally:
         subprocess.run(["ssh", "-F", str(login.config), "-o", f"ControlPath={control}/%C",
                         "-O", "exit", login.alias], capture_output=True, timeout=10)  # fmt: skip

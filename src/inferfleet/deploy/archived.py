@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.deploy.actions import Action
@@ -45,6 +46,38 @@ def wanted(files: Mapping[Path, str]) -> dict[str, tuple[str, int]]:
         data = content.encode("utf-8")
         found[str(path)] = (hashlib.sha256(data).hexdigest(), len(data))
     return found
+
+
+@dataclass
+class Restorer:
+    """Writes a deploy's files: from the archive where an entry retired for the service
+    holds exactly the bytes to write, else as rendered (through the Keeper either way)."""
+
+    emit: Emit
+    keeper: Keeper
+    service: str
+    matches: dict[str, tuple[Entry, ArchivedFile]]
+    restored: list[dict[str, str]] = field(default_factory=list)  # {"entry", "path"}
+
+    @classmethod
+    def for_files(
+        cls, emit: Emit, keeper: Keeper, service: str, files: Mapping[Path, str]
+    ) -> Restorer:
+        """One for a deploy that writes ``files`` (path -> content)."""
+        matches = keeper.archive.matching(service, wanted(files)) if files else {}
+        return cls(emit, keeper, service, matches)
+
+    def write(self, path: Path, content: str, *, mode: int) -> None:
+        found = self.matches.get(str(path))
+        if found is not None and restore(self.emit, self.keeper, self.service, *found):
+            self.restored.append({"entry": found[0].name, "path": str(path)})
+            return
+        self.keeper.replace(path, content, mode=mode)
+
+    def record(self) -> list[dict[str, str]]:
+        """Record the restores in their entries' indexes (one per entry); returns them."""
+        self.keeper.restored((r["entry"], r["path"]) for r in self.restored)
+        return list(self.restored)
 
 
 def restore(emit: Emit, keeper: Keeper, name: str, entry: Entry, item: ArchivedFile) -> bool:

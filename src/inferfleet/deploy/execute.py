@@ -31,7 +31,6 @@ from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import (
     Systemctl,
-    install_file,
     uninstall_file,
     wait_unit_healthy,
 )
@@ -265,15 +264,30 @@ def run_service(
     replaced = archived.replaced_files(actions, desired, settings or {})
     if replaced:
         keeper.archive.ready()  # before anything is stopped
-    retired = keeper.archive.matching(desired.name, archived.wanted(replaced)) if replaced else {}
+    writer = archived.Restorer.for_files(ctx.emit, keeper, desired.name, replaced)
+    try:
+        _run_actions(ctx, actions, desired, by_check, settings or {}, keeper, replaced, ran, writer)
+    except BaseException:
+        # What came back from the archive is recorded in its entries even when a later
+        # step (the health gate) fails: the files are on the host either way.
+        with contextlib.suppress(FleetError, OSError):
+            writer.record()
+        raise
+    ran.restored = writer.record()
+    return ran
 
-    def write(path: Path, content: str, *, mode: int) -> None:
-        found = retired.get(str(path))
-        if found is not None and archived.restore(ctx.emit, keeper, desired.name, *found):
-            ran.restored.append({"entry": found[0].name, "path": str(path)})
-            return
-        keeper.replace(path, content, mode=mode)
 
+def _run_actions(
+    ctx: Context,
+    actions: list[Action],
+    desired: ServiceLaunch,
+    by_check: Mapping[str, Gate],
+    settings: Mapping[str, RenderedSettings],
+    keeper: Keeper,
+    replaced: dict[Path, str],
+    ran: Ran,
+    writer: archived.Restorer,
+) -> None:
     for action in actions:
         _step(ctx, action)
         kind = action.kind
@@ -286,8 +300,8 @@ def run_service(
                 by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir
             )
         elif kind == "write-settings":
-            rendered = (settings or {})[action.target]
-            write(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
+            rendered = settings[action.target]
+            writer.write(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
         elif kind == "stop":
             ctx.processes.stop(desired.name)
         elif kind == "stop-unit":
@@ -303,10 +317,7 @@ def run_service(
             wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
-            if str(item.path) in retired:
-                write(Path(item.path), item.content, mode=INSTALL_MODE)
-            else:
-                install_file(Path(item.path), item.content, keeper=keeper, mode=INSTALL_MODE)
+            writer.write(Path(item.path), item.content, mode=INSTALL_MODE)
         elif kind == "daemon-reload":
             ctx.systemctl(desired.scope).daemon_reload()
         elif kind == "enable":
@@ -333,11 +344,10 @@ def run_service(
                 ctx.at.inputs[desired.name],
                 ran.health_s,
                 ran.verdict,
-                settings=sorted(settings or {}),
+                settings=sorted(settings),
             )
         else:
             raise AssertionError(f"unknown action kind {kind!r}")
-    return ran
 
 
 def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:

@@ -480,15 +480,20 @@ class Keeper:
         """Put ``item`` of ``entry`` back at its path, byte for byte, with its mode.
 
         The copy is checked first (:meth:`Archive.stored`); other bytes found at
-        the path are archived, as any replace does. The entry's index records it.
-        Returns whether the file on the host changed.
+        the path are archived, as any replace does. Returns whether the file on
+        the host changed; :meth:`restored` records it in the entry's index.
         """
         data = self.archive.stored(entry, item)
-        changed = self.replace(Path(item.path), data, mode=item.mode)
-        self.archive.record_restore(
-            entry.name, [item.path], by="apply", by_revision=self.by_revision
-        )
-        return changed
+        return self.replace(Path(item.path), data, mode=item.mode)
+
+    def restored(self, files: Iterable[tuple[str, str]]) -> None:
+        """Record in each entry's index the files (entry name, path) put back from it:
+        one restore per entry, by this apply."""
+        by_entry: dict[str, list[str]] = {}
+        for name, path in files:
+            by_entry.setdefault(name, []).append(path)
+        for name, paths in by_entry.items():
+            self.archive.record_restore(name, paths, by="apply", by_revision=self.by_revision)
 
     def remove(self, path: Path) -> None:
         """Archive ``path`` (reason retire) unless already archived, then unlink it."""
