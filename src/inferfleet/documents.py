@@ -838,6 +838,8 @@ class FactsDocument(TypedDict):
     markers: dict[str, dict[str, Any]]
     facts: dict[str, Any] | None
     states: dict[str, dict[str, Any]]
+    # A service asked about that has no marker -> the revision it ran when retired.
+    retired: NotRequired[dict[str, str]]
 
 
 # -------------------------------------------------------------------------------- models
@@ -922,6 +924,14 @@ class ArchiveEntryRow(TypedDict):
     bytes: int
     files: list[ArchiveFileRow]
     problem: str | None  # why the index cannot be trusted; None when it is sound
+    restores: NotRequired[list[ArchiveRestoreRow]]  # when its files went back, oldest first
+
+
+class ArchiveRestoreRow(TypedDict):
+    when: str  # ISO 8601, UTC
+    paths: list[str]
+    by: str  # apply (a rollback brought the service back) | archive restore
+    by_revision: str
 
 
 class ArchiveListDocument(TypedDict):
@@ -972,6 +982,12 @@ class DoctorDisk(TypedDict):
     path: str
     free: int | None
     total: int | None
+    denied: NotRequired[str | None]  # a folder on the way this user may not enter
+
+
+class DoctorEnvFile(TypedDict):
+    path: str
+    problem: str | None  # None: this user can read it; else "permission denied", "missing"
 
 
 class DoctorPci(TypedDict):
@@ -1000,6 +1016,7 @@ class DoctorFacts(TypedDict):
     disks: list[DoctorDisk]
     pci: list[DoctorPci]
     gtt_params: dict[str, int]
+    env_files: NotRequired[list[DoctorEnvFile]]  # env files apply reads as this user
 
 
 class DoctorFinding(TypedDict):

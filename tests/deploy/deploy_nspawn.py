@@ -26,13 +26,16 @@ from pathlib import Path
 
 CACHE = Path.home() / ".cache" / "inferfleet-test"
 SUITE = "bookworm"
-# systemd to boot; git for the checkout's revision; the shared libraries the
+# systemd to boot; git for the checkout's revision; sudo and an sshd for a
+# non-root ssh user with `become: sudo` (issue 16.2); the shared libraries the
 # bind-mounted Python (ssl, ctypes) and llama-server (OpenMP, C++) load.
 PACKAGES = (
     "systemd",
     "systemd-sysv",
     "dbus",
     "git",
+    "sudo",
+    "openssh-server",
     "libssl3",
     "libffi8",
     "libgomp1",
@@ -106,6 +109,12 @@ def rootfs() -> Path:
             stderr=subprocess.PIPE,
             timeout=1200,
         )
+        # The container shares this machine's network: its own sshd must not take
+        # port 22 at boot (a test starts one on a port of its own, deploy_nspawn.sshd).
+        for unit in ("ssh.service", "ssh.socket"):
+            masked = work / "etc" / "systemd" / "system" / unit
+            masked.unlink(missing_ok=True)
+            masked.symlink_to("/dev/null")
         os.replace(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -212,3 +221,75 @@ def _wait_running(machine: Machine, timeout: float = 60.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"container {machine.name} did not boot (state {state!r})")
+
+
+@dataclass
+class SshLogin:
+    """A non-root user of a booted container, reachable over ssh as ``alias``."""
+
+    user: str
+    uid: int
+    alias: str
+    config: Path  # the ssh client config that names the alias
+
+
+def ssh_login(machine: Machine, folder: Path, *, port: int, user: str = "ops") -> SshLogin:
+    """A user ``user`` in the container with a sudoers entry (inferfleet's own line, so
+    the hint a BecomeError gives is what is tested), and an sshd of the container's on
+    127.0.0.1:``port`` (the container shares this machine's network). ``folder`` is
+    bind-mounted at the same path in the container; keys and configs live there."""
+    from inferfleet.io.become import sudoers_line
+
+    folder.mkdir(parents=True, exist_ok=True)
+    client, host_key = folder / "id_ed25519", folder / "ssh_host_ed25519_key"
+    for key in (client, host_key):
+        if not key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                           check=True, capture_output=True)  # fmt: skip
+    (folder / "authorized_keys").write_text(client.with_suffix(".pub").read_text())
+    # useradd leaves the password locked ("!"), which sshd without PAM refuses even for a
+    # key: "*" is no password, and not locked.
+    machine.enter("useradd", "--create-home", "--shell", "/bin/sh", user)
+    machine.enter("usermod", "-p", "*", user)
+    uid = int(machine.enter("id", "-u", user).strip())
+    drop_in = folder / "sudoers"
+    drop_in.write_text(sudoers_line(user) + "\n")
+    machine.enter("visudo", "-cf", str(drop_in))
+    machine.enter("install", "-m", "440", str(drop_in), "/etc/sudoers.d/inferfleet")
+    config = folder / "sshd_config"
+    config.write_text(
+        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {host_key}\n"
+        f"PidFile {folder / 'sshd.pid'}\nAuthorizedKeysFile {folder / 'authorized_keys'}\n"
+        f"AllowUsers {user}\nPermitRootLogin no\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPrintMotd no\n"
+        "UseDNS no\nMaxSessions 32\nMaxStartups 32\n"
+    )
+    machine.enter("mkdir", "-p", "/run/sshd")
+    # Detached inside the container: its init adopts it, and the container's shutdown
+    # stops it with everything else.
+    machine.enter("/usr/sbin/sshd", "-f", str(config), "-E", str(folder / "sshd.log"))
+    public = host_key.with_suffix(".pub").read_text().split()
+    (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {public[0]} {public[1]}\n")
+    alias = f"{machine.name}-ssh"
+    client_config = folder / "ssh_config"
+    client_config.write_text(
+        f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+        f"  IdentityFile {client}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {folder / 'known_hosts'}\n  GlobalKnownHostsFile /dev/null\n"
+        "  StrictHostKeyChecking yes\n  BatchMode yes\n"
+    )
+    deadline = time.monotonic() + 15
+    while True:
+        done = subprocess.run(["ssh", "-F", str(client_config), alias, "id", "-un"],
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        if done.returncode == 0 and done.stdout.strip() == user:
+            break
+        if time.monotonic() > deadline:
+            log = (
+                (folder / "sshd.log").read_text(errors="replace")
+                if (folder / "sshd.log").exists()
+                else ""
+            )
+            raise AssertionError(f"ssh {alias} failed: {done.stderr.strip()} {log}")
+        time.sleep(0.1)
+    return SshLogin(user, uid, alias, client_config)

@@ -9,6 +9,7 @@ hold secrets and stay 0600 in a 0700 archive (L-55).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -266,3 +267,62 @@ def test_render_settings_archives_the_file_it_replaces(
     assert entry.index.reason == "replace" and entry.index.files[0].path == str(written)
     copy = entry.folder / "files" / str(written).lstrip("/")
     assert copy.read_bytes() == old and mode(copy) == 0o600
+
+
+def test_matching_takes_the_newest_retired_copy_with_the_exact_bytes(tmp_path: Path) -> None:
+    """What a rollback restores from: entries retired for this service, same sha256 and size."""
+    state = tmp_path / "state"
+    unit, env = tmp_path / "etc" / "web.service", tmp_path / "etc" / "web.env"
+    unit.parent.mkdir()
+    archive = Archive(state)
+
+    def retire(service: str, text: str, at: float, reason: str = "retire") -> str:
+        for path in (unit, env):
+            path.write_text(f"{text} {path.name}\n")
+        entry = archive.put([unit, env], service=service, revision="r" * 40, reason=reason, now=at)
+        assert entry is not None
+        return entry.name
+
+    older = retire("web", "v1", 1000.0)
+    newer = retire("web", "v1", 2000.0)
+    retire("web", "v1", 3000.0, reason="replace")  # not a retirement
+    retire("other", "v1", 4000.0)  # not this service
+    retire("web", "v2", 5000.0)  # other bytes
+
+    def want(text: str, path: Path) -> tuple[str, int]:
+        data = f"{text} {path.name}\n".encode()
+        return hashlib.sha256(data).hexdigest(), len(data)
+
+    found = archive.matching("web", {str(unit): want("v1", unit), str(env): want("v3", env)})
+    assert {p: (e.name, f.path) for p, (e, f) in found.items()} == {str(unit): (newer, str(unit))}
+    assert archive.matching("web", {}) == {}
+    assert older != newer
+
+    # Restoring records itself in the entry's index, once per apply, and the copy must hold.
+    unit.unlink()
+    k = keeper(state)
+    entry, item = found[str(unit)]
+    assert k.restore(entry, item) is True and unit.read_text() == "v1 web.service\n"
+    k.restored([(entry.name, str(unit))])
+    (done,) = archive.index(entry.name).restores
+    assert (done.by, done.paths, done.by_revision) == ("apply", [str(unit)], "b" * 40)
+    copy_ = entry.folder / "files" / str(unit).lstrip("/")
+    copy_.write_text("v9 web.service\n")  # same size, other bytes
+    with pytest.raises(ArchiveError, match="does not match its index"):
+        k.restore(entry, item)
+
+
+def test_an_index_whose_restores_name_a_file_it_lacks_is_damaged(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    unit = tmp_path / "web.service"
+    unit.write_text("v1\n")
+    entry = Archive(state).put([unit], service="web", revision="", reason="retire")
+    assert entry is not None
+    index = entry.folder / "index.json"
+    data = json.loads(index.read_text())
+    data["restores"] = [{"when": "x", "at": 0.0, "paths": ["/etc/shadow"], "by": "apply"}]
+    index.write_text(json.dumps(data))
+    (listed,) = Archive(state).entries()
+    assert listed.index is None and listed.problem is not None
+    assert "restores: one names a restorer or a file the entry does not have" in listed.problem
+    assert Archive(state).matching("web", {str(unit): ("0" * 64, 3)}) == {}

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.as_user import ensure_user, run_as
+from helpers.cli import run_cli
 
 from inferfleet.backends.systemd import Systemctl
 from inferfleet.checks import topics  # noqa: F401  (registers the rules)
@@ -53,11 +55,6 @@ def _child(root: Path, state: Path, content: str, name: str) -> dict[str, object
     return {"ok": True, "changed": changed}
 
 
-def _ensure_user(name: str) -> None:
-    if subprocess.run(["id", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
-
-
 @pytest.fixture(scope="module")
 def lab() -> Iterator[dict[str, Path]]:
     if os.geteuid() != 0:
@@ -65,7 +62,7 @@ def lab() -> Iterator[dict[str, Path]]:
     if shutil.which("sudo") is None or shutil.which("visudo") is None:
         pytest.skip("sudo is not installed (scripts/test installs it)")
     for name in (USER, NOPASS):
-        _ensure_user(name)
+        ensure_user(name)
     base = Path(tempfile.mkdtemp(prefix="inferfleet-become-"))
     try:
         base.chmod(0o755)
@@ -98,45 +95,25 @@ def lab() -> Iterator[dict[str, Path]]:
 def _as(
     user: str, lab: dict[str, Path], content: str, name: str = "web.service"
 ) -> dict[str, object]:
-    """Run :func:`_child` as ``user`` in a forked copy of this process.
+    """Run :func:`_child` as ``user`` (a forked copy of this process, helpers.as_user)."""
+    return _as_job(user, lab, lambda state: _child(lab["root"], state, content, name))
 
-    Forked, not exec'd: this interpreter may live where the test user cannot
-    read (a root-only pyenv); the code it needs is already imported.
-    """
+
+def _as_job(
+    user: str, lab: dict[str, Path], job: Callable[[Path], dict[str, object]]
+) -> dict[str, object]:
+    """``job(state_dir)`` as ``user``, with the stand-in systemctl first on PATH; the files
+    archived under its state dir are added to its result."""
     state = Path(tempfile.mkdtemp(prefix="inferfleet-become-state-"))
     shutil.chown(state, user)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: become the user for good, then do what apply does
-        code = 1
-        try:
-            os.close(read)
-            info = pwd.getpwnam(user)
-            os.initgroups(user, info.pw_gid)
-            os.setgid(info.pw_gid)
-            os.setuid(info.pw_uid)
-            os.environ.update(
-                USER=user, LOGNAME=user, HOME=str(state), PATH=f"{lab['bin']}:/usr/bin:/bin"
-            )
-            result = _child(lab["root"], state, content, name)
-            os.write(write, json.dumps(result).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
     try:
-        chunks = []
-        while chunk := os.read(read, 65536):
-            chunks.append(chunk)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        result: dict[str, object] = json.loads(b"".join(chunks))
+        env = {"HOME": str(state), "PATH": f"{lab['bin']}:/usr/bin:/bin"}
+        result: dict[str, object] = run_as(user, lambda: job(state), env=env)
         result["archived"] = sorted(
             str(p.relative_to(state)) for p in state.rglob("*") if p.is_file()
         )
         return result
     finally:
-        os.close(read)
         shutil.rmtree(state, ignore_errors=True)
 
 
@@ -206,3 +183,57 @@ def test_check_rule_system_unit_without_become(tmp_path: Path, extra: str, hits:
     assert len(found) == hits
     if hits:
         assert "ops" in found[0].message and "become: sudo" in found[0].hint
+
+
+def test_archive_restore_puts_a_root_owned_file_back_through_sudo(
+    lab: dict[str, Path], cli: Any
+) -> None:
+    """Issue 15 + 16.2: a retired system unit and its root-only env file, archived by the
+    ssh user through sudo, then `archive restore --become sudo` as that user: byte for
+    byte, root's again, modes kept, the restore recorded in the entry's index."""
+    folder = lab["root"] / "etc/systemd/system"
+    unit, env = folder / "gone.service", folder / "gone.env"
+    unit.write_text("[Service]\nExecStart=/bin/true\n")
+    unit.chmod(0o644)
+    env.write_text("API_KEY=sk-root-only-0123456789\n")
+    env.chmod(0o600)  # root's and root-only: the user reads it through sudo only
+    before = {p: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in (unit, env)}
+    assert cli("archive", "list", "--state-dir", str(lab["base"])).code == 0  # warm imports
+
+    def job(state: Path) -> dict[str, object]:
+        become = Become("lab1", "sudo")
+        archive = Archive(state)
+        Keeper(archive, service="gone", revision="r1", become=become).keep(
+            [unit, env], reason="retire"
+        )
+        for path in (unit, env):
+            become.remove(path)  # what a retirement does after archiving
+        gone = not unit.exists() and not env.exists()
+        (entry,) = archive.entries()
+        refused = run_cli(pytest.MonkeyPatch(), "archive", "restore", entry.name,
+                          "--state-dir", str(state))  # fmt: skip
+        done = run_cli(pytest.MonkeyPatch(), "archive", "restore", entry.name,
+                       "--state-dir", str(state), "--become", "sudo", "--json")  # fmt: skip
+        restores = [(r.by, sorted(r.paths)) for r in archive.index(entry.name).restores]
+        return {
+            "gone": gone,
+            "refused": [refused.code, refused.stderr],
+            "done": [done.code, done.stdout, done.stderr],
+            "restores": restores,
+        }
+
+    result = _as_job(USER, lab, job)
+    assert result["gone"] is True
+    code, stderr = result["refused"]  # type: ignore[misc]
+    assert code == 1 and "internal error" not in stderr, stderr
+    assert "--become sudo" in stderr and "nothing was restored" in stderr
+    code, stdout, stderr = result["done"]  # type: ignore[misc]
+    assert code == 0, stderr
+    outcomes = {f["path"]: f["outcome"] for f in json.loads(stdout)["files"]}
+    assert outcomes == {str(unit): "restored", str(env): "restored"}
+    for path, (data, mode) in before.items():
+        info = path.stat()
+        assert path.read_bytes() == data and stat.S_IMODE(info.st_mode) == mode
+        assert info.st_uid == 0  # root's file again, written by sudo install + mv
+    assert result["restores"] == [["archive restore", sorted([str(unit), str(env)])]]
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []

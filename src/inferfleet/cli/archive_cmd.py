@@ -21,9 +21,11 @@ from inferfleet.documents import (
     ArchivePruneDocument,
     ArchiveRestoredFile,
     ArchiveRestoreDocument,
+    ArchiveRestoreRow,
 )
 from inferfleet.errors import UsageError
 from inferfleet.io.archive import Archive, Entry
+from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.output import Output, esc
 
 app = typer.Typer(
@@ -76,12 +78,18 @@ def parse_age(text: str) -> float:
 
 
 def _archive(state_dir: Path | None, file: Path | None, host: str | None) -> Archive:
+    return _located(state_dir, file, host)[0]
+
+
+def _located(state_dir: Path | None, file: Path | None, host: str | None) -> tuple[Archive, Become]:
+    """The archive, and how its host gets root (the fleet host's ``become``; none without
+    a fleet file: ``--become sudo`` says it then)."""
     from inferfleet import paths
 
     if state_dir is not None:
-        return Archive(state_dir)
+        return Archive(state_dir), NO_BECOME
     if file is None:
-        return Archive(paths.state_dir())
+        return Archive(paths.state_dir()), NO_BECOME
     # The host this command runs on, found as `apply` finds it (imported only here).
     from inferfleet.cli.deploy_cmd import _loaded, _this_host
 
@@ -93,7 +101,7 @@ def _archive(state_dir: Path | None, file: Path | None, host: str | None) -> Arc
             f"host {host!r} is not in {file}",
             hint=f"hosts: {', '.join(sorted(loaded.fleet.hosts)) or '(none)'}",
         )
-    return Archive(paths.state_dir(found))
+    return Archive(paths.state_dir(found)), Become(host, found.become)
 
 
 def _iso(at: float) -> str:
@@ -117,6 +125,12 @@ def _row(entry: Entry) -> ArchiveEntryRow:
             for f in index.files
         ],
         problem=entry.problem,
+        restores=[]
+        if index is None
+        else [
+            ArchiveRestoreRow(when=r.when, paths=list(r.paths), by=r.by, by_revision=r.by_revision)
+            for r in index.restores
+        ],
     )
 
 
@@ -169,11 +183,25 @@ def restore(
     state_dir: Path | None = StateOpt,
     file: Path | None = FileOpt,
     host: str | None = HostOpt,
+    become: str | None = typer.Option(
+        None,
+        "--become",
+        help="sudo: write files in folders only root may write (system units) through "
+        "`sudo -n` (default: the host's `become` from --file).",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Put an entry's files back byte for byte, with their modes; refuses to clobber."""
     out = Output(json_mode=json_out)
-    done = _archive(state_dir, file, host).restore(entry, force=force)
+    if become not in (None, "sudo"):
+        raise UsageError(
+            f"--become {become!r}: the one escalation there is is sudo",
+            hint="pass --become sudo, or leave it out (the host's become from --file)",
+        )
+    archive, escalation = _located(state_dir, file, host)
+    if become is not None:
+        escalation = Become(escalation.host or "this machine", "sudo")
+    done = archive.restore(entry, force=force, become=escalation)
     if json_out:
         out.emit(
             ArchiveRestoreDocument(

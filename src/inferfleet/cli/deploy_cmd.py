@@ -6,7 +6,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -212,7 +212,22 @@ def _done_text(event: Mapping[str, Any]) -> str:
     svc = esc(event.get("service", ""))
     outcome = str(event.get("outcome", ""))
     style = "red" if outcome == host_apply.OUTCOME_CONTRACT_FAILING else "green"
-    return f"{svc}: [{style}]{esc(outcome)}[/{style}] in {event.get('seconds')}s"
+    text = f"{svc}: [{style}]{esc(outcome)}[/{style}] in {event.get('seconds')}s"
+    restored = event.get("restored") or []
+    if restored:
+        text += f"; {_restored_text(restored)}"
+    return text
+
+
+def _restored_text(restored: Sequence[Mapping[str, str]]) -> str:
+    """``restored from archive: ENTRY (N files)`` per entry (a rollback of a retired service)."""
+    by_entry: dict[str, int] = {}
+    for row in restored:
+        by_entry[str(row.get("entry", ""))] = by_entry.get(str(row.get("entry", "")), 0) + 1
+    return "; ".join(
+        f"restored from archive: {esc(e)} ({n} file{'s' if n != 1 else ''})"
+        for e, n in by_entry.items()
+    )
 
 
 def _contract_text(event: Mapping[str, Any]) -> str:
@@ -442,6 +457,8 @@ def _print_apply(out: Output, result: host_apply.ApplyResult) -> None:
         for o in result.done:
             for line in o.evidence:
                 out.line(f"  [red]contract[/red] {esc(o.service)}: {esc(line)}")
+            if o.restored:
+                out.line(f"  {esc(o.service)}: {_restored_text(o.restored)}")
     else:
         kept = [i.service for i in result.plan if i.action == KEEP]
         out.line(

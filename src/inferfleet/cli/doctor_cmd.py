@@ -40,6 +40,9 @@ def doctor(
     disks: list[str] = typer.Option(
         [], "--disk", help="A folder whose free space to report (repeatable)."
     ),
+    env_files: list[str] = typer.Option(
+        [], "--env-file", help="An env file to check this user can read (repeatable)."
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Discover GPUs, memory, limits and tools of hosts; compare them with the fleet file."""
@@ -64,7 +67,7 @@ def doctor(
         here = None
         if loaded is not None:
             here = next((n for n, h in loaded.fleet.hosts.items() if h.is_local(n)), None)
-        reports.append(_examine(loaded, here, disks))
+        reports.append(_examine(loaded, here, disks, env_files))
     for name in hosts or []:
         assert loaded is not None
         if name not in loaded.fleet.hosts:
@@ -72,7 +75,7 @@ def doctor(
                 f"no host named {name!r} in {loaded.path}",
                 hint=f"known hosts: {', '.join(sorted(loaded.fleet.hosts)) or '(none)'}",
             )
-        reports.append(_examine(loaded, name, disks))
+        reports.append(_examine(loaded, name, disks, env_files))
     ok = all(r["ok"] for r in reports)
     document: DoctorDocument = {"schema": "inferfleet.doctor/v1", "ok": ok, "hosts": reports}
     if json_out:
@@ -84,24 +87,31 @@ def doctor(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _examine(loaded: Any, name: str | None, extra: list[str]) -> Any:
+def _examine(loaded: Any, name: str | None, extra: list[str], extra_env: list[str]) -> Any:
     """One host's report: facts read there, findings computed here."""
     from inferfleet.doctor import findings as rules
     from inferfleet.doctor.facts import gather
 
     needs: dict[str, int] = {}
+    readers: dict[str, str] = {}
     local = True
     if loaded is not None and name is not None:
         host = loaded.fleet.hosts[name]
         needs = _needs(loaded, name)
+        readers = _env_readers(loaded, name)
         local = host.is_local(name)
     folders = [*needs, *extra]
+    envs = [*readers, *extra_env]
     if not folders:
         from inferfleet import paths
 
         folders = [str(paths.state_dir()), str(paths.cache_dir() / "models")]
-    facts = gather(folders) if local or name is None else _remote(loaded, name, folders)
-    found = rules.host_findings(facts, None if loaded is None else loaded.fleet, name, needs)
+    if local or name is None:
+        facts = gather(folders, env_files=envs)
+    else:
+        facts = _remote(loaded, name, folders, envs)
+    fleet = None if loaded is None else loaded.fleet
+    found = rules.host_findings(facts, fleet, name, needs, readers)
     return {
         "host": name or "localhost",
         "local": local,
@@ -142,7 +152,31 @@ def _needs(loaded: Any, name: str) -> dict[str, int]:
     return needs
 
 
-def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
+def _env_readers(loaded: Any, name: str) -> dict[str, str]:
+    """The env files apply reads as the host's user, each with what reads it: a settings
+    file's values (L-54) and a process-backend service's secrets (L-55). A unit's
+    ``secrets_env`` is read by systemd itself (root may own it), so it is not listed."""
+    from inferfleet.render.facts import default_facts, fleet_relative
+
+    fleet = loaded.fleet
+    facts = default_facts(fleet.hosts[name])
+    found: dict[str, str] = {}
+    for service_name, service in sorted(fleet.services.items()):
+        if service.host != name:
+            continue
+        for spec in service.settings:
+            for path in spec.env_files:
+                found.setdefault(
+                    fleet_relative(facts, path), f"apply renders {spec.dest} of {service_name}"
+                )
+        if service.secrets_env is not None and service.backend == "process":
+            found.setdefault(
+                facts.expand(service.secrets_env), f"apply starts {service_name} with its secrets"
+            )
+    return found
+
+
+def _remote(loaded: Any, name: str, folders: list[str], env_files: list[str]) -> Facts:
     """``doctor --local --json`` on the host, over the deploy's ssh connector."""
     from pydantic import TypeAdapter
 
@@ -157,6 +191,7 @@ def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
     connector = connector_for(name, loaded.fleet.hosts[name])
     command = f"{remote_command()} doctor --local --json"
     command += "".join(f" --disk {quote_path(f)}" for f in folders)
+    command += "".join(f" --env-file {quote_path(f)}" for f in env_files)
     try:
         done = connector.run(command, timeout=REMOTE_TIMEOUT, check=False)
     finally:
@@ -209,6 +244,9 @@ def _print(out: Output, report: Any) -> None:
     for disk in facts["disks"]:
         free = "?" if disk["free"] is None else f"{disk['free'] / 2**30:.1f} GiB free"
         out.line(f"  disk {_show(disk['path'])}: {free}")
+    for env in facts.get("env_files", []):
+        said = "readable" if env["problem"] is None else env["problem"]
+        out.line(f"  env file {_show(env['path'])}: {_show(said)}")
     for finding in report["findings"]:
         colour = {"error": "red", "warning": "yellow"}.get(finding["severity"], "blue")
         lesson = f" ({finding['lesson']})" if finding["lesson"] else ""

@@ -130,6 +130,8 @@ def retire_actions(marker: Marker, state: ServiceState) -> list[Action]:
         found.append(Action("remove-container", name, f"remove the container {marker.unit}"))
     for path in marker.installed:
         found.append(Action("uninstall", name, f"remove {path}", path))
+    for path in marker.settings:  # rendered settings hold secrets: archived, not left (L-54)
+        found.append(Action("uninstall", name, f"remove {path} (settings)", path))
     if any(not p.endswith(".env") for p in marker.installed):
         found.append(Action("daemon-reload", name, _ctl(marker.scope, "daemon-reload")))
     found.append(Action("forget", name, f"remove the marker of {name}"))

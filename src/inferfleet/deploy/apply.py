@@ -66,6 +66,8 @@ class Outcome:
     healthy_after_s: float | None = None
     contract: str = ""  # passed | failing | skipped; "" when not probed (retired, kept)
     evidence: list[str] = field(default_factory=list)  # the failed contract checks
+    # Files put back from the archive ({"entry", "path"}): a rollback of a retired service.
+    restored: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -272,6 +274,7 @@ def _apply(
                 done.healthy_after_s,
                 "" if verdict is None else verdict.state,
                 [] if verdict is None else list(verdict.evidence),
+                list(done.restored),
             )
             result.done.append(outcome)
             emit({"event": "done", **outcome.__dict__})
@@ -348,6 +351,7 @@ def host_report(
         "markers": {n: m.to_json() for n, m in markers.items()},
         "facts": None,
         "states": {},
+        "retired": _retired(state_dir, [s for s in services if s not in markers]),
     }
     if states:
         # What runs now, for the services asked about and those with markers
@@ -372,6 +376,23 @@ def host_report(
             for n in names
         }
     return report
+
+
+def _retired(state_dir: Path, services: list[str]) -> dict[str, str]:
+    """For each of ``services`` (none has a marker), the revision it ran when a retirement
+    archived its files: the newest sound ``retire`` entry's (what ``rollback`` goes back to)."""
+    if not services:
+        return {}
+    from inferfleet.io.archive import Archive
+
+    found: dict[str, str] = {}
+    for entry in reversed(Archive(state_dir).entries()):  # newest first
+        index = entry.index
+        if index is None or index.reason != "retire" or not index.revision:
+            continue
+        if index.service in services:
+            found.setdefault(index.service, index.revision)
+    return found
 
 
 def _settings_digests(

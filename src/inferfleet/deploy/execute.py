@@ -21,21 +21,20 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inferfleet.backends import health as gate
 from inferfleet.backends import quadlet
 from inferfleet.backends.process import ProcessBackend
-from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import (
     Systemctl,
-    install_file,
     uninstall_file,
     wait_unit_healthy,
 )
 from inferfleet.checks.secret_scan import parse_env_file
+from inferfleet.deploy import archived
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import gather
 from inferfleet.deploy.gates import Gate, gates_for, run_gate, wait_port_free
@@ -50,11 +49,11 @@ from inferfleet.deploy.markers import (
     MarkerStore,
 )
 from inferfleet.deploy.planner import RETIRE, PlanItem
+from inferfleet.deploy.starting import record_template, start_gated
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.io.archive import Archive, Keeper
-from inferfleet.io.archive import Entry as ArchiveEntry
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from inferfleet.probe.minimal import Check
 
 SETTINGS_MODE = 0o600  # rendered settings hold secrets (L-54)
+INSTALL_MODE = 0o644  # units, Quadlet and env files (secrets live in secrets_env, L-55)
 CONTRACT_FAILING_OUTCOME = "contract-failing"
 
 
@@ -87,6 +87,17 @@ class ItemDone:
     outcome: str  # deployed | kept | retired | contract-failing
     healthy_after_s: float | None = None
     contract: Verdict | None = None  # None: a retirement, or a kept service not probed again
+    # Files put back from the archive instead of written anew: {"entry", "path"} each.
+    restored: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Ran:
+    """What executing a deploy's actions found."""
+
+    health_s: float | None = None  # the health gate's seconds (None if kept)
+    verdict: Verdict | None = None  # None for a kept service not probed again
+    restored: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -202,12 +213,12 @@ def _apply_item(
     actions = service_actions(desired, state, gates, ctx.revision)
     if dry_run:
         return actions, None
-    health_s, verdict = run_service(ctx, actions, desired, gates, settings)
+    ran = run_service(ctx, actions, desired, gates, settings)
     kept = any(a.kind == "verify" for a in actions)
     outcome = "kept" if kept else "deployed"
-    if verdict is not None and verdict.failing:
+    if ran.verdict is not None and ran.verdict.failing:
         outcome = CONTRACT_FAILING_OUTCOME
-    return actions, ItemDone(outcome, health_s, verdict)
+    return actions, ItemDone(outcome, ran.health_s, ran.verdict, ran.restored)
 
 
 def service_settings(ctx: Context, name: str) -> list[RenderedSettings]:
@@ -235,33 +246,62 @@ def run_service(
     desired: ServiceLaunch,
     gates: list[Gate],
     settings: Mapping[str, RenderedSettings] | None = None,
-) -> tuple[float | None, Verdict | None]:
+) -> Ran:
     """Execute a deploy's actions.
 
-    Returns the seconds the health gate took (None if kept) and the contract
-    verdict (None for a kept service whose marker did not say it was failing).
+    Returns the seconds the health gate took (None if kept), the contract
+    verdict (None for a kept service whose marker did not say it was failing)
+    and the files put back from the archive.
+
+    A file this deploy writes whose exact bytes an entry retired for this
+    service holds (a rollback bringing a retired service back) is restored
+    from that entry instead: byte for byte, with its mode, recorded in the
+    entry's index (:meth:`~inferfleet.io.archive.Keeper.restore`).
     """
     by_check = {g.check: g for g in gates}
-    health_s: float | None = None
-    verdict: Verdict | None = None
+    ran = Ran()
     keeper = _keeper(ctx, desired.name, scope=desired.scope)
-    replaced = _replaced_files(actions, desired, settings or {})
+    replaced = archived.replaced_files(actions, desired, settings or {})
     if replaced:
         keeper.archive.ready()  # before anything is stopped
+    writer = archived.Restorer.for_files(ctx.emit, keeper, desired.name, replaced)
+    try:
+        _run_actions(ctx, actions, desired, by_check, settings or {}, keeper, replaced, ran, writer)
+    except BaseException:
+        # What came back from the archive is recorded in its entries even when a later
+        # step (the health gate) fails: the files are on the host either way.
+        with contextlib.suppress(FleetError, OSError):
+            writer.record()
+        raise
+    ran.restored = writer.record()
+    return ran
+
+
+def _run_actions(
+    ctx: Context,
+    actions: list[Action],
+    desired: ServiceLaunch,
+    by_check: Mapping[str, Gate],
+    settings: Mapping[str, RenderedSettings],
+    keeper: Keeper,
+    replaced: dict[Path, str],
+    ran: Ran,
+    writer: archived.Restorer,
+) -> None:
     for action in actions:
         _step(ctx, action)
         kind = action.kind
         if kind in {"write-settings", "install"} and replaced:
             # The files this deploy will change, archived together in one entry first.
-            _archived(ctx, desired.name, keeper.keep_replaced(replaced))
+            archived.announce(ctx.emit, desired.name, keeper.keep_replaced(replaced))
             replaced = {}
         if kind == "gate":
             run_gate(
                 by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir
             )
         elif kind == "write-settings":
-            rendered = (settings or {})[action.target]
-            keeper.replace(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
+            rendered = settings[action.target]
+            writer.write(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)
         elif kind == "stop":
             ctx.processes.stop(desired.name)
         elif kind == "stop-unit":
@@ -277,31 +317,37 @@ def run_service(
             wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
-            install_file(Path(item.path), item.content, keeper=keeper)
+            writer.write(Path(item.path), item.content, mode=INSTALL_MODE)
         elif kind == "daemon-reload":
             ctx.systemctl(desired.scope).daemon_reload()
         elif kind == "enable":
             ctx.systemctl(desired.scope).enable(desired.service_unit)
         elif kind == "start":
-            health_s = _start_process(ctx, desired)
-            verdict = run_contract(ctx, desired)
+            ran.health_s = _start_process(ctx, desired)
+            ran.verdict = run_contract(ctx, desired)
         elif kind == "restart":
             ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
             ctx.systemctl(desired.scope).restart(desired.service_unit)
         elif kind == "health":
-            health_s = _unit_health(ctx, desired)
-            verdict = run_contract(ctx, desired)
+            ran.health_s = _unit_health(ctx, desired)
+            ran.verdict = run_contract(ctx, desired)
         elif kind == "verify":
             _verify_running(ctx, desired)
             recorded = ctx.markers.read(desired.name)
             if recorded is not None and recorded.contract_failing:
                 # Kept as it runs, but not fine: probed again, so an apply can turn it green.
-                verdict = run_contract(ctx, desired)
+                ran.verdict = run_contract(ctx, desired)
         elif kind == "marker":
-            _record(ctx, desired, ctx.at.inputs[desired.name], health_s, verdict)
+            _record(
+                ctx,
+                desired,
+                ctx.at.inputs[desired.name],
+                ran.health_s,
+                ran.verdict,
+                settings=sorted(settings),
+            )
         else:
             raise AssertionError(f"unknown action kind {kind!r}")
-    return health_s, verdict
 
 
 def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
@@ -366,7 +412,7 @@ def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
         kind = action.kind
         if kind == "uninstall" and retired:
             # Trash, not delete: the service's files go to one archive entry first.
-            _archived(ctx, marker.service, keeper.keep(retired, reason="retire"))
+            archived.announce(ctx.emit, marker.service, keeper.keep(retired, reason="retire"))
             retired = []
         if kind == "stop":
             ctx.processes.stop(marker.service)
@@ -406,34 +452,6 @@ def _keeper(
     )
 
 
-def _replaced_files(
-    actions: list[Action], desired: ServiceLaunch, settings: Mapping[str, RenderedSettings]
-) -> dict[Path, str]:
-    """The host files this deploy's actions write, with what they will hold."""
-    files = {f.path: f.content for f in desired.files}
-    found: dict[Path, str] = {}
-    for action in actions:
-        if action.kind == "install":
-            found[Path(action.target)] = files[action.target]
-        elif action.kind == "write-settings":
-            found[Path(action.target)] = settings[action.target].content
-    return found
-
-
-def _archived(ctx: Context, name: str, entry: ArchiveEntry | None) -> None:
-    if entry is None or entry.index is None:
-        return
-    paths = ", ".join(f.path for f in entry.index.files)
-    ctx.emit(
-        {
-            "event": "step",
-            "kind": "archive",
-            "service": name,
-            "detail": f"archived {paths} to {entry.folder} ({entry.index.reason})",
-        }
-    )
-
-
 def _health_hook(ctx: Context, name: str) -> Callable[[str, float], None]:
     def on_state(state: str, seconds: float) -> None:
         ctx.emit({"event": "health", "service": name, "state": state, "seconds": round(seconds, 3)})
@@ -463,67 +481,6 @@ def _secrets_of(ctx: Context, desired: ServiceLaunch) -> dict[str, str]:
     if declared is None:
         return {}
     return parse_env_file(Path(ctx.facts.expand(declared)))
-
-
-def record_template(launch: ServiceLaunch, *, runtime_version: str = "") -> ServiceRecord:
-    """The record of a process about to start (pid and times are filled in by the backend)."""
-    service = launch.service
-    return ServiceRecord(
-        service=launch.name,
-        host=launch.host,
-        pid=0,
-        create_time=0.0,
-        argv=launch.argv,
-        bind=service.bind,
-        port=service.port,
-        log="",
-        started_at=0.0,
-        spec_hash=launch.spec,
-        health_path=service.health.path,
-        alias=service.alias or launch.name,
-        model=service.model or "",
-        ctx_per_slot=service.ctx_per_slot or 0,
-        parallel=service.parallel,
-        runtime_version=runtime_version,
-    )
-
-
-def start_gated(
-    backend: ProcessBackend,
-    template: ServiceRecord,
-    *,
-    env: dict[str, str],
-    timeout: float,
-    on_state: Callable[[str, float], None] | None = None,
-    then: Callable[[], None] | None = None,
-) -> tuple[ServiceRecord, gate.HealthResult]:
-    """Start a server, hold it to the health gate, and stop it again (by pid) on any failure.
-
-    Green only when the server's own process answers (L-33) within the
-    service's timeout (L-34); ``then`` runs further checks while the server is
-    still ours to stop. Nothing that nobody owns is left running (L-43).
-    """
-    name = template.service
-    record, proc = backend.start(template, env=env)
-    try:
-        health = gate.wait_healthy(
-            proc,
-            service=name,
-            bind=record.bind,
-            port=record.port,
-            path=record.health_path,
-            timeout=timeout,
-            log_path=Path(record.log),
-            on_state=on_state,
-        )
-        if then is not None:
-            then()
-    except (FleetError, KeyboardInterrupt):
-        backend.stop(name)
-        raise
-    record = replace(record, healthy_after_s=round(health.seconds, 3))
-    backend.records.write(record)
-    return record, health
 
 
 def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
@@ -569,6 +526,8 @@ def _record(
     inputs: ServiceInputs,
     health_s: float | None,
     verdict: Verdict | None,
+    *,
+    settings: list[str] | None = None,
 ) -> None:
     """The marker: the revision runs (healthy, L-41), with its contract verdict.
 
@@ -597,6 +556,7 @@ def _record(
             unit=desired.unit if unit_backend else "",
             scope=desired.scope,
             installed=[f.path for f in desired.files],
+            settings=list(settings or []),
             healthy_after_s=None if health_s is None else round(health_s, 3),
             contract=contract,
             contract_evidence=evidence,

@@ -13,6 +13,10 @@ the ``contract_evidence`` of a failure). A failing contract still records the
 revision (the server runs it, healthy), but the planner redeploys it and
 status shows it red until an apply passes. A version 1 marker has neither
 field and reads as ``contract: ""`` (not checked), never as failing.
+
+``settings`` lists the settings files rendered for the service (L-54): a
+retirement archives and removes them with its units (issue 15); a marker
+written before the field existed reads as none, and those files stay.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class Marker:
     version: int = MARKER_VERSION
     contract: str = ""  # passed | failing | skipped; "" in a version 1 marker (not checked)
     contract_evidence: list[str] = field(default_factory=list)  # why it fails, first line first
+    # Settings files rendered for it on the host (L-54): archived and removed on retirement.
+    settings: list[str] = field(default_factory=list)
 
     @property
     def contract_failing(self) -> bool:

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, StringConstraints, TypeAdapter, ValidationError
 
 from inferfleet.deploy import planner
 from inferfleet.deploy.apply import failure_from_report, failure_json
@@ -139,6 +139,8 @@ class HostReport:
     facts: dict[str, str] | None  # HostFacts fields, present when states were asked for
     markers: dict[str, Marker]
     states: dict[str, ServiceState]
+    # A retired service asked about -> the revision it ran when retired (its archive entry).
+    retired: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, doc: Any, *, host: str = "") -> HostReport:
@@ -164,7 +166,7 @@ class HostReport:
                 hint="run the same inferfleet version on the host as here (update its "
                 "checkout and reinstall there), then plan again",
             ) from None
-        return cls(raw.host, raw.head, raw.lock, facts, markers, states)
+        return cls(raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired))
 
 
 class _RawReport(BaseModel):
@@ -176,6 +178,7 @@ class _RawReport(BaseModel):
     facts: dict[str, str] | None = None
     markers: dict[str, dict[str, Any]] = {}
     states: dict[str, dict[str, Any]] = {}
+    retired: dict[str, Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40,64}$")]] = {}
 
 
 _REPORT = TypeAdapter(_RawReport)
@@ -325,14 +328,19 @@ def rollback(
         host = found.host
     side.hosts([host])
     if to is None:
-        report = read_report(side, host)
+        report = read_report(side, host, [service], states=False)
         marker = report.markers.get(service)
-        if marker is None or not marker.history:
+        if marker is not None and marker.history:
+            to = marker.history[0]
+        elif marker is None and service in report.retired:
+            # Retired: back to the revision it ran then, as its archive entry recorded it.
+            to = report.retired[service]
+        else:
             raise UsageError(
                 f"host {host} has no earlier revision recorded for {service!r}",
-                hint="name the revision with --to REV",
+                hint="name the revision with --to REV (a retired service's is in "
+                "`inferfleet archive list` on the host)",
             )
-        to = marker.history[0]
     args = ["--service", service, "--rev", to, "--events"]
     return run_apply(side, host, args, on_event)
 

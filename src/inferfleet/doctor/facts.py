@@ -18,7 +18,7 @@ from pathlib import Path
 from inferfleet.backends import quadlet
 from inferfleet.backends.systemd import LINGER_DIR
 from inferfleet.doctor import parse
-from inferfleet.doctor.parse import Disk, Facts, Gpu
+from inferfleet.doctor.parse import Disk, EnvFile, Facts, Gpu
 from inferfleet.errors import ProcessError
 from inferfleet.io import process
 
@@ -134,19 +134,65 @@ def _with_gtt(gpu: Gpu, sysfs: list[Gpu], apu_host: bool | None) -> Gpu:
 
 
 def disk(path: str) -> Disk:
-    """Free bytes of the file system that will hold ``path`` (its nearest existing folder)."""
-    probe = Path(path).expanduser()
-    while not probe.exists() and probe != probe.parent:
+    """Free bytes of the file system that will hold ``path`` (its nearest existing folder).
+
+    A folder on the way this user may not enter (a root-only ``/root`` when
+    doctor runs as the ssh user) is a fact, not an error: the free space is
+    that of the nearest folder it can reach, and ``denied`` names the closed one.
+    """
+    target = Path(path).expanduser()
+    probe = target
+    while probe != probe.parent and not _exists(probe):
         probe = probe.parent
+    denied = None
+    for folder in [*reversed(target.parents), target]:
+        try:
+            folder.lstat()
+        except OSError:
+            break  # not there (yet): nothing further down to be closed
+        if folder.is_dir() and not os.access(folder, os.X_OK):
+            denied = str(folder)
+            break
     try:
         usage = shutil.disk_usage(probe)
     except OSError:
-        return Disk(path, None, None)
-    return Disk(path, usage.free, usage.total)
+        return Disk(path, None, None, denied)
+    return Disk(path, usage.free, usage.total, denied)
 
 
-def gather(disks: list[str], root: Path = Path("/"), *, tools: bool = True) -> Facts:
-    """Every fact of this machine (``root`` is where /proc, /sys and /etc are read)."""
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; False, not PermissionError, when a folder above is closed."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def env_file(path: str) -> EnvFile:
+    """Whether this user can read ``path`` (opened, nothing read: it holds secrets).
+
+    A root-only file is a fact (``permission denied``), never a traceback.
+    """
+    try:
+        with Path(path).expanduser().open("rb"):
+            return EnvFile(path, None)
+    except PermissionError:
+        return EnvFile(path, "permission denied")
+    except FileNotFoundError:
+        return EnvFile(path, "missing")
+    except OSError as exc:
+        return EnvFile(path, parse.clean(exc.strerror or str(exc), 200))
+
+
+def gather(
+    disks: list[str],
+    root: Path = Path("/"),
+    *,
+    tools: bool = True,
+    env_files: list[str] | None = None,
+) -> Facts:
+    """Every fact of this machine (``root`` is where /proc, /sys and /etc are read);
+    ``env_files`` are files inferfleet reads as this user, checked for access."""
     user = getpass.getuser()
     gpus, source, notes = discover_gpus(root, tools=tools)
     mem = parse.meminfo(_read(root / "proc" / "meminfo"))
@@ -165,12 +211,13 @@ def gather(disks: list[str], root: Path = Path("/"), *, tools: bool = True) -> F
         subuids=parse.subids(_read(root / "etc" / "subuid"), user),
         disks=[disk(p) for p in dict.fromkeys(disks)],
         gtt_params=parse.gtt_params(_read(root / "proc" / "cmdline")),
+        env_files=[env_file(p) for p in dict.fromkeys(env_files or [])],
     )
     # loginctl answers only for a user with a session or linger; the marker file is the truth
     # it reads from (backends.systemd.linger_enabled reads the same folder).
-    facts.linger = (root / LINGER_DIR.relative_to("/") / user).exists()
-    facts.quadlet = any((root / Path(p).relative_to("/")).exists() for p in quadlet.GENERATORS)
-    facts.user_systemd = (root / "run" / "user" / str(os.getuid()) / "systemd" / "private").exists()
+    facts.linger = _exists(root / LINGER_DIR.relative_to("/") / user)
+    facts.quadlet = any(_exists(root / Path(p).relative_to("/")) for p in quadlet.GENERATORS)
+    facts.user_systemd = _exists(root / "run" / "user" / str(os.getuid()) / "systemd" / "private")
     if tools:
         out, _ = _tool(["loginctl", "show-user", user, "--property=Linger"])
         if out is not None and (said := parse.lingering(out)) is not None:

@@ -9,7 +9,7 @@ a service is pinned to.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from inferfleet.doctor.parse import (
@@ -144,17 +144,45 @@ def pinned_findings(fleet: Fleet, host: str, gpus: Sequence[Gpu]) -> list[Findin
 
 
 def host_findings(
-    facts: Facts, fleet: Fleet | None, host: str | None, needs: dict[str, int] | None = None
+    facts: Facts,
+    fleet: Fleet | None,
+    host: str | None,
+    needs: dict[str, int] | None = None,
+    env_files: Mapping[str, str] | None = None,
 ) -> list[Finding]:
-    """Every finding of one host; ``needs`` maps a folder to the bytes the fleet puts there."""
+    """Every finding of one host; ``needs`` maps a folder to the bytes the fleet puts there,
+    ``env_files`` an env file apply reads as the host's user to what reads it."""
     found: list[Finding] = []
     where = f"hosts.{host}" if host else "this machine"
+    for env in facts.env_files:
+        if env.problem is None:
+            continue
+        why = (env_files or {}).get(env.path, "apply reads it")
+        fix = (
+            f"create it (mode 600, owned by {facts.user}) from the committed example"
+            if env.problem == "missing"
+            else f"make it readable by {facts.user} (chown {facts.user} {env.path}; chmod 600): "
+            "apply reads it as that user, not through sudo"
+        )
+        found.append(
+            Finding("env-file", "error", f"{env.path}: {env.problem} for {facts.user} ({why})",
+                    where, fix, "L-55")
+        )  # fmt: skip
     if version_tuple(facts.python) < MIN_PYTHON:
         found.append(
             Finding("python", "error", f"Python {facts.python} is too old for inferfleet",
                     where, "install Python 3.11 or later and inferfleet with it")
         )  # fmt: skip
     for disk in facts.disks:
+        if disk.denied is not None:
+            found.append(
+                Finding("access", "warning",
+                        f"{disk.path} lies under {disk.denied}, which {facts.user} may not "
+                        "enter: inferfleet cannot read or write there as this user", where,
+                        f"give {facts.user} access to {disk.denied} (or choose a folder of its "
+                        "own for the host's state_dir / the model's dir); `become: sudo` "
+                        "escalates units and systemctl only")
+            )  # fmt: skip
         need = (needs or {}).get(disk.path, 0)
         if disk.free is not None and need and disk.free < need:
             found.append(

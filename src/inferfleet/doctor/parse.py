@@ -316,6 +316,17 @@ class Disk:
     path: str
     free: int | None  # None: no existing folder on the way to it
     total: int | None
+    # The folder on the way this user may not enter (a root-only /root, a 0700 state
+    # dir of another user); None when every folder on the way is open to it.
+    denied: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvFile:
+    """An env file inferfleet reads as this user (settings values, a process's secrets)."""
+
+    path: str
+    problem: str | None  # None: readable; else why not ("permission denied", "missing")
 
 
 @dataclass
@@ -338,6 +349,7 @@ class Facts:
     disks: list[Disk] = field(default_factory=list)
     pci: list[PciAtomics] = field(default_factory=list)
     gtt_params: dict[str, int] = field(default_factory=dict)
+    env_files: list[EnvFile] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -351,6 +363,7 @@ class Facts:
         values = dict(data)
         values["gpus"] = [Gpu(**g) for g in data.get("gpus", [])]
         values["disks"] = [Disk(**d) for d in data.get("disks", [])]
+        values["env_files"] = [EnvFile(**e) for e in data.get("env_files", [])]
         values["pci"] = [
             PciAtomics(p["bus"], p["description"], p["gpu"], tuple(p["atomics"]))
             for p in data.get("pci", [])

@@ -28,11 +28,19 @@ replace a host file: it archives, then writes or unlinks. A symlink holds no
 data and is never followed; a container a retirement removes (L-36) is not a
 file: its Quadlet file is archived and its image, pinned by digest, stays.
 A model directory is never removed by a retirement, so it is not archived.
+
+A rollback (``apply --rev``) that brings a retired service back takes its
+files from the archive when an entry retired for that service holds exactly
+the bytes the revision renders (:meth:`Archive.matching`,
+:meth:`Keeper.restore`): the copy goes back byte for byte with its mode, and
+the entry's index records the restore (``restores``: when, by which
+revision, which files). An entry whose bytes differ is left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import os
@@ -41,12 +49,24 @@ import shutil
 import stat
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal
 
-from inferfleet.errors import FleetError, UsageError
+from inferfleet.errors import UsageError
+from inferfleet.io.archive_index import (
+    MAX_RESTORES,
+    REASONS,
+    RESTORED_BY,
+    ArchivedFile,
+    ArchiveError,
+    ArchiveIndex,
+    ArchiveRestore,
+    check_destination,
+    check_path,
+    index_problem,
+)
 from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.io.files import atomic_write, private_dir, staged_directory, write_if_changed
 from inferfleet.io.state_files import read_state
@@ -54,46 +74,14 @@ from inferfleet.io.state_files import read_state
 ARCHIVE_DIR = "archive"
 INDEX = "index.json"
 FILES = "files"
-INDEX_VERSION = 1
 COPY_MODE = 0o600  # every copy: env and settings files hold secrets
-# retire: a retired service's file; replace: a deploy wrote other bytes over it;
-# overwrite: `archive restore --force` wrote an archived file over it.
-REASONS = ("retire", "replace", "overwrite")
-MAX_FILES = 256  # a service has a handful of files; more is not an index we wrote
 _STAMP = "%Y%m%dT%H%M%S.%fZ"
 _ENTRY_RE = re.compile(r"(\d{8}T\d{6}\.\d{6}Z)-[A-Za-z0-9._-]+")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-_SHA_RE = re.compile(r"[0-9a-f]{64}")
 _HINT = (
     "an entry's index.json is written by inferfleet only; move the damaged entry aside "
     "and restore its files by hand"
 )
-
-
-class ArchiveError(FleetError, OSError):
-    """The archive cannot be read, written or restored from."""
-
-
-@dataclass(frozen=True)
-class ArchivedFile:
-    path: str  # the original absolute path on the host
-    mode: int  # its permission bits, given back on restore
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class ArchiveIndex:
-    """``index.json`` of one entry."""
-
-    service: str
-    revision: str  # the revision the files came from ("" when not known)
-    reason: str  # one of REASONS
-    when: str  # ISO 8601, UTC
-    at: float  # the same instant, seconds since the epoch
-    files: list[ArchivedFile]
-    by_revision: str = ""  # the revision of the apply that archived them
-    version: int = INDEX_VERSION
 
 
 @dataclass(frozen=True)
@@ -172,7 +160,7 @@ class Archive:
             raise AssertionError(f"unknown archive reason {reason!r}")
         found: list[tuple[Path, bytes, int]] = []
         for path in dict.fromkeys(Path(p) for p in paths):
-            _check_path(str(path), where=str(path))
+            check_path(str(path), where=str(path))
             try:
                 info = path.lstat()
             except FileNotFoundError:
@@ -251,7 +239,12 @@ class Archive:
         if path.is_symlink():
             raise ArchiveError(f"archive index {path} is a symlink", where=str(path), hint=_HINT)
         index = read_state(
-            path, ArchiveIndex, what="archive index", error=ArchiveError, hint=_HINT, check=_problem
+            path,
+            ArchiveIndex,
+            what="archive index",
+            error=ArchiveError,
+            hint=_HINT,
+            check=index_problem,
         )
         if index is None:
             raise ArchiveError(f"archive index {path} is missing", where=str(path), hint=_HINT)
@@ -259,7 +252,14 @@ class Archive:
 
     # ------------------------------------------------------------------ restoring
 
-    def restore(self, name: str, *, force: bool = False, by_revision: str = "") -> list[Restored]:
+    def restore(
+        self,
+        name: str,
+        *,
+        force: bool = False,
+        by_revision: str = "",
+        become: Become = NO_BECOME,
+    ) -> list[Restored]:
         """Write the entry's files back where they were, byte for byte, with their modes.
 
         Everything is checked before anything is written: the index, each
@@ -267,6 +267,9 @@ class Archive:
         match), each destination (no symlink in its folders, not a symlink or
         folder itself, and, unless ``force``, not a different existing file).
         With ``force`` the files overwritten are archived first (reason overwrite).
+        Files in folders only root may write (system units) are read and
+        written through ``become`` (the host's sudo). The entry's index
+        records the restore.
         """
         entry = self.entry(name)
         if entry.index is None:
@@ -277,10 +280,10 @@ class Archive:
             )
         plan: list[tuple[ArchivedFile, bytes, Literal["restored", "unchanged", "overwritten"]]] = []
         for item in entry.index.files:
-            data = self._stored(entry, item)
+            data = self.stored(entry, item)
             dest = Path(item.path)
-            _check_destination(dest)
-            current = _current(dest)
+            check_destination(dest)
+            current = _current_regular(dest, become)
             outcome: Literal["restored", "unchanged", "overwritten"]
             if current is None:
                 outcome = "restored"
@@ -295,6 +298,14 @@ class Archive:
                     where=str(dest),
                     hint="pass --force to restore anyway (the file there is archived first)",
                 )
+            if outcome != "unchanged" and not become.active and not _writable(dest):
+                raise ArchiveError(
+                    f"cannot write {dest} as {getpass.getuser()}: its folder is not ours "
+                    "(a system unit's?); nothing was restored",
+                    where=str(dest),
+                    hint="pass --become sudo (or --file with a host that has `become: sudo`), "
+                    "or restore as root",
+                )
             plan.append((item, data, outcome))
         overwritten = [Path(i.path) for i, _d, o in plan if o == "overwritten"]
         if overwritten:
@@ -304,20 +315,66 @@ class Archive:
                 revision="",
                 reason="overwrite",
                 by_revision=by_revision,
+                become=become,
             )
         done = []
         for item, data, outcome in plan:
             dest = Path(item.path)
             if outcome == "unchanged":
                 if stat.S_IMODE(dest.lstat().st_mode) != item.mode:
-                    os.chmod(dest, item.mode)
+                    become.chmod(dest, item.mode)
             else:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(dest, data, mode=item.mode)
+                become.write(dest, data, mode=item.mode)  # atomic, escalated where needed
             done.append(Restored(item.path, outcome))
+        written = [r.path for r in done if r.outcome != "unchanged"]
+        if written:
+            self.record_restore(name, written, by="archive restore", by_revision=by_revision)
         return done
 
-    def _stored(self, entry: Entry, item: ArchivedFile) -> bytes:
+    def matching(
+        self, service: str, wanted: Mapping[str, tuple[str, int]]
+    ) -> dict[str, tuple[Entry, ArchivedFile]]:
+        """For each path in ``wanted`` (path -> sha256, size), the newest copy retired for
+        ``service`` that holds exactly those bytes; paths without one are left out.
+
+        Only sound entries of reason ``retire`` count: a rollback brings back what
+        a retirement took away. Whether the copy itself is intact is checked when
+        it is read (:meth:`stored`).
+        """
+        found: dict[str, tuple[Entry, ArchivedFile]] = {}
+        for entry in reversed(self.entries()):  # newest first
+            index = entry.index
+            if index is None or index.service != service or index.reason != "retire":
+                continue
+            for item in index.files:
+                want = wanted.get(item.path)
+                if item.path not in found and want == (item.sha256, item.size):
+                    found[item.path] = (entry, item)
+        return found
+
+    def record_restore(
+        self,
+        name: str,
+        paths: list[str],
+        *,
+        by: str,
+        by_revision: str = "",
+        now: float | None = None,
+    ) -> None:
+        """Add one restore to the entry's index (rewritten whole: temp file + rename)."""
+        if by not in RESTORED_BY:
+            raise AssertionError(f"unknown restorer {by!r}")
+        index = self.index(name)
+        at = time.time() if now is None else now
+        when = datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
+        record = ArchiveRestore(when, at, list(paths), by, by_revision)
+        updated = replace(index, restores=[*index.restores, record][-MAX_RESTORES:])
+        atomic_write(
+            self.root / name / INDEX, json.dumps(asdict(updated), indent=2) + "\n", mode=COPY_MODE
+        )
+
+    def stored(self, entry: Entry, item: ArchivedFile) -> bytes:
+        """The entry's copy of ``item``, checked: a regular file inside the entry, its digest."""
         copy = entry.folder / FILES / item.path.lstrip("/")
         where = str(copy)
         try:
@@ -379,7 +436,7 @@ class Keeper:
         """Archive the files among ``paths`` in one entry, unless these bytes already are."""
         todo = []
         for path in paths:
-            _check_path(str(path), where=str(path))
+            check_path(str(path), where=str(path))
             current = _current_regular(path, self.become)
             if current is not None and self._kept.get(str(path)) != sha256_of(current):
                 todo.append(path)
@@ -399,7 +456,7 @@ class Keeper:
         """Archive, in one entry, those of the files that ``new`` would change."""
         changing = []
         for path, data in new.items():
-            _check_path(str(path), where=str(path))
+            check_path(str(path), where=str(path))
             payload = data.encode("utf-8") if isinstance(data, str) else data
             current = _current_regular(path, self.become)
             if current is not None and current != payload:
@@ -419,18 +476,37 @@ class Keeper:
         self.become.write(path, payload, mode=mode)  # sudo install + mv: still atomic
         return True
 
+    def restore(self, entry: Entry, item: ArchivedFile) -> bool:
+        """Put ``item`` of ``entry`` back at its path, byte for byte, with its mode.
+
+        The copy is checked first (:meth:`Archive.stored`); other bytes found at
+        the path are archived, as any replace does. Returns whether the file on
+        the host changed; :meth:`restored` records it in the entry's index.
+        """
+        data = self.archive.stored(entry, item)
+        return self.replace(Path(item.path), data, mode=item.mode)
+
+    def restored(self, files: Iterable[tuple[str, str]]) -> None:
+        """Record in each entry's index the files (entry name, path) put back from it:
+        one restore per entry, by this apply."""
+        by_entry: dict[str, list[str]] = {}
+        for name, path in files:
+            by_entry.setdefault(name, []).append(path)
+        for name, paths in by_entry.items():
+            self.archive.record_restore(name, paths, by="apply", by_revision=self.by_revision)
+
     def remove(self, path: Path) -> None:
         """Archive ``path`` (reason retire) unless already archived, then unlink it."""
         self.keep([path], reason="retire")
         self.become.remove(path)
 
 
-def _current(path: Path) -> bytes | None:
-    """The bytes of a regular file at ``path``; None when there is none."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
+def _writable(path: Path) -> bool:
+    """Whether this user may create ``path`` (its nearest existing folder is writable)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _current_regular(path: Path, become: Become = NO_BECOME) -> bytes | None:
@@ -454,70 +530,3 @@ def _tree_bytes(folder: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(base, name)).st_size
     return total
-
-
-def path_problem(text: str) -> str | None:
-    """Why ``text`` cannot be a path the archive keeps or restores to; None when it can."""
-    pure = PurePosixPath(text)
-    if not text.startswith("/"):
-        return f"{text!r} is not an absolute path"
-    if ".." in pure.parts:
-        return f"{text!r} has a '..' part"
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        return f"{text!r} has a control character"
-    if pure == PurePosixPath("/"):
-        return "'/' is not a file"
-    return None
-
-
-def _check_path(text: str, *, where: str) -> None:
-    problem = path_problem(text)
-    if problem is not None:
-        raise ArchiveError(
-            f"refusing to archive {problem}",
-            where=where,
-            hint="the deploy removes and replaces only absolute paths of files it installed; "
-            "a marker or index naming another is damaged: move it aside",
-        )
-
-
-def _problem(index: ArchiveIndex) -> str | None:
-    """What the index says that cannot be true of one we wrote (a check for read_state)."""
-    if index.reason not in REASONS:
-        return f"reason {index.reason!r} is not one of {', '.join(REASONS)}"
-    if not index.files or len(index.files) > MAX_FILES:
-        return f"it lists {len(index.files)} files"
-    seen: set[str] = set()
-    for item in index.files:
-        problem = path_problem(item.path)
-        if problem is not None:
-            return f"files: {problem}"
-        if item.path in seen:
-            return f"files: {item.path} is listed twice"
-        seen.add(item.path)
-        if not 0 <= item.mode <= 0o7777 or item.size < 0 or not _SHA_RE.fullmatch(item.sha256):
-            return f"files: {item.path} has an impossible mode, size or sha256"
-    return None
-
-
-def _check_destination(dest: Path) -> None:
-    """A restore writes only to ``dest`` itself: no symlink in its folders, nor at it."""
-    text = str(dest)
-    problem = path_problem(text)
-    if problem is None:
-        parent = dest.parent
-        existing = parent
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if Path(os.path.realpath(existing)) != existing:
-            problem = f"{text!r} lies under a symlink ({existing} -> {os.path.realpath(existing)})"
-        elif dest.is_symlink():
-            problem = f"{text!r} is a symlink"
-        elif dest.exists() and not dest.is_file():
-            problem = f"{text!r} is not a regular file"
-    if problem is not None:
-        raise ArchiveError(
-            f"refusing to restore to {problem}; nothing was restored",
-            where=text,
-            hint="restore by hand after checking where that path leads",
-        )
