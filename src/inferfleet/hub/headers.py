@@ -42,7 +42,7 @@ import httpx
 from pydantic import JsonValue, TypeAdapter
 
 from inferfleet import paths
-from inferfleet.artifacts.locate import main_file
+from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import (
     Manifest,
     ManifestEntry,
@@ -50,6 +50,7 @@ from inferfleet.artifacts.manifest import (
     fragment_of,
     parse_manifest,
 )
+from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel, folder_reader, read_model
 from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource
@@ -64,6 +65,7 @@ from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
+from inferfleet.hub.st_headers import CACHE_PATH, read_cached, read_hub_model
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.files import atomic_write
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
@@ -432,6 +434,36 @@ class ModelSources:
         finally:
             piece.close()
         return build_inspection(resolve_url(*key), [header])
+
+    # -- safetensors models (vLLM) ----------------------------------------
+
+    def safetensors(self, model_name: str) -> SafetensorsModel | str:
+        """A safetensors model's config and weight headers: its folder on this machine,
+        else a Hub model's by range requests (cached); or why they cannot be read."""
+        model = self.loaded.fleet.models[model_name]
+        try:
+            declared = [e.path for e in self._declared(model)]
+        except SpecError as exc:
+            return f"model {model_name!r}: {exc.message}"
+        folder = model_dir(model_name, model)
+        try:
+            if (folder / CONFIG).is_file():
+                return read_model(folder_reader(folder), declared)
+            if not isinstance(model.source, HubSource):
+                return f"model {model_name!r} is not on this machine ({folder})"
+            key = (self._endpoint(), model.source.hub, model.source.revision, CACHE_PATH)
+            where = header_cache_path(key)
+            cached = read_cached(where, *key[:3])
+            if cached is not None:
+                return cached
+            if self.offline:
+                return (
+                    f"model {model_name!r} is not on this machine and its headers are not "
+                    f"cached ({OFFLINE})"
+                )
+            return read_hub_model(where, *key[:3], declared, self._http())
+        except FleetError as exc:
+            return f"model {model_name!r}: {exc.render()}"
 
     # -- source listings ---------------------------------------------------
 
