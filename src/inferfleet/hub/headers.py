@@ -50,7 +50,7 @@ from inferfleet.artifacts.manifest import (
     fragment_of,
     parse_manifest,
 )
-from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel, folder_reader, read_model
+from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
 from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource
@@ -441,26 +441,22 @@ class ModelSources:
         """A safetensors model's config and weight headers: its folder on this machine,
         else a Hub model's by range requests (cached); or why they cannot be read."""
         model = self.loaded.fleet.models[model_name]
+        if (model_dir(model_name, model) / CONFIG).is_file() or not isinstance(
+            model.source, HubSource
+        ):
+            return self._local.safetensors(model_name)
+        key = (self._endpoint(), model.source.hub, model.source.revision, CACHE_PATH)
+        where = header_cache_path(key)
+        cached = read_cached(where, *key[:3])
+        if cached is not None:
+            return cached
+        if self.offline:
+            return (
+                f"model {model_name!r} is not on this machine and its headers are not "
+                f"cached ({OFFLINE})"
+            )
         try:
             declared = [e.path for e in self._declared(model)]
-        except SpecError as exc:
-            return f"model {model_name!r}: {exc.message}"
-        folder = model_dir(model_name, model)
-        try:
-            if (folder / CONFIG).is_file():
-                return read_model(folder_reader(folder), declared)
-            if not isinstance(model.source, HubSource):
-                return f"model {model_name!r} is not on this machine ({folder})"
-            key = (self._endpoint(), model.source.hub, model.source.revision, CACHE_PATH)
-            where = header_cache_path(key)
-            cached = read_cached(where, *key[:3])
-            if cached is not None:
-                return cached
-            if self.offline:
-                return (
-                    f"model {model_name!r} is not on this machine and its headers are not "
-                    f"cached ({OFFLINE})"
-                )
             return read_hub_model(where, *key[:3], declared, self._http())
         except FleetError as exc:
             return f"model {model_name!r}: {exc.render()}"
