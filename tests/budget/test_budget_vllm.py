@@ -202,7 +202,9 @@ def test_config_head_dim_falls_back_to_hidden_over_heads() -> None:
 # ---------------------------------------------------------------- the command
 
 
-def test_budget_reports_a_local_vllm_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_budget_reports_a_local_vllm_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     weights = write_model(tmp_path / "m")
     fleet = vllm_fleet(tmp_path, {"path": str(tmp_path / "m")}, declared(tmp_path / "m"))
     result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
@@ -213,7 +215,9 @@ def test_budget_reports_a_local_vllm_service(tmp_path: Path, monkeypatch: pytest
     assert (doc["wanted_tokens"], doc["exact"], doc["fits"]) == (2000, True, True)
 
 
-def test_budget_fails_when_the_slots_do_not_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_budget_fails_when_the_slots_do_not_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_model(tmp_path / "m")
     fleet = vllm_fleet(
         tmp_path,
@@ -245,7 +249,9 @@ def test_budget_names_the_broken_file_and_changes_nothing(
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == before
 
 
-def test_cpu_without_kv_space_is_an_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_without_kv_space_is_an_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_model(tmp_path / "m")
     fleet = vllm_fleet(
         tmp_path,
