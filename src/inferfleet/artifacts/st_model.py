@@ -97,6 +97,11 @@ class Reader:
             source.close()
 
 
+def is_safetensors_model(declared: Sequence[str]) -> bool:
+    """Whether a model's declared files are a transformers folder (config.json at the top)."""
+    return CONFIG in declared
+
+
 def folder_reader(folder: Path) -> Reader:
     def open_file(path: str) -> ByteSource:
         try:

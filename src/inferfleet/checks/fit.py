@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, BudgetError, ModelShape, model_shape, plan
 from inferfleet.budget.fleet import (
     ENGINE_SHARES,
@@ -96,7 +98,7 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 continue
             kind = fleet.runtimes[service.runtime].kind
             host = fleet.hosts[host_name]
-            if kind == "vllm" and not engine_devices(service, host):
+            if kind == "vllm" and not engine_devices(service, host) and safetensors(ctx, name):
                 found = vllm_sized(ctx, name)  # vLLM's CPU build: weights + KV pool in RAM
                 if isinstance(found, str):
                     unsized[name] = found
@@ -116,6 +118,18 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 yield _overrun(pool, over, engine_names, list(unsized))
         for name, reason in unsized.items():
             yield Skip(name, f"memory of service {name!r} not sized: {reason}")
+
+
+def safetensors(ctx: CheckContext, name: str) -> bool:
+    """Whether the service's model is a safetensors folder (its config.json is declared)."""
+    model = ctx.fleet.services[name].model
+    if model is None:
+        return False
+    try:
+        files = declared_files(ctx.fleet.models[model], ctx.root)
+    except FleetError:
+        return False  # the declared-files rules report it
+    return is_safetensors_model([f.path for f in files])
 
 
 def vllm_sized(ctx: CheckContext, name: str) -> VllmBudget | str:
@@ -140,6 +154,8 @@ def vllm_capacity(ctx: CheckContext) -> Iterator[Hit | Skip]:
         runtime = ctx.fleet.runtimes.get(service.runtime or "")
         if service.kind != "llm" or runtime is None or runtime.kind != "vllm":
             continue
+        if not safetensors(ctx, name):
+            continue  # a GGUF on vLLM: only its memory share is judged
         found = vllm_sized(ctx, name)
         if isinstance(found, str):
             yield Skip(name, f"KV capacity of service {name!r} not sized: {found}")

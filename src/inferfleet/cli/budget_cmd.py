@@ -25,6 +25,8 @@ from typing import Annotated
 
 import typer
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
 from inferfleet.budget.fleet import engine_devices, fleet_request
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
@@ -122,11 +124,13 @@ def llama_services(
         runtime = fleet.runtimes.get(service.runtime or "")
         if service.kind != "llm" or runtime is None:
             reason = "not an llm service"
-        elif runtime.kind == "vllm":
+        elif runtime.kind == "vllm" and _safetensors(loaded, service.model):
             engines.append(name)
             continue
         elif not traits(runtime.kind).gguf:
             reason = f"{runtime.kind} sizes its own pool (gpu_memory_utilization)"
+            if runtime.kind == "vllm":
+                reason += "; its model has no config.json (not a safetensors folder) to size"
         else:
             chosen.append(name)
             continue
@@ -136,6 +140,16 @@ def llama_services(
             )
         skipped.append([name, reason])
     return chosen, engines, skipped
+
+
+def _safetensors(loaded: LoadedFleet, model: str | None) -> bool:
+    if model is None:
+        return False
+    try:
+        files = declared_files(loaded.fleet.models[model], loaded.root)
+    except FleetError:
+        return True  # sized, so that the reason is reported
+    return is_safetensors_model([f.path for f in files])
 
 
 def read_vllm_budget(sources: ModelSources, name: str) -> VllmBudget:
