@@ -5,7 +5,9 @@ The capacities asserted for the tiny Llama were logged by a real vLLM 0.32.0
 --max-num-seqs 2``): ``CPU KV cache size: 512,000 tokens`` at
 ``--max-model-len 1000`` and ``477,866 tokens`` at 700; that is not
 ``blocks x block_size`` (524,288), because vLLM divides its 4,096 blocks by
-the blocks one request takes (ceil(len / 128)) and multiplies by the length.
+the blocks one request takes (ceil(len / 128)) and multiplies by the length. The same vLLM logged 568,719 and 335,544 tokens for
+the sliding-window Llamas below (``layer_types``, window 64, ``--max-model-len
+8192``): sliding layers hold only their window, in groups vLLM pads.
 """
 
 from __future__ import annotations
@@ -66,6 +68,36 @@ def test_dtype_auto_downcasts_float32_and_fp8_takes_one_byte() -> None:
 def test_tensor_parallel_splits_kv_heads_but_never_below_one() -> None:
     assert kv_shape(TINY, dtype_bytes=2, block_size=16, tensor_parallel=2).kv_heads == 1
     assert kv_shape(TINY, dtype_bytes=2, block_size=16, tensor_parallel=4).kv_heads == 1
+
+
+def _swa_config(layer_types: list[str]) -> dict[str, object]:
+    return {
+        **TINY_CONFIG,
+        "num_hidden_layers": len(layer_types),
+        "max_position_embeddings": 8192,
+        "layer_types": layer_types,
+        "sliding_window": 64,
+    }
+
+
+S, F = "sliding_attention", "full_attention"
+
+
+@pytest.mark.parametrize(
+    ("layer_types", "logged"),
+    [
+        # 3 sliding + 1 full: four groups of one layer; a request holds 64 + 3 x 18 blocks.
+        ([S, S, S, F], 568_719),
+        # 3 sliding + 2 full: groups of two (3 is not under 1.5 x 2), one sliding group padded.
+        ([S, F, S, F, S], 335_544),
+    ],
+)
+def test_sliding_window_capacity_is_what_vllm_logs(layer_types: list[str], logged: int) -> None:
+    """Tiny Llamas with layer_types and window 64, logged by the real vLLM 0.32 at
+    --max-model-len 8192 (VLLM_CPU_KVCACHE_SPACE=1, --dtype float32)."""
+    config = attention_config(_swa_config(layer_types))
+    tokens = cpu_kv_cache_tokens(config, kv_space_gib=1, max_model_len=8192, dtype="float32")
+    assert tokens == logged
 
 
 def test_gemma3_pattern_groups_sliding_layers_as_vllm_does() -> None:
@@ -263,3 +295,70 @@ def test_cpu_without_kv_space_is_an_estimate(
     (doc,) = json.loads(result.stdout)["vllm"]
     assert doc["exact"] is False
     assert any("estimate" in note for note in doc["notes"])
+
+
+def test_gpu_pool_is_an_estimate_from_the_memory_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weights = write_model(tmp_path / "m")
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        declared(tmp_path / "m"),
+        host={
+            "address": "localhost",
+            "devices": [{"name": "gpu0", "vendor": "nvidia", "memory": "24GiB"}],
+        },
+        service={"devices": ["gpu0"], "gpu_memory_utilization": 0.5, "extra_args": []},
+    )
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+    assert result.code == 0, result.stdout + result.stderr
+    (doc,) = json.loads(result.stdout)["vllm"]
+    assert doc["device"] == "nvidia" and doc["exact"] is False
+    assert doc["kv_pool"] == 12 * GIB - weights - 2 * GIB
+    # --dtype auto: the float32 model runs (and caches) in bfloat16; blocks of 16 on a GPU.
+    assert (doc["dtype"], doc["kv_bytes_per_token"], doc["block_size"]) == ("bfloat16", 1024, 16)
+    assert doc["blocks"] == doc["kv_pool"] // (16 * 1024)
+    assert any("estimate: on a GPU" in note for note in doc["notes"])
+
+
+def test_extra_args_the_adapter_passes_are_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        declared(tmp_path / "m"),
+        service={
+            "runtime_env": {},
+            "extra_args": [
+                "--dtype=float32",
+                "--block_size",
+                "32",
+                "--kv-cache-memory-bytes",
+                str(GIB // 2),
+            ],
+        },
+    )
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+    (doc,) = json.loads(result.stdout)["vllm"]
+    assert (doc["block_size"], doc["kv_pool"], doc["exact"]) == (32, GIB // 2, True)
+    assert doc["blocks"] == (GIB // 2) // (32 * 2048)
+
+
+def test_a_kv_space_that_is_not_whole_gib_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        declared(tmp_path / "m"),
+        service={"runtime_env": {"VLLM_CPU_KVCACHE_SPACE": "1.5"}},
+    )
+    result = run_cli(monkeypatch, "budget", "tiny", "-f", str(fleet))
+    assert result.code == 2
+    assert "VLLM_CPU_KVCACHE_SPACE='1.5': vLLM reads a whole number of GiB" in " ".join(
+        result.stderr.split()
+    )

@@ -79,3 +79,29 @@ def test_hub_model_header_bytes_only(
         size = (folder / "model.safetensors").stat().st_size
         sent = sum(n for path, n in hub.sent.items() if path.endswith("model.safetensors"))
         assert 0 < sent < size // 10
+
+
+def test_a_damaged_cache_entry_is_read_again_and_replaced(
+    tmp_path: Path, hub_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_model(tmp_path / "src")
+    files = [
+        RepoFile(p.name, Blob([p.read_bytes()]).hashed(), lfs=p.suffix == ".safetensors")
+        for p in sorted((tmp_path / "src").iterdir())
+    ]
+    with HubServer() as hub:
+        hub.add(Repo("test/tiny", {f.path: f for f in files}))
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        fleet = vllm_fleet(
+            tmp_path, {"hub": "test/tiny", "revision": "main"}, declared(tmp_path / "src")
+        )
+        assert run_cli(monkeypatch, "budget", "-f", str(fleet)).code == 0
+        (entry,) = (hub_env / "headers").iterdir()
+        entry.write_text('{"format": 1, "kind": "safetensors", "files": [{"file_size": -1}]}')
+        offline = run_cli(monkeypatch, "budget", "-f", str(fleet), "--offline", "tiny")
+        assert offline.code == 2 and "not cached" in " ".join(offline.stderr.split())
+        before = len(hub.log)
+        again = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+        assert again.code == 0 and json.loads(again.stdout)["vllm"][0]["tokens"] == 512_000
+        assert len(hub.log) > before  # read from the Hub again ...
+        assert json.loads(entry.read_text())["files"][0]["file_size"] > 0  # ... and replaced

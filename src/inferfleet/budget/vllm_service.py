@@ -164,8 +164,10 @@ class VllmBudget:
 
     @property
     def host_bytes(self) -> int:
-        """What the service takes from host memory on CPU: weights and the KV pool."""
-        return self.weights_bytes + self.kv_bytes if self.device == "cpu" else 0
+        """What the service takes from host memory on CPU: weights and a KV pool per rank."""
+        if self.device != "cpu":
+            return 0
+        return self.weights_bytes + self.kv_bytes * self.settings.tensor_parallel
 
 
 def _batched_tokens(settings: VllmSettings, devices: tuple[Device, ...]) -> tuple[int, list[str]]:

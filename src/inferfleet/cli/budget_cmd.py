@@ -343,8 +343,10 @@ def budget(
     ] = False,
 ) -> None:
     """Memory per device of llama.cpp services: weights, KV, compute, projector,
-    drafter, headroom; fits or not. Exits 1 when a device does not fit, 2 when a
-    service could not be sized (the reason is printed)."""
+    drafter, headroom; fits or not. vLLM services on a safetensors model: weights,
+    KV bytes per token, the KV pool in blocks and tokens, whether every slot fits.
+    Exits 1 when a device or a vLLM pool does not fit, 2 when a service could not
+    be sized (the reason is printed)."""
     del remote  # reading a Hub model's header when its file is absent is the default now
     with ModelSources(resolve_fleet(file, Output(json_mode=json_out)), offline=offline) as sources:
         _budget(sources, service, json_out, solve_ctx, boot, from_log, ctx, headroom)
