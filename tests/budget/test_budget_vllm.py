@@ -5,9 +5,10 @@ The capacities asserted for the tiny Llama were logged by a real vLLM 0.32.0
 --max-num-seqs 2``): ``CPU KV cache size: 512,000 tokens`` at
 ``--max-model-len 1000`` and ``477,866 tokens`` at 700; that is not
 ``blocks x block_size`` (524,288), because vLLM divides its 4,096 blocks by
-the blocks one request takes (ceil(len / 128)) and multiplies by the length. The same vLLM logged 568,719 and 335,544 tokens for
-the sliding-window Llamas below (``layer_types``, window 64, ``--max-model-len
-8192``): sliding layers hold only their window, in groups vLLM pads.
+the blocks one request takes (ceil(len / 128)) and multiplies by the length.
+The same vLLM logged 568,719 and 335,544 tokens for the sliding-window Llamas
+below (``layer_types``, window 64, ``--max-model-len 8192``): sliding layers
+hold only their window, in groups vLLM pads.
 """
 
 from __future__ import annotations
