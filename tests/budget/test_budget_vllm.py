@@ -363,3 +363,26 @@ def test_a_kv_space_that_is_not_whole_gib_is_refused(
     assert "VLLM_CPU_KVCACHE_SPACE='1.5': vLLM reads a whole number of GiB" in " ".join(
         result.stderr.split()
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "sliding", "window"),
+    [
+        # Qwen2: layer_types without use_sliding_window give the sliding layers no window.
+        ({"use_sliding_window": False, "sliding_window": 4096, "layer_types": [S, F]}, 0, None),
+        ({"use_sliding_window": True, "sliding_window": 512, "max_window_layers": 1}, 1, 512),
+        ({"sliding_window": 0, "layer_types": [S, F]}, 0, None),  # 0: disabled
+        ({"model_type": "gemma2", "sliding_window": 256}, 1, 256),  # even layers slide
+        ({"model_type": "gemma3_text", "sliding_window_pattern": 2}, 1, 4096),  # default window
+    ],
+)
+def test_which_layers_slide_follows_transformers_and_vllm(
+    extra: dict[str, object], sliding: int, window: int | None
+) -> None:
+    config = attention_config({**TINY_CONFIG, **extra})
+    assert (config.sliding_layers, config.sliding_window) == (sliding, window)
+
+
+def test_a_layer_type_without_a_per_token_cache_is_refused() -> None:
+    with pytest.raises(SafetensorsError, match="layer 1 is 'linear_attention'"):
+        attention_config({**TINY_CONFIG, "layer_types": [F, "linear_attention"]})

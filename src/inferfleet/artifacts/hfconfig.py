@@ -8,15 +8,18 @@ weights were saved in, and which layers use a sliding window.
 Which layers slide is what vLLM 0.32's model code reads from the config
 transformers builds: ``layer_types[i] == "sliding_attention"`` gives layer
 ``i`` the window ``sliding_window`` (``model_executor/models/llama.py``,
-``gemma3.py``, ``qwen2.py``...). Where ``config.json`` has no ``layer_types``,
-transformers fills them in for a few families, and so do we, the same way:
-Gemma 2 alternates (even layers slide), Gemma 3 slides except every
-``sliding_window_pattern``-th layer (default 6), and Qwen2-style configs
-slide from ``max_window_layers`` on only with ``use_sliding_window``. Any
-other config with a ``sliding_window`` but no ``layer_types`` is sized with
-every layer full and says so (Llama's path in vLLM applies the window only
-through ``layer_types``). Layer types other than full and sliding attention
-(linear attention, Mamba) are refused: their state is not per token.
+``gemma3.py``, ``qwen2.py``...), and a sliding layer without a window is a
+full one. Where ``config.json`` has no ``layer_types``, transformers (5.x)
+fills them in for some families, and so do we, the same way: Gemma 2
+alternates (even layers slide), Gemma 3 slides except every
+``sliding_window_pattern``-th layer (default 6), Qwen2/Qwen3 slide from
+``max_window_layers`` (default 28) on and Qwen2-MoE on odd-numbered layers
+below it, both only with ``use_sliding_window``; a missing Gemma window is
+transformers' 4096, and a window of 0 is none (vLLM's reading). Any other
+config with a ``sliding_window`` but no ``layer_types`` (Mistral) is sized
+with every layer full, as vLLM runs it, and says so. Layer types other than
+full and sliding attention (linear attention, Mamba) are refused: their
+state is not per token.
 
 Multimodal configs keep the language model's fields under ``text_config``;
 those are read, as vLLM does (``hf_text_config``).
@@ -39,6 +42,9 @@ MAX_HEAD_DIM = 65536
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float": 4, "half": 2}
 SLIDING = "sliding_attention"
 FULL = "full_attention"
+# transformers' defaults for what config.json may leave out.
+DEFAULT_WINDOW = {"gemma2": 4096, "gemma3": 4096, "gemma3_text": 4096}
+QWEN_MAX_WINDOW_LAYERS = 28
 
 
 @dataclass(frozen=True)
@@ -84,12 +90,45 @@ def _int(
     return value
 
 
+def _window(config: Mapping[str, object], model_type: str, where: str) -> int | None:
+    """The window sliding layers get, or None: no window (those layers are then full).
+
+    transformers' defaults apply where config.json leaves it out (Gemma: 4096);
+    ``use_sliding_window: false`` (Qwen2-style) and 0 (vLLM's reading) mean none.
+    """
+    if "use_sliding_window" in config and config.get("use_sliding_window") is not True:
+        return None
+    if config.get("sliding_window") == 0:
+        return None
+    window = _int(config, "sliding_window", where, limit=1 << 31, required=False)
+    if window is None and "sliding_window" not in config:
+        return DEFAULT_WINDOW.get(model_type)
+    return window
+
+
+def _pattern(config: Mapping[str, object], model_type: str, n: int, where: str) -> list[str]:
+    """transformers' own layer_types for a config.json without them (per family)."""
+    if model_type == "gemma2":
+        return [SLIDING if (i + 1) % 2 else FULL for i in range(n)]
+    if model_type in ("gemma3", "gemma3_text"):
+        every = _int(config, "sliding_window_pattern", where, limit=MAX_LAYERS, required=False)
+        return [SLIDING if (i + 1) % (every or 6) else FULL for i in range(n)]
+    first = _int(config, "max_window_layers", where, limit=MAX_LAYERS, required=False)
+    first = QWEN_MAX_WINDOW_LAYERS if first is None else first
+    if model_type == "qwen2_moe":
+        return [SLIDING if (i + 1) % 2 and i < first else FULL for i in range(n)]
+    if "use_sliding_window" in config:  # Qwen2 / Qwen3
+        return [SLIDING if i >= first else FULL for i in range(n)]
+    return [FULL] * n
+
+
 def _layer_types(
     config: Mapping[str, object], model_type: str, n_layers: int, where: str
-) -> tuple[tuple[str, ...], list[str]]:
+) -> tuple[tuple[str, ...], int | None, list[str]]:
+    """Each layer's kind and the window of the sliding ones; notes on what was assumed."""
     notes: list[str] = []
+    window = _window(config, model_type, where)
     declared = config.get("layer_types")
-    window = config.get("sliding_window")
     if declared is not None:
         if not isinstance(declared, list) or len(declared) != n_layers:
             raise _error(where, "layer_types", f"must list one type per layer ({n_layers})")
@@ -101,25 +140,18 @@ def _layer_types(
                     f"layer {index} is {str(kind)[:40]!r}: only full_attention and "
                     "sliding_attention layers keep a per-token KV cache this budget sizes",
                 )
-        return tuple(declared), notes
+        types = list(declared)
+    else:
+        types = _pattern(config, model_type, n_layers, where)
+        if SLIDING not in types and window is not None and "use_sliding_window" not in config:
+            notes.append(
+                f"config.json has sliding_window {window} but no layer_types: every layer is "
+                "sized as full attention (vLLM applies a window only to layers listed as "
+                "sliding_attention)"
+            )
     if window is None:
-        return (FULL,) * n_layers, notes
-    if model_type in ("gemma2",):
-        return tuple(SLIDING if i % 2 == 0 else FULL for i in range(n_layers)), notes
-    if model_type in ("gemma3", "gemma3_text"):
-        pattern = _int(config, "sliding_window_pattern", where, limit=n_layers, required=False)
-        every = pattern or 6
-        return tuple(FULL if (i + 1) % every == 0 else SLIDING for i in range(n_layers)), notes
-    if "use_sliding_window" in config:
-        if config.get("use_sliding_window") is not True:
-            return (FULL,) * n_layers, notes
-        first = _int(config, "max_window_layers", where, limit=MAX_LAYERS, required=False) or 0
-        return tuple(SLIDING if i >= first else FULL for i in range(n_layers)), notes
-    notes.append(
-        f"config.json has sliding_window {window} but no layer_types: every layer is sized "
-        "as full attention (vLLM applies a window only to layers listed as sliding_attention)"
-    )
-    return (FULL,) * n_layers, notes
+        return (FULL,) * n_layers, None, notes  # vLLM gives "sliding" layers no window
+    return tuple(types), window if SLIDING in types else None, notes
 
 
 def attention_config(config: Mapping[str, object], where: str = "config.json") -> AttentionConfig:
@@ -158,10 +190,7 @@ def attention_config(config: Mapping[str, object], where: str = "config.json") -
         raise _error(
             where, "torch_dtype", f"{str(dtype)[:40]!r} is not one of {', '.join(DTYPE_BYTES)}"
         )
-    window = _int(config, "sliding_window", where, limit=1 << 31, required=False)
-    types, notes = _layer_types(config, model_type, n_layers, where)
-    if SLIDING in types and window is None:
-        raise _error(where, "sliding_window", "missing, and layer_types lists sliding layers")
+    types, window, notes = _layer_types(config, model_type, n_layers, where)
     max_pos = _int(config, "max_position_embeddings", where, limit=1 << 31, required=False)
     return AttentionConfig(
         location=where,
@@ -172,7 +201,7 @@ def attention_config(config: Mapping[str, object], where: str = "config.json") -
         n_kv_heads=n_kv,
         head_dim=head_dim,
         dtype=dtype,
-        sliding_window=window if SLIDING in types else None,
+        sliding_window=window,
         layer_types=types,
         max_position_embeddings=max_pos,
         notes=tuple(notes),
