@@ -24,6 +24,11 @@ one: the LFS oid) comes from the Hub listing at the pinned revision
 the installed package (its chunks' sizes and the sha256 it ships), or
 ``stat`` for a path model.
 
+A safetensors model (a vLLM service's) is answered by :meth:`ModelSources.safetensors`:
+its folder on this machine, else its ``config.json`` and each weight file's
+8 + N header bytes from the Hub by range (:mod:`inferfleet.hub.st_headers`),
+cached under ``<cache>/headers/`` too.
+
 With ``offline`` no request is made: what the cache or this machine cannot
 answer is a reason, which the caller shows as a skip.
 """
