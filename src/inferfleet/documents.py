@@ -502,7 +502,8 @@ class BudgetVllm(TypedDict):
     model: str  # where its config and headers were read
     device: str  # cpu, or the accelerator vendor
     dtype: str  # what vLLM runs the model in
-    weights: int
+    weights: int  # in memory: float tensors cast to dtype
+    weights_on_disk: int  # the safetensors headers' tensor bytes
     kv_bytes_per_token: int  # one rank, all layers
     kv_pool: int  # the KV cache memory of one rank
     exact: bool  # the pool is given (VLLM_CPU_KVCACHE_SPACE); False: estimated

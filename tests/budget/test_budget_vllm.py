@@ -243,7 +243,8 @@ def test_budget_reports_a_local_vllm_service(
     result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
     assert result.code == 0, result.stdout + result.stderr
     (doc,) = json.loads(result.stdout)["vllm"]
-    assert doc["weights"] == weights
+    # --dtype float32: the float16 norms (2 x 8 values) are loaded as float32.
+    assert (doc["weights_on_disk"], doc["weights"]) == (weights, weights + 2 * 8 * 2)
     assert (doc["kv_bytes_per_token"], doc["blocks"], doc["tokens"]) == (2048, 4096, 512_000)
     assert (doc["wanted_tokens"], doc["exact"], doc["fits"]) == (2000, True, True)
 
@@ -316,7 +317,10 @@ def test_gpu_pool_is_an_estimate_from_the_memory_share(
     assert result.code == 0, result.stdout + result.stderr
     (doc,) = json.loads(result.stdout)["vllm"]
     assert doc["device"] == "nvidia" and doc["exact"] is False
-    assert doc["kv_pool"] == 12 * GIB - weights - 2 * GIB
+    # float32 tensors are loaded in bfloat16 (half the bytes), float16 ones stay as they are.
+    assert doc["weights_on_disk"] == weights
+    assert doc["weights"] == (64 * 8 + 2 * 8 * 8) * 2 + 2 * 8 * 2
+    assert doc["kv_pool"] == 12 * GIB - doc["weights"] - 2 * GIB
     # --dtype auto: the float32 model runs (and caches) in bfloat16; blocks of 16 on a GPU.
     assert (doc["dtype"], doc["kv_bytes_per_token"], doc["block_size"]) == ("bfloat16", 1024, 16)
     assert doc["blocks"] == doc["kv_pool"] // (16 * 1024)

@@ -47,7 +47,7 @@ def test_hub_model_is_sized_from_ranges_then_from_the_cache(
         first = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
         assert first.code == 0, first.stdout + first.stderr
         (doc,) = json.loads(first.stdout)["vllm"]
-        assert (doc["weights"], doc["tokens"]) == (weights, 512_000)
+        assert (doc["weights_on_disk"], doc["tokens"]) == (weights, 512_000)
         shard_reads = [r for r in hub.log if r.host == "cdn" or "safetensors" in r.path]
         assert shard_reads and all(r.range is not None for r in hub.log if r.host == "cdn")
         before = len(hub.log)

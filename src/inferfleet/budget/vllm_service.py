@@ -27,6 +27,7 @@ from inferfleet.budget.vllm_kv import (
     GIB,
     GPU_BLOCK_SIZE,
     GPU_OVERHEAD,
+    TORCH_BYTES,
     KvCapacity,
     cache_dtype_bytes,
     kv_capacity,
@@ -141,7 +142,8 @@ class VllmBudget:
 
     @property
     def weights_bytes(self) -> int:
-        return self.model.weights_bytes
+        """The weights in memory: float tensors in the dtype vLLM runs (see run_weights)."""
+        return run_weights(self.model, self.run_dtype)
 
     @property
     def kv_token_bytes(self) -> int:
@@ -168,6 +170,17 @@ class VllmBudget:
         if self.device != "cpu":
             return 0
         return self.weights_bytes + self.kv_bytes * self.settings.tensor_parallel
+
+
+# Float dtypes vLLM casts to its run dtype on load; other tensors (quantized
+# weights, their int/fp8 scales) keep their bytes.
+CAST = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+
+
+def run_weights(model: SafetensorsModel, run_dtype: str) -> int:
+    """Bytes of the weights once loaded: float tensors in ``run_dtype``, the rest as stored."""
+    size = TORCH_BYTES[run_dtype]
+    return sum(n * size // CAST[dtype] if dtype in CAST else n for dtype, n in model.dtypes.items())
 
 
 def _batched_tokens(settings: VllmSettings, devices: tuple[Device, ...]) -> tuple[int, list[str]]:
@@ -206,7 +219,8 @@ def vllm_budget(
     notes = list(model.notes) + list(config.notes)
     if settings.dtype == "auto" and config.dtype == "float32":
         notes.append("--dtype auto runs a float32 model in bfloat16 (vLLM downcasts it)")
-    weights_rank = model.weights_bytes // tp
+    weights = run_weights(model, run_dtype)
+    weights_rank = weights // tp
     space = kv_space(service) if cpu else None
     exact = True
     if space is not None:
@@ -222,7 +236,7 @@ def vllm_budget(
                 hint=f"set runtime_env.{KV_SPACE_ENV} (GiB), or the host's ram",
             )
         exact = False
-        kv_bytes = int(ram * settings.share) - model.weights_bytes - CPU_OVERHEAD
+        kv_bytes = int(ram * settings.share) - weights - CPU_OVERHEAD
         notes.append(
             f"estimate: without {KV_SPACE_ENV}, vLLM takes gpu_memory_utilization "
             f"{settings.share:g} x RAM minus what the process holds after loading "
@@ -271,6 +285,7 @@ def vllm_document(budget: VllmBudget) -> BudgetVllm:
         device=budget.device,
         dtype=budget.run_dtype,
         weights=budget.weights_bytes,
+        weights_on_disk=budget.model.weights_bytes,
         kv_bytes_per_token=budget.kv_token_bytes,
         kv_pool=budget.kv_bytes,
         exact=budget.exact,

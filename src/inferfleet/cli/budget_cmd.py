@@ -172,10 +172,14 @@ def _vllm_human(out: Output, result: VllmBudget) -> None:
     capacity, settings = result.capacity, result.settings
     where = "CPU" if result.device == "cpu" else ", ".join(d.name for d in result.devices)
     out.line(f"[bold]{esc(result.service)}[/]: vLLM on {esc(where)}, {esc(result.model.location)}")
+    disk = result.model.weights_bytes
+    on_disk = f", {size(disk)} on disk" if disk != result.weights_bytes else ""
+    sliding = capacity.shape.window
+    window = f" (sliding layers: a {sliding:,}-token window)" if sliding is not None else ""
     out.line(
-        f"  weights {size(result.weights_bytes)} ({esc(result.run_dtype)} run), KV "
-        f"{result.kv_token_bytes:,} bytes per token, block {capacity.shape.block_size} tokens "
-        f"= {capacity.bytes_per_block:,} bytes"
+        f"  weights {size(result.weights_bytes)} in {esc(result.run_dtype)}{on_disk}; KV "
+        f"{result.kv_token_bytes:,} bytes per token over all layers{window}; block "
+        f"{capacity.shape.block_size} tokens = {capacity.bytes_per_block:,} bytes"
     )
     kind = "exact" if result.exact else "estimate"
     out.line(
