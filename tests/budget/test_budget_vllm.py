@@ -390,3 +390,8 @@ def test_which_layers_slide_follows_transformers_and_vllm(
 def test_a_layer_type_without_a_per_token_cache_is_refused() -> None:
     with pytest.raises(SafetensorsError, match="layer 1 is 'linear_attention'"):
         attention_config({**TINY_CONFIG, "layer_types": [F, "linear_attention"]})
+
+
+def test_an_mla_model_is_refused_rather_than_sized_wrong() -> None:
+    with pytest.raises(SafetensorsError, match="'kv_lora_rank': a multi-head latent attention"):
+        attention_config({**TINY_CONFIG, "kv_lora_rank": 512})

@@ -168,6 +168,13 @@ def attention_config(config: Mapping[str, object], where: str = "config.json") -
     architecture = (
         archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
     )
+    if config.get("kv_lora_rank") is not None:
+        raise _error(
+            where,
+            "kv_lora_rank",
+            "a multi-head latent attention (MLA) model caches a compressed latent per token, "
+            "not K and V per head; this budget does not size it",
+        )
     n_layers = _int(config, "num_hidden_layers", where, limit=MAX_LAYERS)
     n_heads = _int(config, "num_attention_heads", where, limit=MAX_HEADS)
     assert n_layers is not None and n_heads is not None
