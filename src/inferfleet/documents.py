@@ -495,10 +495,36 @@ class BudgetSkip(TypedDict):
     reason: str
 
 
+class BudgetVllm(TypedDict):
+    """A vLLM service's budget (``budget.vllm_report``); sizes in bytes."""
+
+    service: str
+    model: str  # where its config and headers were read
+    device: str  # cpu, or the accelerator vendor
+    dtype: str  # what vLLM runs the model in
+    weights: int  # in memory: float tensors cast to dtype
+    weights_on_disk: int  # the safetensors headers' tensor bytes
+    kv_bytes_per_token: int  # one rank, all layers
+    kv_pool: int  # the KV cache memory of one rank
+    exact: bool  # the pool is given (VLLM_CPU_KVCACHE_SPACE); False: estimated
+    block_size: int
+    bytes_per_block: int
+    blocks: int
+    blocks_per_request: int
+    tokens: int  # what vLLM logs as "KV cache size: N tokens"
+    max_model_len: int
+    max_num_seqs: int
+    wanted_tokens: int  # max_model_len x max_num_seqs
+    starts: bool  # one request at max_model_len fits
+    fits: bool  # every slot's window fits at once
+    notes: list[str]
+
+
 class BudgetDocument(TypedDict):
     schema: Literal["inferfleet.budget/v1"]
     file: str
     services: list[BudgetService]
+    vllm: list[BudgetVllm]
     skipped: list[BudgetSkip]
 
 

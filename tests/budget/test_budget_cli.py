@@ -180,7 +180,7 @@ def test_services_budget_does_not_size_are_skipped(cli: Cli, tmp_path: Path) -> 
     assert [s["service"] for s in doc["services"]] == ["svc", "svc2"]
     assert doc["skipped"][0]["service"] == "other" and "vllm" in doc["skipped"][0]["reason"]
     named = cli("budget", "other", "-f", str(fleet))
-    assert named.code == 2 and "budget sizes llama.cpp services" in named.stderr
+    assert named.code == 2 and "budget sizes llama.cpp and vLLM services" in named.stderr
     both = cli("budget", "-f", str(fleet), "--boot", "8192=300")
     assert both.code == 2 and "name the SERVICE" in both.stderr
     unknown = cli("budget", "nope", "-f", str(fleet))

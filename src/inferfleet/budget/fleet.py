@@ -167,6 +167,15 @@ class Pool:
         return list(dict.fromkeys(u.service for u in self.uses))
 
 
+def _host_memory(service: Service, host: Host) -> tuple[str, int | None]:
+    """The pool a CPU engine fills: the service's cpu device, the host's first, or its RAM."""
+    cpus = [d for d in host.devices if d.vendor == "cpu"]
+    chosen = [d for d in cpus if d.name in service.devices] or cpus
+    if chosen:
+        return chosen[0].name, chosen[0].memory
+    return HOST, host.ram
+
+
 def _device_field(host_name: str, host: Host, device_name: str) -> str:
     for index, device in enumerate(host.devices):
         if device.name == device_name:
@@ -179,9 +188,11 @@ def host_pools(
     host_name: str,
     budgets: Mapping[str, Budget],
     engines: Iterable[tuple[str, str]] = (),
+    host_bills: Mapping[str, int] | None = None,
 ) -> list[Pool]:
     """Every pool of ``host_name`` with what ``budgets`` (llama.cpp services by
-    name) and ``engines`` ((service, kind) of vLLM/SGLang services) put there.
+    name), ``engines`` ((service, kind) of vLLM/SGLang services) and
+    ``host_bills`` (vLLM on CPU: weights + KV pool, by service) put there.
 
     On a host with unified-memory devices and a known ``ram``, the last pool is
     the system RAM, holding those devices' bills and the host-memory bill (L-31).
@@ -208,6 +219,10 @@ def host_pools(
             target = pool(device.name, device.memory)
             what = f"{kind} share {share:g}"
             target.uses.append(Use(service_name, int(device.memory * share), what))
+    for service_name, used in (host_bills or {}).items():
+        service = fleet.services[service_name]
+        target = pool(*_host_memory(service, host))
+        target.uses.append(Use(service_name, used, "vllm weights + KV pool"))
     found = list(pools.values())
     unified = {d.name for d in host.devices if d.unified_memory}
     host_memory = {d.name for d in host.devices if d.vendor == "cpu"} | {HOST}

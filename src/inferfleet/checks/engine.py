@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 
 from inferfleet.artifacts.locate import main_path, model_dir
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
+from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel, folder_reader, read_model
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -193,6 +194,8 @@ class ModelSources(Protocol):
 
     def header(self, model_name: str) -> Inspection | str: ...
 
+    def safetensors(self, model_name: str) -> SafetensorsModel | str: ...
+
     def source_files(self, model_name: str) -> SourceListing | str: ...
 
 
@@ -232,6 +235,23 @@ class LocalSources:
         except GGUFError as exc:
             return f"model {model_name!r}: header unreadable: {exc.message}"
 
+    def safetensors(self, model_name: str) -> SafetensorsModel | str:
+        """A safetensors model's config and weight headers from its folder here, or why not."""
+        model = self.loaded.fleet.models[model_name]
+        folder = model_dir(model_name, model)
+        if not (folder / CONFIG).is_file():
+            return f"model {model_name!r} is not on this machine ({folder / CONFIG})"
+        try:
+            return read_model(
+                folder_reader(folder), [e.path for e in declared_files(model, self.root)]
+            )
+        except FleetError as exc:
+            return f"model {model_name!r}: {exc.render()}"
+
+    @property
+    def root(self) -> Path:
+        return self.loaded.root
+
     def source_files(self, model_name: str) -> SourceListing | str:
         """A path model's files by ``stat`` (L-08); other sources are not read here."""
         model = self.loaded.fleet.models[model_name]
@@ -266,6 +286,7 @@ class CheckContext:
     flags: FlagSource | None = None
     _headers: dict[str, Inspection | str] = field(default_factory=dict)
     _listings: dict[str, SourceListing | str] = field(default_factory=dict)
+    _safetensors: dict[str, SafetensorsModel | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sources is None:
@@ -295,6 +316,13 @@ class CheckContext:
             assert self.sources is not None
             self._headers[model_name] = self.sources.header(model_name)
         return self._headers[model_name]
+
+    def safetensors(self, model_name: str) -> SafetensorsModel | str:
+        """A safetensors model's config and headers, or why not (asked once per model)."""
+        if model_name not in self._safetensors:
+            assert self.sources is not None
+            self._safetensors[model_name] = self.sources.safetensors(model_name)
+        return self._safetensors[model_name]
 
     def source_files(self, model_name: str) -> SourceListing | str:
         """What the model's source states about its files, or why it cannot be asked."""

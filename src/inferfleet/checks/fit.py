@@ -14,9 +14,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, BudgetError, ModelShape, model_shape, plan
-from inferfleet.budget.fleet import ENGINE_SHARES, Pool, fleet_request, host_pools
+from inferfleet.budget.fleet import (
+    ENGINE_SHARES,
+    Pool,
+    engine_devices,
+    fleet_request,
+    host_pools,
+)
 from inferfleet.budget.plan import Budget
+from inferfleet.budget.vllm_service import VllmBudget, vllm_budget
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
 from inferfleet.runtimes.registry import traits
@@ -82,12 +91,20 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
     for host_name in fleet.hosts:
         budgets: dict[str, Budget] = {}
         engines: list[tuple[str, str]] = []
+        host_bills: dict[str, int] = {}
         unsized: dict[str, str] = {}
         for name, service in fleet.services.items():
             if service.host != host_name or service.kind != "llm" or service.runtime is None:
                 continue
             kind = fleet.runtimes[service.runtime].kind
-            if kind in ENGINE_SHARES:
+            host = fleet.hosts[host_name]
+            if kind == "vllm" and not engine_devices(service, host) and safetensors(ctx, name):
+                found = vllm_sized(ctx, name)  # vLLM's CPU build: weights + KV pool in RAM
+                if isinstance(found, str):
+                    unsized[name] = found
+                else:
+                    host_bills[name] = found.host_bytes
+            elif kind in ENGINE_SHARES:
                 engines.append((name, kind))
             elif traits(kind).gguf:
                 try:
@@ -95,9 +112,67 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 except FleetError as exc:
                     unsized[name] = exc.render()
         engine_names = {name for name, _ in engines}
-        for pool in host_pools(fleet, host_name, budgets, engines):
+        for pool in host_pools(fleet, host_name, budgets, engines, host_bills):
             over = pool.over
             if over is not None:
                 yield _overrun(pool, over, engine_names, list(unsized))
         for name, reason in unsized.items():
             yield Skip(name, f"memory of service {name!r} not sized: {reason}")
+
+
+def safetensors(ctx: CheckContext, name: str) -> bool:
+    """Whether the service's model is a safetensors folder (its config.json is declared)."""
+    model = ctx.fleet.services[name].model
+    if model is None:
+        return False
+    try:
+        files = declared_files(ctx.fleet.models[model], ctx.root)
+    except FleetError:
+        return False  # the declared-files rules report it
+    return is_safetensors_model([f.path for f in files])
+
+
+def vllm_sized(ctx: CheckContext, name: str) -> VllmBudget | str:
+    """The vLLM service's budget from its model's config and headers, or why not."""
+    service = ctx.fleet.services[name]
+    if service.model is None:
+        return f"service {name!r} serves no model"
+    found = ctx.safetensors(service.model)
+    if isinstance(found, str):
+        return found
+    host = ctx.fleet.hosts[service.host]
+    try:
+        return vllm_budget(name, service, host, found, engine_devices(service, host))
+    except FleetError as exc:
+        return exc.render()
+
+
+@rule("vllm-kv-capacity", "L-25", "error")
+def vllm_capacity(ctx: CheckContext) -> Iterator[Hit | Skip]:
+    """a vLLM service's KV pool cannot hold every slot's window (per-slot window x slots)"""
+    for name, service in ctx.fleet.services.items():
+        runtime = ctx.fleet.runtimes.get(service.runtime or "")
+        if service.kind != "llm" or runtime is None or runtime.kind != "vllm":
+            continue
+        if not safetensors(ctx, name):
+            continue  # a GGUF on vLLM: only its memory share is judged
+        found = vllm_sized(ctx, name)
+        if isinstance(found, str):
+            yield Skip(name, f"KV capacity of service {name!r} not sized: {found}")
+            continue
+        if found.fits:
+            continue
+        capacity, settings = found.capacity, found.settings
+        kind = "exactly" if found.exact else "by estimate"
+        start = "" if found.starts else "; vLLM refuses to start: not even one window fits"
+        yield Hit(
+            name,
+            f"services.{name}.parallel",
+            f"service {name!r}: vLLM's KV pool ({kind}) holds {capacity.tokens:,} tokens "
+            f"({capacity.num_blocks:,} blocks of {capacity.shape.block_size}), "
+            f"{capacity.requests_that_fit():,} windows of {settings.max_model_len:,} at once; "
+            f"{settings.max_num_seqs} slots need {found.wanted_tokens:,}{start}",
+            "lower ctx_per_slot or parallel, give the KV cache more memory "
+            "(VLLM_CPU_KVCACHE_SPACE on CPU, gpu_memory_utilization on a GPU, L-32), "
+            "or an fp8 kv_cache",
+        )

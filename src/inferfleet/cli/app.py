@@ -121,8 +121,10 @@ VERBS: dict[str, Verb] = {
         "budget_cmd",
         "register",
         "Memory per device of llama.cpp services: weights, KV, compute, projector, drafter, "
-        "headroom; fits or not. Exits 1 when a device does not fit, 2 when a service could "
-        "not be sized (the reason is printed).",
+        "headroom; fits or not. vLLM services on a safetensors model: weights, KV bytes per "
+        "token, the KV pool in blocks and tokens, whether every slot fits. Exits 1 when a "
+        "device or a vLLM pool does not fit, 2 when a service could not be sized (the reason "
+        "is printed).",
     ),
     "plan": Verb(
         "deploy_cmd",

@@ -1,4 +1,6 @@
-"""``inferfleet budget``: memory per device of a llama.cpp service, fits or not.
+"""``inferfleet budget``: memory per device of a llama.cpp service, fits or not;
+for a vLLM service, its weights and the KV pool vLLM builds (tokens, blocks), and
+whether every slot's window fits.
 
 Reads the model's header where it is: the model file on this machine, the
 installed package of a package model, or a Hub model's header over HTTP range
@@ -23,8 +25,10 @@ from typing import Annotated
 
 import typer
 
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
-from inferfleet.budget.fleet import fleet_request
+from inferfleet.budget.fleet import engine_devices, fleet_request
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
 from inferfleet.budget.memreport import BootReport
 from inferfleet.budget.plan import Budget, BudgetRequest, Solution
@@ -35,8 +39,9 @@ from inferfleet.budget.report import (
     solution_document,
 )
 from inferfleet.budget.shape import ModelShape
+from inferfleet.budget.vllm_service import VllmBudget, vllm_budget, vllm_document
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip
+from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip, BudgetVllm
 from inferfleet.errors import EXIT_FAILED, EXIT_USAGE, FleetError, UsageError
 from inferfleet.fleetfile.fleet import HubSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -102,30 +107,99 @@ def parse_boot(text: str) -> tuple[int, int]:
     return value
 
 
-def llama_services(loaded: LoadedFleet, wanted: str | None) -> tuple[list[str], list[list[str]]]:
-    """Services to budget, and the skipped ones with the reason."""
+def llama_services(
+    loaded: LoadedFleet, wanted: str | None
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """llama.cpp and vLLM services to budget, and the skipped ones with the reason."""
     fleet = loaded.fleet
     if wanted is not None and wanted not in fleet.services:
         raise UsageError(
             f"no service named {wanted!r} in {loaded.path}",
             hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
         )
-    chosen, skipped = [], []
+    chosen, engines, skipped = [], [], []
     for name, service in fleet.services.items():
         if wanted is not None and name != wanted:
             continue
         runtime = fleet.runtimes.get(service.runtime or "")
         if service.kind != "llm" or runtime is None:
             reason = "not an llm service"
+        elif runtime.kind == "vllm" and _safetensors(loaded, service.model):
+            engines.append(name)
+            continue
         elif not traits(runtime.kind).gguf:
             reason = f"{runtime.kind} sizes its own pool (gpu_memory_utilization)"
+            if runtime.kind == "vllm":
+                reason += "; its model has no config.json (not a safetensors folder) to size"
         else:
             chosen.append(name)
             continue
         if wanted is not None:
-            raise UsageError(f"service {name!r}: {reason}; budget sizes llama.cpp services")
+            raise UsageError(
+                f"service {name!r}: {reason}; budget sizes llama.cpp and vLLM services"
+            )
         skipped.append([name, reason])
-    return chosen, skipped
+    return chosen, engines, skipped
+
+
+def _safetensors(loaded: LoadedFleet, model: str | None) -> bool:
+    if model is None:
+        return False
+    try:
+        files = declared_files(loaded.fleet.models[model], loaded.root)
+    except FleetError:
+        return True  # sized, so that the reason is reported
+    return is_safetensors_model([f.path for f in files])
+
+
+def read_vllm_budget(sources: ModelSources, name: str) -> VllmBudget:
+    """The vLLM service's budget from its model's config and safetensors headers."""
+    fleet = sources.loaded.fleet
+    service = fleet.services[name]
+    host = fleet.hosts[service.host]
+    if service.model is None:
+        raise BudgetError(f"service {name!r} serves no model")
+    found = sources.safetensors(service.model)
+    if isinstance(found, str):
+        raise BudgetError(
+            f"could not size model {service.model!r}: {found}",
+            hint="run budget where the model's folder is, or drop --offline for a Hub model",
+        )
+    return vllm_budget(name, service, host, found, engine_devices(service, host))
+
+
+def _vllm_human(out: Output, result: VllmBudget) -> None:
+    capacity, settings = result.capacity, result.settings
+    where = "CPU" if result.device == "cpu" else ", ".join(d.name for d in result.devices)
+    out.line(f"[bold]{esc(result.service)}[/]: vLLM on {esc(where)}, {esc(result.model.location)}")
+    disk = result.model.weights_bytes
+    on_disk = f", {size(disk)} on disk" if disk != result.weights_bytes else ""
+    sliding = capacity.shape.window
+    window = f" (sliding layers: a {sliding:,}-token window)" if sliding is not None else ""
+    out.line(
+        f"  weights {size(result.weights_bytes)} in {esc(result.run_dtype)}{on_disk}; KV "
+        f"{result.kv_token_bytes:,} bytes per token over all layers{window}; block "
+        f"{capacity.shape.block_size} tokens = {capacity.bytes_per_block:,} bytes"
+    )
+    kind = "exact" if result.exact else "estimate"
+    out.line(
+        f"  KV pool {size(result.kv_bytes)} ({kind}): {capacity.num_blocks:,} blocks, "
+        f"{capacity.tokens:,} tokens (what vLLM logs as KV cache size)"
+    )
+    verdict = (
+        "[green]fits[/]"
+        if result.fits
+        else "[red]does not fit[/]"
+        if result.starts
+        else "[red]vLLM will not start[/]"
+    )
+    out.line(
+        f"  {settings.max_num_seqs} slots x {settings.max_model_len:,} = "
+        f"{result.wanted_tokens:,} tokens: {capacity.requests_that_fit():,} windows fit at once "
+        f"({capacity.blocks_per_request} blocks each): {verdict}"
+    )
+    for note in result.notes:
+        out.line(f"  [yellow]note:[/] {esc(note)}")
 
 
 def build_request(
@@ -273,8 +347,10 @@ def budget(
     ] = False,
 ) -> None:
     """Memory per device of llama.cpp services: weights, KV, compute, projector,
-    drafter, headroom; fits or not. Exits 1 when a device does not fit, 2 when a
-    service could not be sized (the reason is printed)."""
+    drafter, headroom; fits or not. vLLM services on a safetensors model: weights,
+    KV bytes per token, the KV pool in blocks and tokens, whether every slot fits.
+    Exits 1 when a device or a vLLM pool does not fit, 2 when a service could not
+    be sized (the reason is printed)."""
     del remote  # reading a Hub model's header when its file is absent is the default now
     with ModelSources(resolve_fleet(file, Output(json_mode=json_out)), offline=offline) as sources:
         _budget(sources, service, json_out, solve_ctx, boot, from_log, ctx, headroom)
@@ -292,10 +368,10 @@ def _budget(
 ) -> None:
     out = Output(json_mode=json_out)
     loaded = sources.loaded
-    names, skipped = llama_services(loaded, service)
+    names, engines, skipped = llama_services(loaded, service)
     boots = [parse_boot(text) for text in boot or []]
     logs = list(from_log or [])
-    if (boots or logs) and len(names) != 1:
+    if (boots or logs) and (len(names) != 1 or engines):
         raise UsageError(
             "--boot and --from-log measure one service", hint="name the SERVICE they belong to"
         )
@@ -335,12 +411,28 @@ def _budget(
             )
         else:
             _human(out, name, result, solution, comparisons)
+    engine_documents: list[BudgetVllm] = []
+    for name in engines:
+        try:
+            engine = read_vllm_budget(sources, name)
+        except FleetError as exc:
+            if service is not None:
+                raise
+            skipped.append([name, exc.render()])
+            unsized = True
+            continue
+        all_fit = all_fit and engine.fits
+        if json_out:
+            engine_documents.append(vllm_document(engine))
+        else:
+            _vllm_human(out, engine)
     if json_out:
         out.emit(
             BudgetDocument(
                 schema=SCHEMA,
                 file=str(loaded.path),
                 services=documents,
+                vllm=engine_documents,
                 skipped=[BudgetSkip(service=s, reason=r) for s, r in skipped],
             )
         )

@@ -24,6 +24,11 @@ one: the LFS oid) comes from the Hub listing at the pinned revision
 the installed package (its chunks' sizes and the sha256 it ships), or
 ``stat`` for a path model.
 
+A safetensors model (a vLLM service's) is answered by :meth:`ModelSources.safetensors`:
+its folder on this machine, else its ``config.json`` and each weight file's
+8 + N header bytes from the Hub by range (:mod:`inferfleet.hub.st_headers`),
+cached under ``<cache>/headers/`` too.
+
 With ``offline`` no request is made: what the cache or this machine cannot
 answer is a reason, which the caller shows as a skip.
 """
@@ -42,7 +47,7 @@ import httpx
 from pydantic import JsonValue, TypeAdapter
 
 from inferfleet import paths
-from inferfleet.artifacts.locate import main_file
+from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import (
     Manifest,
     ManifestEntry,
@@ -50,6 +55,7 @@ from inferfleet.artifacts.manifest import (
     fragment_of,
     parse_manifest,
 )
+from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
 from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource
@@ -64,6 +70,7 @@ from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
+from inferfleet.hub.st_headers import CACHE_PATH, read_cached, read_hub_model
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.files import atomic_write
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
@@ -432,6 +439,32 @@ class ModelSources:
         finally:
             piece.close()
         return build_inspection(resolve_url(*key), [header])
+
+    # -- safetensors models (vLLM) ----------------------------------------
+
+    def safetensors(self, model_name: str) -> SafetensorsModel | str:
+        """A safetensors model's config and weight headers: its folder on this machine,
+        else a Hub model's by range requests (cached); or why they cannot be read."""
+        model = self.loaded.fleet.models[model_name]
+        if (model_dir(model_name, model) / CONFIG).is_file() or not isinstance(
+            model.source, HubSource
+        ):
+            return self._local.safetensors(model_name)
+        key = (self._endpoint(), model.source.hub, model.source.revision, CACHE_PATH)
+        where = header_cache_path(key)
+        cached = read_cached(where, *key[:3])
+        if cached is not None:
+            return cached
+        if self.offline:
+            return (
+                f"model {model_name!r} is not on this machine and its headers are not "
+                f"cached ({OFFLINE})"
+            )
+        try:
+            declared = [e.path for e in self._declared(model)]
+            return read_hub_model(where, *key[:3], declared, self._http())
+        except FleetError as exc:
+            return f"model {model_name!r}: {exc.render()}"
 
     # -- source listings ---------------------------------------------------
 
