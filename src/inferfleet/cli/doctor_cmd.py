@@ -155,7 +155,7 @@ def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
     typed = TypeAdapter(DoctorDocument)  # a remote's answer is outside input: typed first
 
     connector = connector_for(name, loaded.fleet.hosts[name])
-    command = f"{remote_command()} doctor --local --json"
+    command = f"{remote_command(loaded.fleet.hosts[name])} doctor --local --json"
     command += "".join(f" --disk {quote_path(f)}" for f in folders)
     try:
         done = connector.run(command, timeout=REMOTE_TIMEOUT, check=False)
@@ -170,7 +170,7 @@ def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
             f"inferfleet doctor on {name} did not answer with its facts (status {done.returncode})",
             where=f"host {name}",
             hint="check that inferfleet is installed there and INFERFLEET_REMOTE_COMMAND "
-            f"names it ({shlex.quote(remote_command())})",
+            f"names it ({shlex.quote(remote_command(loaded.fleet.hosts[name]))})",
             log_tail=tail,
         ) from None
 

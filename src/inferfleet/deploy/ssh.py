@@ -204,6 +204,36 @@ class SshConnector:
             raise self._error(done, during="stream")
         return done
 
+    def put(self, local: Path, remote: str, *, timeout: float = 600) -> None:
+        """Copy the file ``local`` to ``remote`` (a path as the host's shell reads it).
+
+        The bytes go over the same master connection on the command's stdin
+        into a temp file beside the destination, renamed over it once complete:
+        no sftp subsystem or scp needed there, and never a half-written file.
+        """
+        self.connect()
+        staged = f"{remote}.inferfleet-part"
+        command = f"cat > {staged} && mv -f {staged} {remote}"
+        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
+        try:
+            done = process.run(argv, check=False, timeout=timeout, stdin=local)
+        except ProcessError as exc:
+            raise SshError(exc.message, hint=exc.hint, where=self.name) from None
+        if done.returncode == SSH_FAILED:
+            raise self._error(done, during="copy")
+        if done.returncode != 0:
+            raise _exited(
+                f"copy {local.name} to {remote}",
+                done,
+                f" on {self.name}",
+                where=f"host {self.name}",
+                hint="check that the folder exists there and has space",
+            )
+
+    def git_ssh_command(self) -> str:
+        """``GIT_SSH_COMMAND`` for git to reach the host through this connector's master."""
+        return shlex.join(["ssh", *self.options(), "-o", "ControlMaster=no"])
+
     def close(self) -> None:
         """Ask the master to exit (it would after ``persist`` idle seconds anyway)."""
         process.run([*self._argv("-O", "exit")], check=False, timeout=10)
