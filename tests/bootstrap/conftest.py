@@ -1,31 +1,29 @@
 """The deploy tests' lab and fixtures (test hosts in network namespaces with real sshd), reused.
 
 tests/deploy/conftest.py defines ``lab``, ``deploy_env``, ``fake_runtime`` and
-``tiny_model``; they are loaded from there (with tests/deploy on the path for
-its helper modules), not copied, as tests/doctor does.
+``tiny_model``; they are loaded from there (helpers/deploy_fixtures.py), not
+copied, as tests/doctor does. ``real_parts`` (the pinned llama-server and the
+model, built and verified once, cached) comes from tests/deploy/test_deploy_real.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import deploy_fixtures
 
-_DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
-if str(_DEPLOY) not in sys.path:
-    sys.path.insert(0, str(_DEPLOY))
-_spec = importlib.util.spec_from_file_location("bootstrap_lab_fixtures", _DEPLOY / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-_lab = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_lab)
+_lab = deploy_fixtures.load("bootstrap_lab_fixtures")
 
 lab = _lab.lab
 deploy_env = _lab.deploy_env
 fake_runtime = _lab.fake_runtime
 tiny_model = _lab.tiny_model
 _deploy_verbs = _lab._deploy_verbs
+
+import test_deploy_real  # noqa: E402 - tests/deploy is on the path once the lab is loaded
+
+real_parts = test_deploy_real.real_parts
 
 
 @pytest.fixture(scope="session")

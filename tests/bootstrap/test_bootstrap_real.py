@@ -18,7 +18,7 @@ import pytest
 from bootstrap_fleet import Cli, bare_fleet, bootstrap, document, on_host
 from deploy_hosts import Lab
 from helpers.git import git
-from test_deploy_real import llm, real_parts, served  # noqa: F401 - real_parts is a fixture
+from test_deploy_real import llm, served
 
 from inferfleet import __version__, documents
 

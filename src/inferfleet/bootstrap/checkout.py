@@ -205,7 +205,7 @@ def _push(conn: SshConnector, checkout: str, ours: Ours) -> None:
             where=f"host {conn.name}: {checkout}",
             hint="check that git is installed there (git-receive-pack on its PATH) and that "
             "the folder is writable by the ssh user",
-            output="\n".join((done.stderr or done.stdout).strip().splitlines()[-10:]),
+            log_tail="\n".join((done.stderr or done.stdout).strip().splitlines()[-10:]),
         )
 
 
@@ -233,7 +233,7 @@ def _move(conn: SshConnector, c: str, checkout: str, ours: Ours, *, fresh: bool)
                 where=f"host {conn.name}: {checkout}",
                 hint=f"look at them on the host (git -C {checkout} log {rev[:12]}..HEAD); push "
                 "them to the remote and pull here, or remove them there, then run again",
-                output="\n".join((done.stderr or done.stdout).strip().splitlines()[-6:]),
+                log_tail="\n".join((done.stderr or done.stdout).strip().splitlines()[-6:]),
             )
     conn.run(
         f"cd {c} && if ! git config --get branch.{branch}.remote >/dev/null && "

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from inferfleet.errors import FleetError
+from inferfleet.errors import LogTailError
 
 
-class BootstrapError(FleetError):
-    """A host could not be prepared; ``output`` is the failing tool's last lines."""
+class BootstrapError(LogTailError):
+    """A host could not be prepared; ``log_tail`` is the failing tool's last lines."""
 
-    def __init__(self, message: str, *, hint: str = "", where: str = "", output: str = "") -> None:
-        super().__init__(message, hint=hint, where=where)
-        self.output = output
-
-    def render(self) -> str:
-        text = super().render()
-        if self.output:
-            text += "\nlast lines of its output:\n" + self.output
-        return text
+    tail_label = "its output"
 
 
 class HostPythonError(BootstrapError):

@@ -220,7 +220,7 @@ def make_venv(conn: SshConnector, python: HostPython, venv: str) -> None:
             f"{python.path} could not make the virtual environment {venv}",
             where=f"host {conn.name}",
             hint=_PYTHON_FIX,
-            output=_tail(done.stderr or done.stdout),
+            log_tail=_tail(done.stderr or done.stdout),
         )
 
 
@@ -263,7 +263,7 @@ def pip_install(
                 where=f"host {conn.name} ({venv})",
                 hint="read pip's last lines below; when the host reaches no index, run again "
                 "with --deps wheelhouse (dependencies are downloaded here and copied over)",
-                output=_tail(done.stderr or done.stdout),
+                log_tail=_tail(done.stderr or done.stdout),
             )
 
 

@@ -179,7 +179,7 @@ class Bootstrap:
                 where=f"host {self.name}",
                 hint=f"run `loginctl enable-linger {user}` there by hand (it needs "
                 "systemd-logind); user units do not start at boot without it (L-38)",
-                output="\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]),
+                log_tail="\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]),
             )
         self._done("linger", "changed", f"lingering enabled for {user} (L-38)")
 

@@ -231,7 +231,7 @@ def _pip(args: list[str], what: str) -> None:
             where="this machine",
             hint="read pip's last lines below; PIP_INDEX_URL / PIP_FIND_LINKS choose where "
             "pip looks (pip config list)",
-            output=_tail(done.stderr or done.stdout),
+            log_tail=_tail(done.stderr or done.stdout),
         )
 
 

@@ -132,8 +132,8 @@ class Fleetside:
                 "error": "NoCheckout",
                 "message": f"there is no checkout of the fleet repository at {checkout}",
                 "where": f"host {host}",
-                "hint": "clone it there once (git clone REMOTE "
-                f"{checkout}), or set the host's checkout: in the fleet file",
+                "hint": f"run `inferfleet host bootstrap {host}` here, or clone it there once "
+                f"(git clone REMOTE {checkout}), or set the host's checkout: in the fleet file",
             }
         )
         argv = ["apply", "--file", self.fleet_path, "--host", host, *args]

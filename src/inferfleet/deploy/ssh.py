@@ -193,16 +193,7 @@ class SshConnector:
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
     ) -> process.Completed:
         """Run ``command``, handing each output line (stdout and stderr merged) to ``on_line``."""
-        self.connect()
-        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
-        try:
-            done = process.run(argv, check=False, timeout=timeout, on_line=on_line)
-        except ProcessError as exc:
-            raise SshError(exc.message, hint=exc.hint, where=self.name) from None
-        if done.returncode == SSH_FAILED:
-            self._connected = False
-            raise self._error(done, during="stream")
-        return done
+        return self._session(command, timeout, during="stream", on_line=on_line)
 
     def put(self, local: Path, remote: str, *, timeout: float = 600) -> None:
         """Copy the file ``local`` to ``remote`` (a path as the host's shell reads it).
@@ -211,16 +202,9 @@ class SshConnector:
         into a temp file beside the destination, renamed over it once complete:
         no sftp subsystem or scp needed there, and never a half-written file.
         """
-        self.connect()
         staged = f"{remote}.inferfleet-part"
         command = f"cat > {staged} && mv -f {staged} {remote}"
-        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
-        try:
-            done = process.run(argv, check=False, timeout=timeout, stdin=local)
-        except ProcessError as exc:
-            raise SshError(exc.message, hint=exc.hint, where=self.name) from None
-        if done.returncode == SSH_FAILED:
-            raise self._error(done, during="copy")
+        done = self._session(command, timeout, during="copy", stdin=local)
         if done.returncode != 0:
             raise _exited(
                 f"copy {local.name} to {remote}",
@@ -233,6 +217,27 @@ class SshConnector:
     def git_ssh_command(self) -> str:
         """``GIT_SSH_COMMAND`` for git to reach the host through this connector's master."""
         return shlex.join(["ssh", *self.options(), "-o", "ControlMaster=no"])
+
+    def _session(
+        self,
+        command: str,
+        timeout: float | None,
+        *,
+        during: str,
+        on_line: Callable[[str], None] | None = None,
+        stdin: Path | None = None,
+    ) -> process.Completed:
+        """One command over the master; ssh's own failure (255) is an SshError."""
+        self.connect()
+        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
+        try:
+            done = process.run(argv, check=False, timeout=timeout, on_line=on_line, stdin=stdin)
+        except ProcessError as exc:
+            raise SshError(exc.message, hint=exc.hint, where=self.name) from None
+        if done.returncode == SSH_FAILED:
+            self._connected = False
+            raise self._error(done, during=during)
+        return done
 
     def close(self) -> None:
         """Ask the master to exit (it would after ``persist`` idle seconds anyway)."""
