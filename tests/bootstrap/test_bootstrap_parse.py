@@ -105,13 +105,13 @@ def test_dirty_and_foreign_checkouts_are_refused() -> None:
 
 
 def test_manylinux_platforms_follow_the_hosts_glibc() -> None:
-    target = wheels.Target((3, 11, 7), "x86_64", (2, 17))
+    target = wheels.HostPlatform((3, 11, 7), "x86_64", (2, 17))
     platforms = target.platforms()
     assert platforms[0] == "manylinux_2_17_x86_64"
     assert {"manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"} <= set(platforms)
     assert "manylinux_2_28_x86_64" not in platforms  # too new for this glibc
     assert target.tag == "cp311-x86_64-glibc2.17"
-    assert wheels.Target((3, 12, 0), "aarch64", None).platforms() == []  # musl: no manylinux
+    assert wheels.HostPlatform((3, 12, 0), "aarch64", None).platforms() == []  # musl: no manylinux
 
 
 def test_the_source_digest_changes_with_the_tree(tmp_path: Path) -> None:
@@ -162,3 +162,30 @@ def test_the_remote_command_prefers_the_override_then_the_hosts_venv(
     assert remote_command() == "inferfleet"
     monkeypatch.setenv("INFERFLEET_REMOTE_COMMAND", "/usr/local/bin/inferfleet")
     assert remote_command(spec) == "/usr/local/bin/inferfleet"
+
+
+def test_the_remote_command_runs_the_venv_else_the_path_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shell word itself, run by sh: the venv's inferfleet when there, else PATH's."""
+    import os
+    import subprocess
+
+    monkeypatch.delenv("INFERFLEET_REMOTE_COMMAND", raising=False)
+    path_bin = tmp_path / "bin"
+    path_bin.mkdir()
+    (path_bin / "inferfleet").write_text('#!/bin/sh\necho from-path "$@"\n')
+    (path_bin / "inferfleet").chmod(0o755)
+    venv = tmp_path / "my venv"
+    env = {**os.environ, "PATH": f"{path_bin}:{os.environ['PATH']}"}
+
+    def answer() -> str:
+        line = remote_command(Host(venv=str(venv))) + " --version"
+        done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=env)
+        return done.stdout.strip()
+
+    assert answer() == "from-path --version"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "inferfleet").write_text('#!/bin/sh\necho from-venv "$@"\n')
+    (venv / "bin" / "inferfleet").chmod(0o755)
+    assert answer() == "from-venv --version"

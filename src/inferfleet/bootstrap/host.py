@@ -16,9 +16,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferfleet.bootstrap.errors import BootstrapError, HostPythonError
-from inferfleet.bootstrap.wheels import Target, Wheel
+from inferfleet.bootstrap.wheels import HostPlatform, Wheel
 from inferfleet.deploy.ssh import SshConnector, quote_path
 
+Deps = Literal["index", "wheelhouse"]
 MIN_PYTHON = (3, 11)
 RECORD = "inferfleet-bootstrap.json"  # in the venv: what bootstrap installed there
 MAX_OUTPUT = 64 * 1024
@@ -28,7 +29,6 @@ _PYTHON_FIX = (
     "install Python 3.11 or newer with its venv module there (Debian/Ubuntu: "
     "apt-get install python3 python3-venv), or name another interpreter with --python PATH"
 )
-Deps = Literal["index", "wheelhouse"]
 
 # Read on the host by its Python: CPU, C library, and whether venv + ensurepip exist
 # (Debian splits them into python3-venv).
@@ -43,7 +43,7 @@ _PROBE = (
 class HostPython:
     path: str
     version: tuple[int, int, int]
-    target: Target
+    target: HostPlatform
     uid: int
     user: str
 
@@ -65,7 +65,7 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: str = Field(pattern=r"^[A-Za-z0-9.+!_-]{1,64}$")
     wheel_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    deps: Literal["index", "wheelhouse"]
+    deps: Deps
 
 
 def parse_python_version(text: str) -> tuple[int, int, int] | None:
@@ -81,7 +81,7 @@ def parse_lines(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for line in text[:MAX_OUTPUT].splitlines():
         key, _, value = line.partition(" ")
-        if key and key not in found:
+        if key and key not in found and value.isprintable():
             found[key] = value.strip()
     return found
 
@@ -173,7 +173,7 @@ def read_python(conn: SshConnector, python: str) -> HostPython:
     except ValueError:
         uid = -1
     user = facts.get("user", "")
-    return HostPython(facts["path"], version, Target(version, machine, glibc), uid, user)
+    return HostPython(facts["path"], version, HostPlatform(version, machine, glibc), uid, user)
 
 
 @dataclass(frozen=True)

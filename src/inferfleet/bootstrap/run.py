@@ -52,6 +52,7 @@ class Bootstrap:
     conn: SshConnector | None = None
     found: hostside.HostPython | None = None
     revision: str = ""
+    version: str = ""
 
     def __post_init__(self) -> None:
         if self.host.is_local(self.name):
@@ -97,6 +98,7 @@ class Bootstrap:
 
     def _install(self, conn: SshConnector, found: hostside.HostPython) -> None:
         wheel = wheels.inferfleet_wheel(self.wheel, self.progress)
+        self.version = wheel.version
         self._done("wheel", "ok", f"inferfleet {wheel.version} ({wheel.origin})")
         venv = self.host.venv
         installed = hostside.read_venv(conn, venv)

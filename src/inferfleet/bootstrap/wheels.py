@@ -48,7 +48,7 @@ class Wheel:
 
 
 @dataclass(frozen=True)
-class Target:
+class HostPlatform:
     """What a host's pip accepts: its Python, CPU and C library (read on the host)."""
 
     python: tuple[int, int, int]
@@ -188,7 +188,7 @@ def requirements(wheel: Path) -> list[str]:
     ]
 
 
-def wheelhouse(wheel: Wheel, target: Target, progress: Progress) -> Path:
+def wheelhouse(wheel: Wheel, target: HostPlatform, progress: Progress) -> Path:
     """A folder of binary wheels of every dependency of ``wheel``, for ``target`` (cached)."""
     platforms = target.platforms()
     if not platforms:

@@ -11,7 +11,6 @@ is an error (``apply`` runs the device checks in its devices gate).
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -169,8 +168,8 @@ def _remote(loaded: Any, name: str, folders: list[str]) -> Facts:
         raise RemoteError(
             f"inferfleet doctor on {name} did not answer with its facts (status {done.returncode})",
             where=f"host {name}",
-            hint="check that inferfleet is installed there and INFERFLEET_REMOTE_COMMAND "
-            f"names it ({shlex.quote(remote_command(loaded.fleet.hosts[name]))})",
+            hint=f"install it there with `inferfleet host bootstrap {name}` (its venv: "
+            f"{loaded.fleet.hosts[name].venv}), or name it with INFERFLEET_REMOTE_COMMAND",
             log_tail=tail,
         ) from None
 

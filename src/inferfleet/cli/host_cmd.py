@@ -85,15 +85,12 @@ def bootstrap(
     finally:
         run.close()
     assert run.found is not None
-    version = next(
-        (s.detail.split()[1] for s in run.steps if s.step == "wheel"), ""
-    )  # "inferfleet VERSION (...)"
     document: BootstrapDocument = {
         "schema": "inferfleet.bootstrap/v1",
         "host": host,
         "ok": bool(report["ok"]),
         "changed": run.changed,
-        "version": version,
+        "version": run.version,
         "revision": run.revision,
         "steps": [{"step": s.step, "status": s.status, "detail": s.detail} for s in run.steps],
         "doctor": report,
