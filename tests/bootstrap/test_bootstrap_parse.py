@@ -189,3 +189,23 @@ def test_the_remote_command_runs_the_venv_else_the_path_one(
     (venv / "bin" / "inferfleet").write_text('#!/bin/sh\necho from-venv "$@"\n')
     (venv / "bin" / "inferfleet").chmod(0o755)
     assert answer() == "from-venv --version"
+
+
+def test_linger_on_a_host_escalates_by_the_hosts_user_not_ours() -> None:
+    """The argv is built here and run there: whether sudo is needed is the host user's uid."""
+    from inferfleet.io import process
+    from inferfleet.io.become import Become, BecomeError
+
+    argv = ["loginctl", "enable-linger", "ops"]
+    as_ops = Become("h1", "sudo", uid=1000, user="ops")
+    wrapped = as_ops.argv(argv)
+    assert wrapped[:3] == ["sudo", "-n", "--"] and wrapped[3].endswith("/loginctl")
+    assert wrapped[4:] == ["enable-linger", "ops"]
+    assert Become("h1", "sudo", uid=0, user="root").argv(argv) == argv  # root: as is
+    assert Become("h1", None, uid=1000, user="ops").argv(argv) == argv  # no become: as is
+    refused = process.Completed(tuple(wrapped), 1, "", "sudo: a password is required\n")
+    with pytest.raises(BecomeError) as caught:
+        as_ops.check(refused, argv)
+    assert "host h1 (user ops, become: sudo)" in caught.value.where
+    assert "ops ALL=(root) NOPASSWD:" in caught.value.hint
+    as_ops.check(process.Completed(tuple(wrapped), 1, "", "Failed to connect to bus"), argv)
