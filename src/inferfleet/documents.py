@@ -1069,6 +1069,23 @@ class DoctorDocument(TypedDict):
     hosts: list[DoctorHost]
 
 
+class BootstrapStep(TypedDict):
+    step: str  # ssh | python | wheel | venv | checkout | linger
+    status: Literal["ok", "changed", "unchanged"]
+    detail: str
+
+
+class BootstrapDocument(TypedDict):
+    schema: Literal["inferfleet.bootstrap/v1"]
+    host: str
+    ok: bool  # every step done and the host's doctor found no error
+    changed: bool  # False: the host was already bootstrapped at this version and revision
+    version: str  # the inferfleet version the host's venv runs
+    revision: str  # the commit the host's checkout is at
+    steps: list[BootstrapStep]
+    doctor: DoctorHost
+
+
 # ---------------------------------------------------------------------------- the registry
 
 DOCUMENT_TYPES: tuple[type, ...] = (
@@ -1103,6 +1120,7 @@ DOCUMENT_TYPES: tuple[type, ...] = (
     ArchiveRestoreDocument,
     ArchivePruneDocument,
     DoctorDocument,
+    BootstrapDocument,
 )
 
 

@@ -114,7 +114,9 @@ class PortInUseError(BackendError):
 
 
 class LogTailError(FleetError):
-    """A failure best explained by the last lines of a service's log."""
+    """A failure best explained by the last lines of a service's log (or a tool's output)."""
+
+    tail_label = "the service's log"
 
     def __init__(
         self, message: str, *, hint: str = "", where: str = "", log_tail: str = ""
@@ -125,7 +127,7 @@ class LogTailError(FleetError):
     def render(self) -> str:
         text = super().render()
         if self.log_tail:
-            text += "\nlast lines of the service's log:\n" + self.log_tail
+            text += f"\nlast lines of {self.tail_label}:\n" + self.log_tail
         return text
 
 

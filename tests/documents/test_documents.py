@@ -51,6 +51,7 @@ NOT_PRODUCED_HERE = {
     "inferfleet.models.manifest/v1",  # the test Hub (tests/hub)
     "inferfleet.models.fetch/v1",
     "inferfleet.runtime-venv/v1",  # a venv + pip install (tests/install/test_vllm_venv.py)
+    "inferfleet.bootstrap/v1",  # a test host over ssh (tests/bootstrap)
 }
 
 

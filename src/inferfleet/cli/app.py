@@ -82,6 +82,7 @@ VERBS: dict[str, Verb] = {
         "register",
         "Discover GPUs, memory, limits and tools of hosts; compare them with the fleet file.",
     ),
+    "host": Verb("host_cmd", "group", "Prepare hosts over ssh for deploys."),
     "check": Verb(
         "check_cmd",
         "register",

@@ -11,7 +11,6 @@ is an error (``apply`` runs the device checks in its devices gate).
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +188,7 @@ def _remote(loaded: Any, name: str, folders: list[str], env_files: list[str]) ->
     typed = TypeAdapter(DoctorDocument)  # a remote's answer is outside input: typed first
 
     connector = connector_for(name, loaded.fleet.hosts[name])
-    command = f"{remote_command()} doctor --local --json"
+    command = f"{remote_command(loaded.fleet.hosts[name])} doctor --local --json"
     command += "".join(f" --disk {quote_path(f)}" for f in folders)
     command += "".join(f" --env-file {quote_path(f)}" for f in env_files)
     try:
@@ -204,8 +203,8 @@ def _remote(loaded: Any, name: str, folders: list[str], env_files: list[str]) ->
         raise RemoteError(
             f"inferfleet doctor on {name} did not answer with its facts (status {done.returncode})",
             where=f"host {name}",
-            hint="check that inferfleet is installed there and INFERFLEET_REMOTE_COMMAND "
-            f"names it ({shlex.quote(remote_command())})",
+            hint=f"install it there with `inferfleet host bootstrap {name}` (its venv: "
+            f"{loaded.fleet.hosts[name].venv}), or name it with INFERFLEET_REMOTE_COMMAND",
             log_tail=tail,
         ) from None
 

@@ -31,11 +31,11 @@ from inferfleet.deploy.errors import RemoteError, SshError
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.markers import Marker, MarkerError
-from inferfleet.deploy.ssh import Connector, connector_for
+from inferfleet.deploy.ssh import Connector, connector_for, quote_path
 from inferfleet.deploy.state import ServiceState
 from inferfleet.documents import Failure
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.fleet import Fleet, Host
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io.files import private_dir
 
@@ -46,9 +46,20 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 REMOTE_TIMEOUT = 6 * 3600.0  # a deploy may wait out several slow model loads
 
 
-def remote_command() -> str:
-    """How to run inferfleet on the hosts (default: ``inferfleet`` on their PATH)."""
-    return os.environ.get("INFERFLEET_REMOTE_COMMAND", "inferfleet")
+def remote_command(host: Host | None = None) -> str:
+    """How to run inferfleet on a host, as a word of its shell.
+
+    ``INFERFLEET_REMOTE_COMMAND`` when set; else the host's own venv
+    (``venv:``, what ``inferfleet host bootstrap`` makes) when it holds
+    inferfleet there, else ``inferfleet`` on the host's PATH.
+    """
+    override = os.environ.get("INFERFLEET_REMOTE_COMMAND")
+    if override:
+        return override
+    if host is None:
+        return "inferfleet"
+    program = quote_path(host.venv.rstrip("/") + "/bin/inferfleet")
+    return f'"$(p={program}; [ -x "$p" ] && echo "$p" || echo inferfleet)"'
 
 
 @dataclass
@@ -100,6 +111,10 @@ class Fleetside:
         """Whether ``host`` is this machine (apply runs in this checkout: nothing to push)."""
         return self.fleet.hosts[host].is_local(host)
 
+    def command_for(self, host: str) -> str:
+        """How inferfleet runs on ``host`` (the override, else its venv, else PATH)."""
+        return remote_command(self.fleet.hosts[host]) if host in self.fleet.hosts else self.command
+
     def apply_command(self, conn: Connector, host: str, *args: str) -> str:
         """The shell line that runs ``inferfleet apply`` in the host's checkout.
 
@@ -117,15 +132,15 @@ class Fleetside:
                 "error": "NoCheckout",
                 "message": f"there is no checkout of the fleet repository at {checkout}",
                 "where": f"host {host}",
-                "hint": "clone it there once (git clone REMOTE "
-                f"{checkout}), or set the host's checkout: in the fleet file",
+                "hint": f"run `inferfleet host bootstrap {host}` here, or clone it there once "
+                f"(git clone REMOTE {checkout}), or set the host's checkout: in the fleet file",
             }
         )
         argv = ["apply", "--file", self.fleet_path, "--host", host, *args]
         run = " ".join(shlex.quote(a) for a in argv)
         return (
             f"cd {conn.workdir(checkout)} 2>/dev/null || {{ echo {shlex.quote(missing)}; exit 2; }}"
-            f" && {conn.program(self.command)} {run}"
+            f" && {conn.program(self.command_for(host))} {run}"
         )
 
 
@@ -371,10 +386,11 @@ def run_apply(side: Fleetside, host: str, args: list[str], on_event: OnEvent | N
         run.error = failure_json(
             None,
             RemoteError(
-                f"inferfleet is not installed on {host} (`{side.command}`: command not found)",
+                f"inferfleet is not installed on {host} (`{side.command_for(host)}`: "
+                "command not found)",
                 where=f"host {host}",
-                hint="install inferfleet on the host, or name it with "
-                "INFERFLEET_REMOTE_COMMAND (e.g. ~/.local/bin/inferfleet)",
+                hint=f"install it there with `inferfleet host bootstrap {host}`, or name it "
+                "with INFERFLEET_REMOTE_COMMAND (e.g. ~/.local/bin/inferfleet)",
             ),
         )
     if run.result is None and run.error is None:

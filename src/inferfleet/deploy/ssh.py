@@ -193,15 +193,50 @@ class SshConnector:
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
     ) -> process.Completed:
         """Run ``command``, handing each output line (stdout and stderr merged) to ``on_line``."""
+        return self._session(command, timeout, during="stream", on_line=on_line)
+
+    def put(self, local: Path, remote: str, *, timeout: float = 600) -> None:
+        """Copy the file ``local`` to ``remote`` (a path as the host's shell reads it).
+
+        The bytes go over the same master connection on the command's stdin
+        into a temp file beside the destination, renamed over it once complete:
+        no sftp subsystem or scp needed there, and never a half-written file.
+        """
+        staged = f"{remote}.inferfleet-part"
+        command = f"cat > {staged} && mv -f {staged} {remote}"
+        done = self._session(command, timeout, during="copy", stdin=local)
+        if done.returncode != 0:
+            raise _exited(
+                f"copy {local.name} to {remote}",
+                done,
+                f" on {self.name}",
+                where=f"host {self.name}",
+                hint="check that the folder exists there and has space",
+            )
+
+    def git_ssh_command(self) -> str:
+        """``GIT_SSH_COMMAND`` for git to reach the host through this connector's master."""
+        return shlex.join(["ssh", *self.options(), "-o", "ControlMaster=no"])
+
+    def _session(
+        self,
+        command: str,
+        timeout: float | None,
+        *,
+        during: str,
+        on_line: Callable[[str], None] | None = None,
+        stdin: Path | None = None,
+    ) -> process.Completed:
+        """One command over the master; ssh's own failure (255) is an SshError."""
         self.connect()
         argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
         try:
-            done = process.run(argv, check=False, timeout=timeout, on_line=on_line)
+            done = process.run(argv, check=False, timeout=timeout, on_line=on_line, stdin=stdin)
         except ProcessError as exc:
             raise SshError(exc.message, hint=exc.hint, where=self.name) from None
         if done.returncode == SSH_FAILED:
             self._connected = False
-            raise self._error(done, during="stream")
+            raise self._error(done, during=during)
         return done
 
     def close(self) -> None:

@@ -124,6 +124,12 @@ class Host(Strict):
         "~/.local/state/inferfleet",
         description="Where the host keeps service records, logs and markers; outside the checkout.",
     )
+    venv: Text = Field(
+        "~/.local/share/inferfleet/venv",
+        description="inferfleet's own virtual environment on the host, made by `inferfleet host "
+        "bootstrap`; deploy, plan, status and doctor run VENV/bin/inferfleet there when it "
+        "exists (else `inferfleet` on the PATH; INFERFLEET_REMOTE_COMMAND overrides both).",
+    )
     devices: list[Device] = Field(default_factory=list)
     ram: ByteSize | None = Field(None, description="System memory.")
     linger: bool = Field(

@@ -65,11 +65,15 @@ class Become:
 
     host: str = ""
     method: Method = None
+    # Who runs the commands: None is this process; a uid read on a host is for
+    # argvs built here and run there (``host bootstrap`` over ssh).
+    uid: int | None = None
+    user: str | None = None
 
     @property
     def active(self) -> bool:
         """Whether commands are wrapped in sudo: the host says so and we are not root."""
-        return self.method == "sudo" and os.geteuid() != 0
+        return self.method == "sudo" and (os.geteuid() if self.uid is None else self.uid) != 0
 
     def argv(self, argv: Sequence[str], *, privileged: bool = True) -> list[str]:
         """``argv`` as run: through ``sudo -n --`` (the binary by absolute path) when needed."""
@@ -96,8 +100,14 @@ class Become:
         if any(k in text for k in _PASSWORD):
             raise self.error(argv, "sudo asks for a password (it is run with -n: never prompts)")
 
+    def check(self, done: process.Completed, argv: Sequence[str]) -> None:
+        """Raise the BecomeError of a refused sudo in ``done`` (an argv from :meth:`argv`,
+        run elsewhere, e.g. on a host over ssh)."""
+        if self.active:
+            self._check_sudo(done, argv)
+
     def error(self, argv: Sequence[str], why: str) -> BecomeError:
-        user = getpass.getuser()
+        user = self.user or getpass.getuser()
         shown = " ".join(argv)[:160]
         return BecomeError(
             f"`{shown}` needs root and {why}",

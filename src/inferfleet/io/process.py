@@ -9,6 +9,7 @@ file). Stopping is always by pid, never by name (L-43): see
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from inferfleet.errors import ProcessError
 
@@ -42,13 +43,32 @@ def run(
     timeout: float | None = None,
     check: bool = True,
     on_line: Callable[[str], None] | None = None,
+    stdin: Path | None = None,
 ) -> Completed:
     """Run ``argv`` (a list, never a shell string) and wait for it.
 
     With ``on_line`` the merged output is streamed line by line (for progress
-    of long builds) and returned in ``stdout``.
+    of long builds) and returned in ``stdout``. With ``stdin`` the command
+    reads that file's bytes (a file sent over ssh); otherwise nothing.
     """
     argv = [str(a) for a in argv]
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
+        return _run(
+            argv, cwd=cwd, env=env, timeout=timeout, check=check, on_line=on_line, source=source
+        )
+
+
+def _run(
+    argv: list[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    check: bool,
+    on_line: Callable[[str], None] | None,
+    source: BinaryIO | None,
+) -> Completed:
     try:
         if on_line is None:
             proc = subprocess.run(
@@ -59,7 +79,7 @@ def run(
                 text=True,
                 errors="replace",  # a program's bytes are not always UTF-8
                 timeout=timeout,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if source is None else source,
                 check=False,
             )
             done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
