@@ -66,7 +66,7 @@ def doctor(
         here = None
         if loaded is not None:
             here = next((n for n, h in loaded.fleet.hosts.items() if h.is_local(n)), None)
-        reports.append(_examine(loaded, here, disks, env_files))
+        reports.append(examine(loaded, here, disks, env_files))
     for name in hosts or []:
         assert loaded is not None
         if name not in loaded.fleet.hosts:
@@ -74,20 +74,26 @@ def doctor(
                 f"no host named {name!r} in {loaded.path}",
                 hint=f"known hosts: {', '.join(sorted(loaded.fleet.hosts)) or '(none)'}",
             )
-        reports.append(_examine(loaded, name, disks, env_files))
+        reports.append(examine(loaded, name, disks, env_files))
     ok = all(r["ok"] for r in reports)
     document: DoctorDocument = {"schema": "inferfleet.doctor/v1", "ok": ok, "hosts": reports}
     if json_out:
         out.emit(document)
     else:
         for report in reports:
-            _print(out, report)
+            print_report(out, report)
     if not ok:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _examine(loaded: Any, name: str | None, extra: list[str], extra_env: list[str]) -> Any:
-    """One host's report: facts read there, findings computed here."""
+def examine(
+    loaded: Any, name: str | None, extra: list[str], extra_env: list[str] | None = None
+) -> Any:
+    """One host's report: facts read there, findings computed here (also `host bootstrap`'s).
+
+    ``extra`` are more folders to measure free disk at; ``extra_env`` more env files the
+    host's user must be able to read (besides those the fleet names).
+    """
     from inferfleet.doctor import findings as rules
     from inferfleet.doctor.facts import gather
 
@@ -100,7 +106,7 @@ def _examine(loaded: Any, name: str | None, extra: list[str], extra_env: list[st
         readers = _env_readers(loaded, name)
         local = host.is_local(name)
     folders = [*needs, *extra]
-    envs = [*readers, *extra_env]
+    envs = [*readers, *(extra_env or [])]
     if not folders:
         from inferfleet import paths
 
@@ -214,7 +220,7 @@ def _show(value: object) -> str:
     return esc("".join(c for c in str(value) if c.isprintable())[:400])
 
 
-def _print(out: Output, report: Any) -> None:
+def print_report(out: Output, report: Any) -> None:
     facts = report["facts"]
     out.line(
         f"[bold]{_show(report['host'])}[/bold] ({'this machine' if report['local'] else 'ssh'})"

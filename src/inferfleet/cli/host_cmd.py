@@ -106,14 +106,14 @@ def bootstrap(
 def _doctor(loaded: Any, host: str, progress: Any) -> Any:
     """``inferfleet doctor HOST``'s report, read on the host by its fresh venv."""
     # The doctor verb's own examination (facts over the same ssh connector, findings here).
-    from inferfleet.cli.doctor_cmd import _examine
+    from inferfleet.cli.doctor_cmd import examine
 
     progress(f"{host}: running inferfleet doctor on the host")
-    return _examine(loaded, host, [])
+    return examine(loaded, host, [])
 
 
 def _print(out: Output, run: Any, report: Any) -> None:
-    from inferfleet.cli.doctor_cmd import _print as print_doctor
+    from inferfleet.cli.doctor_cmd import print_report
 
     for step in run.steps:
         colour = {"changed": "yellow", "unchanged": "dim"}.get(step.status, "green")
@@ -122,4 +122,4 @@ def _print(out: Output, run: Any, report: Any) -> None:
         out.line(f"[bold]{esc(run.name)}[/bold] bootstrapped")
     else:
         out.line(f"[bold]{esc(run.name)}[/bold]: nothing to do, already bootstrapped")
-    print_doctor(out, report)
+    print_report(out, report)
