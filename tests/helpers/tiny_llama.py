@@ -36,6 +36,9 @@ from inferfleet import paths
 
 CORPUS_DIR = ROOT / "src" / "inferfleet" / "bench" / "battery"
 BOS, EOS = "<s>", "</s>"
+# Tokens vLLM's parsers look up in the vocabulary when the adapter renders them:
+# --reasoning-parser deepseek_r1 (<think>) and --tool-call-parser hermes (<tool_call>).
+SPECIAL = (BOS, EOS, "<think>", "</think>", "<tool_call>", "</tool_call>")
 # A plain chat template, so /v1/chat/completions works (the probe's chat checks).
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -68,7 +71,7 @@ class Recipe:
         "prose_gettysburg.txt",
         "prose_second_inaugural.txt",
     )
-    generator: int = 1  # bump when this module's output changes for the same fields
+    generator: int = 2  # bump when this module's output changes for the same fields
 
     def key(self) -> str:
         """Recipe fields plus the corpus bytes: the cache folder's name."""
@@ -113,7 +116,7 @@ def tokenizer(recipe: Recipe = RECIPE) -> Tokenizer:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=recipe.vocab,
-        special_tokens=[BOS, EOS],
+        special_tokens=list(SPECIAL),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
