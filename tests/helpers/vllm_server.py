@@ -28,8 +28,7 @@ from typing import Any
 import psutil
 import yaml
 
-from helpers import FIXTURES, free_port
-from helpers import tiny_llama
+from helpers import FIXTURES, free_port, tiny_llama
 from helpers.real_server import state_dir
 from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet

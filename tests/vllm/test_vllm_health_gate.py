@@ -72,9 +72,7 @@ def test_exit_while_refusing_fails_at_once_with_the_log(tmp_path: Path, port: in
         backend.stop("vl")
 
 
-def test_timeout_while_refusing_names_the_listen_when_ready_case(
-    tmp_path: Path, port: int
-) -> None:
+def test_timeout_while_refusing_names_the_listen_when_ready_case(tmp_path: Path, port: int) -> None:
     backend = ProcessBackend(tmp_path / "state")
     argv = [*server_script("health_server.py"), str(port), "--listen-after", "600"]
     record, proc = backend.start(template("vl", argv, port), env={})

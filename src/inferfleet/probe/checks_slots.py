@@ -8,6 +8,7 @@ serving N streams at once while stream N+1 waits.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from inferfleet.probe.session import Session
 
 CONCURRENCY_TOKENS = 48
 FALLBACK_TOKEN_ID = 1000  # an ordinary piece in any vocabulary of real size
+# vLLM's refusal states its window in the message: "This model's maximum context length
+# is 1024 tokens. However, your prompt contains at least 1025 input tokens, ..." (0.32.0).
+_VLLM_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
 
 
 def context(s: Session) -> CheckResult:
@@ -61,7 +65,8 @@ def context(s: Session) -> CheckResult:
 
 
 def _token_id(s: Session) -> int:
-    answer = s.exchange.post("/tokenize", {"content": " the"})
+    # llama.cpp's /tokenize reads "content", vLLM's "prompt" (it refuses the body without it).
+    answer = s.exchange.post("/tokenize", {"content": " the", "prompt": " the"})
     tokens = answer.obj.get("tokens")
     if answer.status == 200 and isinstance(tokens, list) and tokens and isinstance(tokens[0], int):
         return int(tokens[0])
@@ -103,7 +108,10 @@ def overflow(s: Session) -> CheckResult:
             (shown,),
             hint="the slot is larger than the fleet file says, or the server truncates prompts",
         )
-    server_ctx = error.get("n_ctx")
+    server_ctx = error.get("n_ctx")  # llama.cpp
+    stated = _VLLM_WINDOW.search(message)
+    if server_ctx is None and stated is not None:
+        server_ctx = int(stated.group(1))  # vLLM
     if isinstance(server_ctx, int) and server_ctx != n_ctx:
         return CheckResult(
             "overflow",
@@ -113,9 +121,11 @@ def overflow(s: Session) -> CheckResult:
             f"refused, but at a window of {server_ctx} tokens, not {n_ctx}",
             (shown,),
         )
+    window = f" (the server's window: {server_ctx})" if isinstance(server_ctx, int) else ""
     return CheckResult(
-        "overflow", title, "L-25", "pass", f"{n_ctx + 1} tokens: 400 {kind or message}", (shown,)
-    )
+        "overflow", title, "L-25", "pass", f"{n_ctx + 1} tokens: 400 {kind or message}{window}",
+        (shown,),
+    )  # fmt: skip
 
 
 @dataclass
