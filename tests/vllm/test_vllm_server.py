@@ -111,7 +111,7 @@ def test_probe_holds_vllm_to_the_fleet_file(on_vllm: Served, cli: Cli) -> None:
     doc = json.loads(result.stdout)
     checks = {c["id"]: c for c in doc["checks"]}
     outcome = {k: c["status"] for k, c in checks.items()}
-    for name in ("health", "models", "context", "overflow", "concurrency", "reasoning", "metrics"):
+    for name in ("health", "alias", "context", "overflow", "slots", "reasoning", "metrics"):
         assert outcome[name] == "pass", checks[name]
     assert doc["findings"]["n_ctx_slot"] == CTX  # /v1/models max_model_len (L-25)
     assert f"(the server's window: {CTX})" in checks["overflow"]["summary"]
@@ -119,8 +119,8 @@ def test_probe_holds_vllm_to_the_fleet_file(on_vllm: Served, cli: Cli) -> None:
     # --reasoning-parser deepseek_r1: text lands in `reasoning` (L-45).
     assert doc["findings"]["reasoning_field"] == "reasoning"
     # Usage counts from the server (L-51) on every API the client config names.
-    completions = [c for k, c in checks.items() if k.startswith(("completions", "chat"))]
-    assert completions and all(c["status"] == "pass" for c in completions), completions
+    completions = [checks[k] for k in ("completions", "completions-stream", "chat", "chat-stream")]
+    assert all(c["status"] == "pass" for c in completions), completions
     assert all("usage:" in c["summary"] for c in completions)
     # --enable-auto-tool-choice --tool-call-parser hermes: vLLM accepts tool_choice=auto
     # (without the flags it answers 400); random weights do not call the tool.
