@@ -28,7 +28,6 @@ installed: scripts/test installs it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,13 +72,8 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         pytest.skip(
             f"the pinned vLLM is not installed: inferfleet runtime install vllm --file {FLEET}"
         )
-    saved = os.environ.get("INFERFLEET_STATE_DIR")
-    try:
-        with served(tmp_path_factory.mktemp("vllm")) as running:
-            yield running
-    finally:
-        if saved is not None:
-            os.environ["INFERFLEET_STATE_DIR"] = saved
+    with served(tmp_path_factory.mktemp("vllm")) as running:
+        yield running
 
 
 @pytest.fixture
