@@ -64,7 +64,7 @@ def fleet_data(port: int, model_dir: Path, **service: Any) -> dict[str, Any]:
             "reasoning_parser": "deepseek_r1",
             "tool_parser": "hermes",
             "health": {"timeout": HEALTH_TIMEOUT},
-            "env": {"VLLM_CPU_KVCACHE_SPACE": str(KV_SPACE_GIB)},
+            "runtime_env": {"VLLM_CPU_KVCACHE_SPACE": str(KV_SPACE_GIB)},
             "extra_args": ["--dtype", "float32"],
             "client": {"tools": True, "reasoning_field": "reasoning", "max_tokens": 64},
             **service,
