@@ -13,7 +13,8 @@ What it proves:
   tests/helpers/vllm_log.py) is the recipe's arithmetic;
 - ``probe``: the model list, the per-request window (``max_model_len`` =
   ctx_per_slot, L-25), vLLM's overflow refusal and the window its message
-  states, usage counts (L-51), the reasoning field the rendered
+  states, usage counts (L-51), 2 sequences at once (or, when vLLM delivers the
+  streams in bursts, a skip that says so), the reasoning field the rendered
   ``--reasoning-parser`` fills (L-45), tool settings accepted (L-18);
 - ``bench``: every request counted by the server's own usage (L-51);
 - ``status`` and ``runtime list``: health, slots and queue from vLLM's
@@ -105,8 +106,15 @@ def test_probe_holds_vllm_to_the_fleet_file(on_vllm: Served, cli: Cli) -> None:
     doc = json.loads(result.stdout)
     checks = {c["id"]: c for c in doc["checks"]}
     outcome = {k: c["status"] for k, c in checks.items()}
-    for name in ("health", "alias", "context", "overflow", "slots", "reasoning", "metrics"):
+    for name in ("health", "alias", "context", "overflow", "reasoning", "metrics"):
         assert outcome[name] == "pass", checks[name]
+    # 2 sequences: 2 streams at once, the third after one ends. vLLM on this fast tiny
+    # model often hands whole streams over in one burst; the check then says it cannot
+    # tell from the order, and never claims a wrong slot count.
+    slots = checks["slots"]
+    assert slots["status"] == "pass" or (
+        slots["status"] == "skip" and "delivered the streams in bursts" in slots["summary"]
+    ), slots
     assert doc["findings"]["n_ctx_slot"] == CTX  # /v1/models max_model_len (L-25)
     assert f"(the server's window: {CTX})" in checks["overflow"]["summary"]
     assert "maximum context length is 1024 tokens" in json.dumps(checks["overflow"]["evidence"])
