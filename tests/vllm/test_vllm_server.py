@@ -101,6 +101,23 @@ def test_kv_capacity_logged_is_the_recipe_arithmetic(on_vllm: Served) -> None:
     assert f"for {CTX:,} tokens per request" in line
 
 
+def test_budget_kv_capacity_equals_what_vllm_reports(on_vllm: Served, cli: Cli) -> None:
+    """``inferfleet budget`` on the fleet file the server runs from (config.json +
+    safetensors headers, vLLM 0.32's block arithmetic) says what vLLM itself logs and
+    exports: the tokens, the blocks and the pool bytes (issue 17, L-25)."""
+    result = cli("budget", "--file", str(on_vllm.fleet_file), "--json")
+    assert result.code == 0, result.stdout + result.stderr
+    (row,) = [r for r in json.loads(result.stdout)["vllm"] if r["service"] == SERVICE]
+    assert row["exact"] is True and row["device"] == "cpu"
+    assert row["tokens"] == kv_cache_tokens(on_vllm.log)
+    info = httpx.get(f"{on_vllm.url}/metrics", timeout=30).text
+    (config,) = [m for m in info.splitlines() if m.startswith("vllm:cache_config_info{")]
+    assert f'num_gpu_blocks="{row["blocks"]}"' in config
+    assert f'block_size="{row["block_size"]}"' in config
+    assert f'kv_cache_memory_bytes="{row["kv_pool"]}"' in config
+    assert row["max_model_len"] == CTX and row["max_num_seqs"] == PARALLEL and row["fits"]
+
+
 def test_probe_holds_vllm_to_the_fleet_file(on_vllm: Served, cli: Cli) -> None:
     result = cli("probe", SERVICE, "--file", str(on_vllm.fleet_file), "--json")
     doc = json.loads(result.stdout)

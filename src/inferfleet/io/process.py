@@ -206,11 +206,17 @@ def terminate(proc: psutil.Process, *, grace: float = 10.0) -> str:
     Returns ``"terminated"``, ``"killed"`` or ``"gone"``. Also signals the
     process group when the process leads its own session (so a server's
     helpers do not survive it), but never anything found by name (L-43).
+    A group is stopped when all of it is gone, not only its leader: vLLM's
+    API server exits on SIGTERM before its EngineCore workers do, and a
+    worker left behind spins at 100% CPU holding the KV cache.
     """
+    import psutil
+
     try:
         leads_group = os.getpgid(proc.pid) == proc.pid
     except ProcessLookupError:
         return "gone"
+    group = proc.pid if leads_group else None
     try:
         if leads_group:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -218,7 +224,8 @@ def terminate(proc: psutil.Process, *, grace: float = 10.0) -> str:
             proc.send_signal(signal.SIGTERM)
     except (ProcessLookupError, psutil.NoSuchProcess):
         return "gone"
-    if _wait_gone(proc, grace):
+    deadline = time.monotonic() + grace
+    if _wait_gone(proc, grace) and _wait_group_gone(group, deadline - time.monotonic()):
         return "terminated"
     try:
         if leads_group:
@@ -227,12 +234,38 @@ def terminate(proc: psutil.Process, *, grace: float = 10.0) -> str:
             proc.kill()
     except (ProcessLookupError, psutil.NoSuchProcess):
         return "terminated"
-    if not _wait_gone(proc, 10.0):
+    if not (_wait_gone(proc, 10.0) and _wait_group_gone(group, 10.0)):
         raise ProcessError(
-            f"process {proc.pid} survived SIGKILL",
-            hint="it may be stuck in the kernel (D state); check `ps -o stat -p PID`",
+            f"process {proc.pid} (or a process of its group) survived SIGKILL",
+            hint="it may be stuck in the kernel (D state); check `ps -o pid,stat -g PID`",
         )
     return "killed"
+
+
+def _group_members(group: int) -> list[int]:
+    """Live (not zombie) processes whose process group is ``group``."""
+    import psutil
+
+    members = []
+    for candidate in psutil.process_iter():
+        try:
+            if os.getpgid(candidate.pid) == group and candidate.status() != psutil.STATUS_ZOMBIE:
+                members.append(candidate.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return members
+
+
+def _wait_group_gone(group: int | None, timeout: float) -> bool:
+    """Whether the group ``group`` (None: no group of ours) has no live member by then."""
+    if group is None:
+        return True
+    deadline = time.monotonic() + max(timeout, 0.0)
+    while _group_members(group):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _wait_gone(proc: psutil.Process, timeout: float) -> bool:
