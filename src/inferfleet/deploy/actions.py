@@ -78,6 +78,9 @@ def service_actions(
             )
         )
     if desired.backend == "process":
+        # Files a process reads (a swap group's presets) are installed before it starts.
+        for item in changed:
+            actions.append(Action("install", name, f"install {item.path}", item.path))
         # The process backend holds what it starts to the gate itself (and
         # stops it by pid if the gate fails), so start and health are one step.
         actions.append(

@@ -36,6 +36,7 @@ from inferfleet.fleetfile.base import (
     Strict,
     Text,
 )
+from inferfleet.fleetfile.groups import Group
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -57,6 +58,7 @@ __all__ = [
     "Device",
     "EnvName",
     "Fleet",
+    "Group",
     "Health",
     "Host",
     "HubSource",
@@ -397,3 +399,6 @@ class Fleet(Strict):
     runtimes: dict[Name, Runtime] = Field(default_factory=dict)
     models: dict[Name, Model] = Field(default_factory=dict)
     services: dict[Name, Service] = Field(default_factory=dict)
+    groups: dict[Name, Group] = Field(
+        default_factory=dict, description="Swap groups: members behind one llama-server router."
+    )

@@ -9,6 +9,7 @@ import ipaddress
 from collections.abc import Callable
 
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.groups import group_errors
 
 Loc = tuple[str | int, ...]
 Ref = tuple[Loc, str, str]
@@ -61,6 +62,7 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
         errors.extend(_option_refs(fleet, name, known))
     errors.extend(_main_refs(fleet))
     errors.extend(_port_clashes(fleet))
+    errors.extend(group_errors(fleet))
     return errors
 
 
@@ -154,6 +156,8 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     for name, service in fleet.services.items():
         key = (service.host, service.port)
         for other_name, other_bind in taken.get(key, []):
+            if service.group is not None and fleet.services[other_name].group == service.group:
+                continue  # a swap group's members share its one router's port
             if _overlap(service.bind, other_bind):
                 errors.append(
                     (

@@ -49,6 +49,7 @@ class Resolved:
     container_env: dict[str, str] = field(default_factory=dict)
     devices: list[str] = field(default_factory=list)
     container_port: int | None = None
+    preset: tuple[str, str] | None = None  # a swap group's router presets: (install path, text)
 
     @property
     def unit(self) -> str:
@@ -70,6 +71,10 @@ class Resolved:
 
 
 def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Resolved:
+    if name in fleet.groups:
+        from inferfleet.render.router import resolve_group  # it resolves members through here
+
+        return resolve_group(fleet, fleet_root, name, facts)
     service = fleet.services[name]
     host = fleet.hosts[service.host]
     if service.kind == "container":
