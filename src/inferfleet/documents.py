@@ -596,6 +596,7 @@ class StatusService(TypedDict):
     revision: RevisionInfo
     bench: BenchFiguresInfo | None
     notes: list[str]
+    members: dict[str, str]  # a swap group's members by alias: loaded | sleeping | unloaded ...
 
 
 class StatusHost(TypedDict):
