@@ -1,0 +1,138 @@
+"""A swap group on the real llama-server b11434 in router mode (issue 19, item 1).
+
+One router for the module, started by ``inferfleet up`` (process backend), with
+the test model under two aliases and two windows, one member at a time and
+``small`` as the default member. Stopped by its recorded pid (L-43).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from group_fleet import BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
+from helpers import free_port
+from helpers.real_server import wait_for
+
+from inferfleet import paths
+from inferfleet.deploy import local
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
+from inferfleet.status.collect import Options, collect
+
+
+@dataclass(frozen=True)
+class Router:
+    loaded: LoadedFleet
+    url: str
+    pid: int
+    state: Path
+    home: Path
+
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
+    base = tmp_path_factory.mktemp("group")
+    port = free_port()
+    fleet_file = write(base / "fleet" / "fleet.yaml", group_data(port))
+    # The presets go to the user's config dir (unit scope user): a HOME of the test's
+    # own; the runtime and the model stay in the shared cache.
+    env = {
+        "INFERFLEET_CACHE_DIR": str(paths.cache_dir()),
+        "HOME": str(base / "home"),
+        "INFERFLEET_STATE_DIR": str(base / "state"),
+    }
+    with _environ(**env):
+        loaded = load_fleet(fleet_file)
+        [result] = local.up(loaded, [GROUP], local.Hooks(), contract=False)
+        assert result.pid is not None
+        try:
+            yield Router(
+                loaded, f"http://127.0.0.1:{port}", result.pid, base / "state", base / "home"
+            )
+        finally:
+            local.down(loaded, GROUP, grace=10.0)
+
+
+def _states(router: Router) -> dict[str, str]:
+    body = httpx.get(f"{router.url}/models", timeout=5).json()
+    return {m["id"]: m["status"]["value"] for m in body["data"]}
+
+
+def _complete(router: Router, alias: str) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{router.url}/completion",
+        json={"model": alias, "prompt": "The sky is", "n_predict": 4},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    data: dict[str, Any] = answer.json()
+    return data
+
+
+def test_one_unit_runs_the_router_with_the_rendered_presets(router: Router) -> None:
+    preset = router.home / ".config" / "inferfleet" / "presets" / f"{GROUP}.ini"
+    text = preset.read_text()
+    assert f"[{SMALL_ALIAS}]" in text and f"[{BIG_ALIAS}]" in text
+    records = list((router.state).rglob("*.json"))
+    assert any(GROUP in p.name for p in records), records
+    # The default member is loaded at start (load-on-startup).
+    assert wait_for("the default member to load", lambda: _states(router)[SMALL_ALIAS] == "loaded")
+
+
+def test_a_request_for_the_unloaded_member_loads_it_and_unloads_the_other(router: Router) -> None:
+    _complete(router, SMALL_ALIAS)
+    assert _states(router) == {SMALL_ALIAS: "loaded", BIG_ALIAS: "unloaded"}
+    done = _complete(router, BIG_ALIAS)
+    assert done["model"] == BIG_ALIAS
+    # max_loaded 1: the router's LRU unloaded the small member to make room.
+    assert wait_for(
+        "the swap",
+        lambda: _states(router) == {SMALL_ALIAS: "unloaded", BIG_ALIAS: "loaded"},
+    )
+    # The member runs with its own window x slots and cache types (its preset).
+    slots = httpx.get(f"{router.url}/slots", params={"model": BIG_ALIAS}, timeout=5).json()
+    assert [s["n_ctx"] for s in slots] == [4096, 4096]
+
+
+def test_status_names_the_loaded_member(router: Router) -> None:
+    _complete(router, BIG_ALIAS)
+    with _environ(INFERFLEET_STATE_DIR=str(router.state), HOME=str(router.home)):
+        status = collect(router.loaded, options=Options(ssh=False, timeout=5.0))
+    [row] = status.services
+    assert row.service == GROUP
+    assert row.state == "healthy", row.detail
+    assert row.pid == router.pid
+    assert row.members == {SMALL_ALIAS: "unloaded", BIG_ALIAS: "loaded"}
+    assert row.model == f"loaded: {BIG_ALIAS}"
+    assert row.to_json()["members"] == row.members
+
+
+def test_up_again_keeps_the_running_router(router: Router) -> None:
+    with _environ(
+        INFERFLEET_STATE_DIR=str(router.state),
+        HOME=str(router.home),
+        INFERFLEET_CACHE_DIR=str(paths.cache_dir()),
+    ):
+        [again] = local.up(router.loaded, [GROUP], local.Hooks(), contract=False)
+    assert again.action == "unchanged", again.reason
+    assert again.pid == router.pid
