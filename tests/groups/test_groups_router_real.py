@@ -63,9 +63,9 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
     }
     with _environ(**env):
         loaded = load_fleet(fleet_file)
-        [result] = local.up(loaded, [GROUP], local.Hooks(), contract=False)
-        assert result.pid is not None
         try:
+            [result] = local.up(loaded, [GROUP], local.Hooks(), contract=False)
+            assert result.pid is not None
             yield Router(
                 loaded, f"http://127.0.0.1:{port}", result.pid, base / "state", base / "home"
             )

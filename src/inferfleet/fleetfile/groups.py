@@ -121,7 +121,8 @@ def unit_service(fleet: Fleet, name: str) -> Service:
     A group's router is described as a service so deploy, health and status
     treat it like any other: its first member's host, runtime, address, port,
     backend, unit and health settings (the members agree on those, see
-    :func:`group_errors`), its default member's model.
+    :func:`group_errors`), its default member's model, alias and client facts
+    (what the contract probe after the health gate asks the router for).
     """
     if name not in fleet.groups:
         return fleet.services[name]
@@ -129,13 +130,16 @@ def unit_service(fleet: Fleet, name: str) -> Service:
     found = members(fleet, name)
     if not found:
         raise KeyError(name)
-    first = next(iter(found.values()))
-    lead = found.get(group.default or "", first)
+    first_name, first = next(iter(found.items()))
+    lead_name = group.default if group.default in found else first_name
+    lead = found[lead_name]
     return first.model_copy(
         update={
             "group": None,
             "model": lead.model,
-            "alias": name,
+            # The contract probe after the gate asks the router for this member.
+            "alias": lead.alias or lead_name,
+            "client": lead.client,
             "ctx_per_slot": lead.ctx_per_slot,
             "parallel": lead.parallel,
             "speculative": None,
