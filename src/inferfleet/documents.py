@@ -495,11 +495,21 @@ class BudgetSkip(TypedDict):
     reason: str
 
 
+class BudgetGroup(TypedDict):
+    group: str
+    max_loaded: int  # 0: no limit
+    bytes: int  # the largest simultaneous set (issue 19)
+    counted: list[str]
+    members: list[str]
+    unsized: list[str]
+
+
 class BudgetDocument(TypedDict):
     schema: Literal["inferfleet.budget/v1"]
     file: str
     services: list[BudgetService]
     skipped: list[BudgetSkip]
+    groups: list[BudgetGroup]
 
 
 # ------------------------------------------------------------------------ up, down, status

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from inferfleet.budget import MIB, BudgetError, ModelShape, model_shape, plan
 from inferfleet.budget.fleet import ENGINE_SHARES, Pool, fleet_request, host_pools
+from inferfleet.budget.groups import simultaneous
 from inferfleet.budget.plan import Budget
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
@@ -95,6 +96,8 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 except FleetError as exc:
                     unsized[name] = exc.render()
         engine_names = {name for name, _ in engines}
+        # A swap group costs its largest simultaneous set, not every member (issue 19).
+        budgets = simultaneous(fleet, budgets)
         for pool in host_pools(fleet, host_name, budgets, engines):
             over = pool.over
             if over is not None:
