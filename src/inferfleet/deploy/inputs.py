@@ -128,13 +128,10 @@ def file_inputs(fleet: Fleet, fleet_path: str, name: str) -> tuple[list[str], li
     """The repository files service ``name`` depends on: the paths it declares (model
     manifests, chat template, settings templates) and its ``paths`` patterns."""
     if name in fleet.groups:
-        declared: dict[str, None] = {}
-        patterns: dict[str, None] = {}
-        for member in members(fleet, name):
-            named, matched = file_inputs(fleet, fleet_path, member)
-            declared.update(dict.fromkeys(named))
-            patterns.update(dict.fromkeys(matched))
-        return list(declared), list(patterns)
+        found = [file_inputs(fleet, fleet_path, member) for member in members(fleet, name)]
+        named = dict.fromkeys(path for paths, _ in found for path in paths)
+        matched = dict.fromkeys(pattern for _, patterns in found for pattern in patterns)
+        return list(named), list(matched)
     service = fleet.services[name]
     base = posixpath.dirname(fleet_path)
 
