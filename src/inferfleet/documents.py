@@ -731,6 +731,7 @@ class BenchArm(TypedDict):
     runtime: str | None
     request_extra: dict[str, Any]
     server: dict[str, Any] | None  # the started server's life (bench.arms.ServerLife)
+    cold_load_s: float | None  # a swap group member's load before measuring, on its own
 
 
 class BenchCache(TypedDict):

@@ -110,7 +110,7 @@ def ensure_loaded(base_url: str, model: str, *, timeout_s: float = 600.0) -> Col
             answer = client.post("/models/load", json={"model": model})
             http.raise_for_status(answer, what="POST /models/load")
         deadline = start + timeout_s
-        state = before
+        state: str | None = before
         while time.monotonic() < deadline:
             state = _state(client, model)
             if state == "loaded":
