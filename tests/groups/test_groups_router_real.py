@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from group_fleet import BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
+from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
 from helpers import free_port
+from helpers.cli import CliResult
 from helpers.real_server import wait_for
 
 from inferfleet import paths
+from inferfleet.client.router import ensure_loaded
 from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
+from inferfleet.probe.contract import member_load
 from inferfleet.status.collect import Options, collect
+
+Cli = Callable[..., CliResult]
 
 
 @dataclass(frozen=True)
@@ -136,3 +141,32 @@ def test_up_again_keeps_the_running_router(router: Router) -> None:
         [again] = local.up(router.loaded, [GROUP], local.Hooks(), contract=False)
     assert again.action == "unchanged", again.reason
     assert again.pid == router.pid
+
+
+def test_a_cold_member_load_is_its_own_figure(router: Router) -> None:
+    _complete(router, BIG_ALIAS)  # the small member is now unloaded
+    cold = ensure_loaded(router.url, SMALL_ALIAS)
+    assert cold is not None and cold.before == "unloaded" and cold.seconds > 0
+    assert _states(router)[SMALL_ALIAS] == "loaded"
+    assert ensure_loaded(router.url, SMALL_ALIAS) is None  # warm: nothing to load
+    # The probe reports it as its own result before any timed check.
+    _complete(router, BIG_ALIAS)
+    result = member_load(router.url, SMALL_ALIAS)
+    assert result is not None and result.status == "pass"
+    assert "was unloaded; the router loaded it in" in result.summary
+
+
+def test_bench_of_a_cold_member_keeps_its_load_out_of_ttft(
+    router: Router, cli: Cli, tmp_path: Path
+) -> None:
+    _complete(router, SMALL_ALIAS)  # the big member is now unloaded
+    args = ["--runs", "1", "-c", "1", "--prompts", "1", "--max-tokens", "128", "--json"]
+    fleet_file = str(router.loaded.path)
+    first = cli("bench", BIG, "-f", fleet_file, "--out", str(tmp_path / "a"), *args)
+    assert first.code == 0, first.stderr
+    (arm,) = first.document()["arms"]
+    assert arm["model"] == BIG_ALIAS and arm["cold_load_s"] > 0
+    again = cli("bench", BIG, "-f", fleet_file, "--out", str(tmp_path / "b"), *args)
+    assert again.code == 0, again.stderr
+    (warm,) = again.document()["arms"]
+    assert warm["cold_load_s"] is None
