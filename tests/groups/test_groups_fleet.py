@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL, SMALL_ALIAS, group_data, write
 from helpers import require
 from helpers.cli import CliResult
@@ -225,3 +226,29 @@ def test_the_memory_rule_counts_the_largest_simultaneous_set(
     assert (hits == []) is fits, hits
     if not fits:
         assert "small" in hits[0]["message"] and "big" in hits[0]["message"]
+
+
+def test_members_are_scraped_through_the_router_without_loading_them(tmp_path: Path) -> None:
+    promtool = require("promtool", "prometheus")
+    loaded = _load(tmp_path, group_data(8090))
+    arts = {a.path: a for a in render_fleet(loaded)}
+    config = yaml.safe_load(arts["monitoring/prometheus.yml"].content)
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    big = jobs["inferfleet-big"]
+    # Without autoload=false a scrape would load the member (and evict the other).
+    assert big["params"] == {"model": [BIG_ALIAS], "autoload": ["false"]}
+    assert big["static_configs"][0]["labels"]["group"] == GROUP
+    rules = arts["monitoring/rules/inferfleet.rules.yml"].content
+    assert 'up{job=~"inferfleet-.+", group=""} == 0' in rules
+    for path in ("monitoring/prometheus.yml", "monitoring/rules/inferfleet.rules.yml"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(arts[path].content)
+    for args in (["check", "config"], ["check", "rules"]):
+        target = "prometheus.yml" if args[1] == "config" else "rules/inferfleet.rules.yml"
+        done = subprocess.run(
+            [promtool, *args, str(tmp_path / "monitoring" / target)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
