@@ -147,6 +147,9 @@ def unit_service(fleet: Fleet, name: str) -> Service:
             "chat_template_file": None,
             "chat_template_kwargs": {},
             "extra_args": [],
+            # The router has no /metrics of its own (400 without ?model=); members are
+            # scraped through it one by one (render/prometheus.py).
+            "metrics": False,
             "tensor_overrides": [],
             "settings": [],
             "paths": sorted({p for s in found.values() for p in s.paths}),
