@@ -25,6 +25,8 @@ from inferfleet.render.pipeline import service_launch
 
 Cli = Callable[..., CliResult]
 MODEL = "gemma-3-270m-q4_k_m.gguf"
+IMAGE = "ghcr.io/ggml-org/llama.cpp@sha256:" + "3" * 64
+QUADLET_PLACES = ("/usr/libexec/podman/quadlet", "/usr/local/lib/inferfleet/quadlet")
 
 
 def _load(tmp_path: Path, data: dict[str, Any]) -> Any:
@@ -252,3 +254,45 @@ def test_members_are_scraped_through_the_router_without_loading_them(tmp_path: P
             check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _quadlet() -> str:
+    for place in (os.environ.get("INFERFLEET_QUADLET", ""), *QUADLET_PLACES):
+        if place and os.access(place, os.X_OK):
+            return place
+    pytest.skip("no Quadlet generator here (see tests/render/conftest.py for how to get one)")
+
+
+def test_a_quadlet_group_runs_the_router_in_the_runtime_image(tmp_path: Path) -> None:
+    quadlet = _quadlet()
+    data = group_data(8090, backend="quadlet")
+    data["runtimes"]["llama-cpp"] = {"kind": "llama.cpp", "image": IMAGE}
+    template = tmp_path / "templates" / "big.jinja"
+    template.parent.mkdir(parents=True)
+    template.write_text("{{ messages }}")
+    data["services"][BIG]["chat_template_file"] = "templates/big.jinja"
+    loaded = _load(tmp_path, data)
+    facts = default_facts(loaded.fleet.hosts["local"])
+    arts = {a.kind: a for a in render_fleet(loaded, GROUP, {"local": facts})}
+    text = arts["quadlet"].content
+    preset_host = f"{facts.home}/.config/inferfleet/presets/{GROUP}.ini"
+    assert f"Volume={preset_host}:/etc/inferfleet/presets.ini:ro" in text
+    assert f"Volume={facts.cache_dir}/models/gemma3-270m:/models/gemma3-270m:ro" in text
+    assert "/etc/inferfleet/templates/big.jinja:ro" in text
+    assert "--models-preset /etc/inferfleet/presets.ini" in text
+    preset = arts["preset"].content
+    assert "model = /models/gemma3-270m/gemma-3-270m-q4_k_m.gguf" in preset
+    assert "chat-template-file = /etc/inferfleet/templates/big.jinja" in preset
+    folder = tmp_path / "quadlet"
+    folder.mkdir()
+    (folder / Path(arts["quadlet"].path).name).write_text(text)
+    result = subprocess.run(
+        [quadlet, "-dryrun", "-user"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "QUADLET_UNIT_DIRS": str(folder)},
+        check=False,
+    )
+    problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
+    assert result.returncode == 0 and not problems, result.stderr
+    assert f"--name inferfleet-{GROUP}" in result.stdout

@@ -168,7 +168,13 @@ def _llm_container(
         chat_template_path=template_path,
         in_container=True,
     )
-    env = {
+    env = llm_container_env(service, kind)
+    return container(name, service, host, facts, runtime, kind, kind.argv(launch), mounts, env)
+
+
+def llm_container_env(service: Service, kind: RuntimeTraits) -> dict[str, str]:
+    """The environment of an LLM server's container."""
+    return {
         # L-39: a writable HOME on the cache mount; L-37: compile caches there too.
         "HOME": service.container.home or CACHE_MOUNT,
         # The files are fetched and verified by inferfleet; the server must not download.
@@ -176,7 +182,6 @@ def _llm_container(
         **kind.cache_env,
         **service.container.env,
     }
-    return _container(name, service, host, facts, runtime, kind, kind.argv(launch), mounts, env)
 
 
 def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) -> Resolved:
@@ -188,10 +193,10 @@ def _plain_container(name: str, service: Service, host: Host, facts: HostFacts) 
     env = dict(service.container.env)
     if service.container.home is not None:
         env["HOME"] = service.container.home
-    return _container(name, service, host, facts, None, None, list(service.extra_args), mounts, env)
+    return container(name, service, host, facts, None, None, list(service.extra_args), mounts, env)
 
 
-def _container(
+def container(
     name: str,
     service: Service,
     host: Host,
