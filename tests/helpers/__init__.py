@@ -6,6 +6,7 @@ llama-server), ``helpers.prometheus``, ``helpers.sshd``, ``helpers.bench_summari
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sys
@@ -43,3 +44,18 @@ def require(tool: str, package: str) -> str:
     if path is None:
         pytest.fail(f"{tool} is not installed: apt-get install {package}")
     return path
+
+
+QUADLET_PLACES = ("/usr/libexec/podman/quadlet", "/usr/local/lib/inferfleet/quadlet")
+
+
+def quadlet_generator() -> str:
+    """Quadlet's generator (podman >= 4.4), or skip: ``$INFERFLEET_QUADLET``, then the
+    usual places (see tests/render/conftest.py for how to get Debian 13's)."""
+    for place in (os.environ.get("INFERFLEET_QUADLET", ""), *QUADLET_PLACES):
+        if place and os.access(place, os.X_OK):
+            return place
+    pytest.skip(
+        "no Quadlet generator here (podman >= 4.4's /usr/libexec/podman/quadlet; Debian 12 "
+        "ships 4.3): see tests/render/conftest.py for how to get Debian 13's"
+    )

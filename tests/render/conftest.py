@@ -12,16 +12,13 @@ say so. Debian 13's podman package carries it and it runs on Debian 12:
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import require
+from helpers import quadlet_generator, require
 from render_helpers import stub_executable
-
-QUADLET_PLACES = ("/usr/libexec/podman/quadlet", "/usr/local/lib/inferfleet/quadlet")
 
 
 @pytest.fixture(scope="session")
@@ -36,14 +33,7 @@ def systemd_analyze() -> str:
 
 @pytest.fixture(scope="session")
 def quadlet() -> str:
-    candidates = [os.environ.get("INFERFLEET_QUADLET", ""), *QUADLET_PLACES]
-    for place in candidates:
-        if place and os.access(place, os.X_OK):
-            return place
-    pytest.skip(
-        "no Quadlet generator here (podman >= 4.4's /usr/libexec/podman/quadlet; Debian 12 "
-        "ships 4.3): see tests/render/conftest.py for how to get Debian 13's"
-    )
+    return quadlet_generator()
 
 
 @pytest.fixture
