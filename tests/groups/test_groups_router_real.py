@@ -7,8 +7,6 @@ the test model under two aliases and two windows, one member at a time and
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
 from helpers import free_port
 from helpers.cli import CliResult
-from helpers.real_server import wait_for
+from helpers.real_server import environ, wait_for
 
 from inferfleet import paths
 from inferfleet.client.router import ensure_loaded
@@ -40,20 +38,6 @@ class Router:
     home: Path
 
 
-@contextlib.contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 @pytest.fixture(scope="module")
 def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
     base = tmp_path_factory.mktemp("group")
@@ -66,7 +50,7 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
         "HOME": str(base / "home"),
         "INFERFLEET_STATE_DIR": str(base / "state"),
     }
-    with _environ(**env):
+    with environ(**env):
         loaded = load_fleet(fleet_file)
         try:
             [result] = local.up(loaded, [GROUP], local.Hooks(), contract=False)
@@ -121,7 +105,7 @@ def test_a_request_for_the_unloaded_member_loads_it_and_unloads_the_other(router
 
 def test_status_names_the_loaded_member(router: Router) -> None:
     _complete(router, BIG_ALIAS)
-    with _environ(INFERFLEET_STATE_DIR=str(router.state), HOME=str(router.home)):
+    with environ(INFERFLEET_STATE_DIR=str(router.state), HOME=str(router.home)):
         status = collect(router.loaded, options=Options(ssh=False, timeout=5.0))
     [row] = status.services
     assert row.service == GROUP
@@ -133,7 +117,7 @@ def test_status_names_the_loaded_member(router: Router) -> None:
 
 
 def test_up_again_keeps_the_running_router(router: Router) -> None:
-    with _environ(
+    with environ(
         INFERFLEET_STATE_DIR=str(router.state),
         HOME=str(router.home),
         INFERFLEET_CACHE_DIR=str(paths.cache_dir()),
