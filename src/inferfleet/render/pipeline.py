@@ -39,7 +39,7 @@ DIGEST_VERSION = 2
 class InstallFile:
     path: str  # absolute path on the host
     content: str
-    kind: str  # env | systemd | quadlet
+    kind: str  # env | preset | systemd | quadlet
 
     @property
     def sha256(self) -> str:
@@ -144,11 +144,13 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
         for f in declared_files(fleet.models[m], root)
     ]
     files: list[InstallFile] = []
-    for artifact in service_artifacts(resolved):
-        # A router's presets are read by every backend; env and unit files by units only.
-        wanted = service.backend in UNIT_KINDS or artifact.kind == "preset"
-        if artifact.install is not None and wanted:
-            files.append(InstallFile(artifact.install, artifact.content, artifact.kind))
+    if service.backend in UNIT_KINDS:
+        for artifact in service_artifacts(resolved):
+            if artifact.install is not None:
+                files.append(InstallFile(artifact.install, artifact.content, artifact.kind))
+    elif resolved.preset is not None:
+        # A swap group's router reads its presets whatever runs it.
+        files.append(InstallFile(*resolved.preset, "preset"))
     process = service.backend == "process"
     return ServiceLaunch(
         name=name,

@@ -92,9 +92,7 @@ def resolve_group(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -
         Mount(paths.container_cache(name, unit, facts), CACHE_MOUNT, False),
     ]
     env = llm_container_env(unit, kind)
-    resolved = container(
-        name, unit, fleet.hosts[unit.host], facts, runtime, kind, argv, found, env
-    )
+    resolved = container(name, unit, fleet.hosts[unit.host], facts, runtime, kind, argv, found, env)
     return replace(resolved, preset=preset)
 
 
