@@ -16,6 +16,10 @@ from helpers import quadlet_generator, require
 from helpers.cli import CliResult
 
 from inferfleet import paths
+from inferfleet.deploy.actions import retire_actions, service_actions
+from inferfleet.deploy.inputs import ServiceInputs
+from inferfleet.deploy.markers import Marker
+from inferfleet.deploy.state import ServiceState
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.groups import deploy_units, unit_service
 from inferfleet.fleetfile.loader import load_fleet
@@ -25,6 +29,7 @@ from inferfleet.render.pipeline import service_launch
 
 Cli = Callable[..., CliResult]
 MODEL = "gemma-3-270m-q4_k_m.gguf"
+REV = "a" * 40
 IMAGE = "ghcr.io/ggml-org/llama.cpp@sha256:" + "3" * 64
 
 
@@ -310,3 +315,39 @@ def test_a_quadlet_group_runs_the_router_in_the_runtime_image(tmp_path: Path) ->
     problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
     assert result.returncode == 0 and not problems, result.stderr
     assert f"--name inferfleet-{GROUP}" in result.stdout
+
+
+# ---------------------------------------------------------------- deploy actions
+
+
+def test_a_changed_member_reinstalls_the_presets_and_restarts_the_router(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, group_data(8090))
+    facts = default_facts(loaded.fleet.hosts["local"])
+    launch = service_launch(loaded.fleet, loaded.root, GROUP, facts)
+    (preset,) = launch.files
+    running = ServiceState(GROUP, 42, process_spec="old", healthy=True)
+    kinds = [a.kind for a in service_actions(launch, running, [], REV)]
+    assert kinds == ["stop", "wait-port", "install", "start", "marker"]
+    installed = next(a for a in service_actions(launch, running, [], REV) if a.kind == "install")
+    assert installed.target == preset.path
+    same = replace(running, process_spec=launch.spec, files={preset.path: preset.sha256})
+    assert [a.kind for a in service_actions(launch, same, [], REV)] == ["verify", "marker"]
+
+
+def test_retiring_a_process_group_removes_its_presets_without_systemctl() -> None:
+    where = "/home/u/.config/inferfleet/presets/swap.ini"
+    marker = Marker(
+        service=GROUP,
+        host="local",
+        revision=REV,
+        inputs=ServiceInputs({}, {}),
+        backend="process",
+        bind="127.0.0.1",
+        port=8090,
+        health_path="/health",
+        applied_at=0.0,
+        by="ops@laptop",
+        installed=[where],
+    )
+    actions = retire_actions(marker, ServiceState(GROUP))
+    assert [(a.kind, a.target) for a in actions] == [("uninstall", where), ("forget", "")]

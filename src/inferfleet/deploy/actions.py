@@ -133,7 +133,7 @@ def retire_actions(marker: Marker, state: ServiceState) -> list[Action]:
         found.append(Action("remove-container", name, f"remove the container {marker.unit}"))
     for path in marker.installed:
         found.append(Action("uninstall", name, f"remove {path}", path))
-    if any(not p.endswith(".env") for p in marker.installed):
+    if any(p.endswith((".service", ".container")) for p in marker.installed):  # not env/presets
         found.append(Action("daemon-reload", name, _ctl(marker.scope, "daemon-reload")))
     found.append(Action("forget", name, f"remove the marker of {name}"))
     return found
