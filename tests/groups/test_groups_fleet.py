@@ -351,3 +351,15 @@ def test_retiring_a_process_group_removes_its_presets_without_systemctl() -> Non
     )
     actions = retire_actions(marker, ServiceState(GROUP))
     assert [(a.kind, a.target) for a in actions] == [("uninstall", where), ("forget", "")]
+
+
+def test_show_names_the_group_and_its_members(tmp_path: Path, cli: Cli) -> None:
+    fleet_file = write(tmp_path / "fleet.yaml", group_data(8090))
+    group = cli("show", GROUP, "-f", str(fleet_file))
+    assert group.code == 0, group.stderr
+    assert "members" in group.stdout and "small, big" in group.stdout
+    assert "--models-max" in group.stdout
+    doc = cli("show", GROUP, "-f", str(fleet_file), "--json").document()
+    assert doc["service"] == GROUP and "--models-preset" in doc["argv"]
+    member = cli("show", BIG, "-f", str(fleet_file))
+    assert f"{GROUP} (its preset carries the flags below)" in member.stdout

@@ -154,3 +154,19 @@ def test_bench_of_a_cold_member_keeps_its_load_out_of_ttft(
     assert again.code == 0, again.stderr
     (warm,) = again.document()["arms"]
     assert warm["cold_load_s"] is None
+
+
+def test_status_json_and_logs_of_the_group(
+    router: Router, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _complete(router, SMALL_ALIAS)
+    monkeypatch.setenv("INFERFLEET_STATE_DIR", str(router.state))
+    monkeypatch.setenv("HOME", str(router.home))
+    fleet_file = str(router.loaded.path)
+    doc = cli("status", "-f", fleet_file, "--json", "--no-ssh").document()
+    (row,) = doc["services"]
+    assert row["service"] == GROUP and row["state"] == "healthy"
+    assert row["members"] == {SMALL_ALIAS: "loaded", BIG_ALIAS: "unloaded"}
+    logs = cli("logs", GROUP, "-f", fleet_file, "-n", "400")
+    assert logs.code == 0, logs.stderr
+    assert "models-preset" in logs.stdout or SMALL_ALIAS in logs.stdout
