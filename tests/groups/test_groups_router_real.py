@@ -16,6 +16,7 @@ import httpx
 import pytest
 from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
 from helpers import free_port
+from helpers.board import board, chromium
 from helpers.cli import CliResult
 from helpers.real_server import environ, wait_for
 
@@ -170,3 +171,19 @@ def test_status_json_and_logs_of_the_group(
     logs = cli("logs", GROUP, "-f", fleet_file, "-n", "400")
     assert logs.code == 0, logs.stderr
     assert "models-preset" in logs.stdout or SMALL_ALIAS in logs.stdout
+
+
+def test_the_board_shows_which_member_is_loaded(router: Router, tmp_path: Path) -> None:
+    _complete(router, BIG_ALIAS)
+    with (
+        environ(INFERFLEET_STATE_DIR=str(router.state), HOME=str(router.home)),
+        board(router.loaded.path, tmp_path / "bench", tmp_path / "board.log") as url,
+        chromium() as browser,
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        card = f'[data-service="{GROUP}"]'
+        page.wait_for_selector(f'{card} .badge.state[data-state="healthy"]', timeout=60_000)
+        text = page.locator(card).inner_text()
+    assert f"loaded: {BIG_ALIAS}" in text
+    assert f"{BIG_ALIAS}: loaded" in text and f"{SMALL_ALIAS}: unloaded" in text
