@@ -27,6 +27,8 @@ from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.probe.contract import member_load
 from inferfleet.status.collect import Options, collect
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 Cli = Callable[..., CliResult]
 
 
