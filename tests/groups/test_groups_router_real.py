@@ -7,6 +7,7 @@ the test model under two aliases and two windows, one member at a time and
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,3 +190,32 @@ def test_the_board_shows_which_member_is_loaded(router: Router, tmp_path: Path) 
         text = page.locator(card).inner_text()
     assert f"loaded: {BIG_ALIAS}" in text
     assert f"{BIG_ALIAS}: loaded" in text and f"{SMALL_ALIAS}: unloaded" in text
+
+
+def test_a_load_waits_for_a_busy_member_instead_of_failing(router: Router) -> None:
+    """The router answers 500 "model limit reached" to a load while the only slot's
+    member is busy; the cold load is asked again until that request is done."""
+    _complete(router, SMALL_ALIAS)
+    done: dict[str, int] = {}
+
+    def busy() -> None:
+        body = {"model": SMALL_ALIAS, "prompt": "Once", "n_predict": 160, "ignore_eos": True}
+        done["status"] = httpx.post(f"{router.url}/completion", json=body, timeout=300).status_code
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        wait_for("the small member to be busy", lambda: _processing(router, SMALL_ALIAS))
+        refused = httpx.post(f"{router.url}/models/load", json={"model": BIG_ALIAS}, timeout=30)
+        assert refused.status_code == 500 and "model limit reached" in refused.text
+        cold = ensure_loaded(router.url, BIG_ALIAS)
+    finally:
+        worker.join(timeout=300)
+    assert done == {"status": 200}
+    assert cold is not None and cold.before == "unloaded"
+    assert _states(router) == {SMALL_ALIAS: "unloaded", BIG_ALIAS: "loaded"}
+
+
+def _processing(router: Router, alias: str) -> bool:
+    slots = httpx.get(f"{router.url}/slots", params={"model": alias}, timeout=5).json()
+    return any(s.get("is_processing") for s in slots)

@@ -4,8 +4,9 @@ Behind a llama-server router a member may be unloaded (or sleeping): the
 first request then waits for the model to load, and that wait would land in
 its time to first token. ``probe`` and ``bench`` call :func:`ensure_loaded`
 first: when the router lists the model as not loaded it is loaded through
-``POST /models/load`` (a sleeping one is woken by a one-token request, as
-the router has no wake call) and the seconds until ``GET /models`` says
+``POST /models/load`` (asked again while the router answers that every
+slot is held by a busy or loading member; a sleeping one is woken by a
+one-token request, as the router has no wake call) and the seconds until ``GET /models`` says
 ``loaded`` are returned as the member's cold-load figure. A server that is
 not a router (no ``GET /models`` with a status per model) is left alone.
 
@@ -96,6 +97,22 @@ def _state(client: httpx.Client, model: str) -> str | None:
         return None  # not a router's list: a single-model server
 
 
+# The router refuses a load, rather than queueing it, while every slot is held by a
+# member that is busy or still loading (server-models.cpp, b11434): 500 with this text.
+LIMIT_REACHED = "model limit reached"
+
+
+def _load(client: httpx.Client, model: str, deadline: float) -> None:
+    """``POST /models/load``, asked again while the router says its slots are all held."""
+    while True:
+        answer = client.post("/models/load", json={"model": model})
+        held = answer.status_code == 500 and LIMIT_REACHED in answer.text[:1000]
+        if not held or time.monotonic() >= deadline:
+            http.raise_for_status(answer, what="POST /models/load")
+            return
+        time.sleep(POLL_S)
+
+
 def ensure_loaded(base_url: str, model: str, *, timeout_s: float = 600.0) -> ColdLoad | None:
     """Load ``model`` on a router if it is not loaded; None when it was (or no router)."""
     with http.client(timeout=timeout_s, base_url=base_url) as client:
@@ -106,16 +123,15 @@ def ensure_loaded(base_url: str, model: str, *, timeout_s: float = 600.0) -> Col
         if before == "sleeping":
             wake = {"model": model, "prompt": " ", "n_predict": 1}
             http.raise_for_status(client.post("/completion", json=wake), what="wake request")
-        elif before in ("unloaded", "failed"):
-            answer = client.post("/models/load", json={"model": model})
-            http.raise_for_status(answer, what="POST /models/load")
         deadline = start + timeout_s
+        if before in ("unloaded", "failed"):
+            _load(client, model, deadline)
         state: str | None = before
         while time.monotonic() < deadline:
             state = _state(client, model)
             if state == "loaded":
                 return ColdLoad(model, before, time.monotonic() - start)
-            if state == "failed":
+            if state == "failed" and before != "failed":
                 break
             time.sleep(POLL_S)
     raise ContractError(
