@@ -520,12 +520,22 @@ class BudgetVllm(TypedDict):
     notes: list[str]
 
 
+class BudgetGroup(TypedDict):
+    group: str
+    max_loaded: int  # 0: no limit
+    bytes: int  # the largest simultaneous set (issue 19)
+    counted: list[str]
+    members: list[str]
+    unsized: list[str]
+
+
 class BudgetDocument(TypedDict):
     schema: Literal["inferfleet.budget/v1"]
     file: str
     services: list[BudgetService]
     vllm: list[BudgetVllm]
     skipped: list[BudgetSkip]
+    groups: list[BudgetGroup]
 
 
 # ------------------------------------------------------------------------ up, down, status
@@ -622,6 +632,7 @@ class StatusService(TypedDict):
     revision: RevisionInfo
     bench: BenchFiguresInfo | None
     notes: list[str]
+    members: dict[str, str]  # a swap group's members by alias: loaded | sleeping | unloaded ...
 
 
 class StatusHost(TypedDict):
@@ -746,6 +757,7 @@ class BenchArm(TypedDict):
     runtime: str | None
     request_extra: dict[str, Any]
     server: dict[str, Any] | None  # the started server's life (bench.arms.ServerLife)
+    cold_load_s: float | None  # a swap group member's load before measuring, on its own
 
 
 class BenchCache(TypedDict):

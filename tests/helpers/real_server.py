@@ -70,17 +70,26 @@ class Served:
 
 
 @contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    """Environment variables set for the block, then restored (for module-scoped servers,
+    which monkeypatch cannot serve)."""
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
 def state_dir(path: Path) -> Iterator[Path]:
     """INFERFLEET_STATE_DIR set to ``path`` for the block (records, logs, markers)."""
-    old = os.environ.get("INFERFLEET_STATE_DIR")
-    os.environ["INFERFLEET_STATE_DIR"] = str(path)
-    try:
+    with environ(INFERFLEET_STATE_DIR=str(path)):
         yield path
-    finally:
-        if old is None:
-            os.environ.pop("INFERFLEET_STATE_DIR", None)
-        else:
-            os.environ["INFERFLEET_STATE_DIR"] = old
 
 
 @contextlib.contextmanager

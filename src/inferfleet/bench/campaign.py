@@ -25,6 +25,7 @@ from inferfleet.bench.runner import (
     run_level,
     warm_up,
 )
+from inferfleet.client.router import ColdLoad, ensure_loaded
 from inferfleet.client.stream import Api
 from inferfleet.client.target import Target, with_model
 from inferfleet.errors import FleetError, UsageError
@@ -70,6 +71,7 @@ class BenchResult:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     levels: list[LevelResult] = field(default_factory=list)
     aborted: str | None = None
+    cold_loads: dict[str, ColdLoad] = field(default_factory=dict)  # arm -> a member's load
 
     @property
     def records(self) -> list[RequestRecord]:
@@ -143,6 +145,11 @@ def _measure(
     )
     result.endpoints[run.name] = endpoint
     prompts = list(options.prompts)
+    # A swap group member's load is its own figure, never part of a warm request's TTFT.
+    cold = ensure_loaded(target.base_url, target.model, timeout_s=options.load.timeout_s)
+    if cold is not None:
+        result.cold_loads[run.name] = cold
+        note(f"{run.name}: {cold.model} was {cold.before}; cold load {cold.seconds:.2f} s")
     if options.warmup:
         warm_up(endpoint, prompts[0], timeout_s=options.load.timeout_s)
     for number in range(1, options.runs + 1):

@@ -182,6 +182,11 @@ def summarise(result: BenchResult) -> BenchDocument:
                     result.endpoints[arm.name].extra if arm.name in result.endpoints else {}
                 ),
                 "server": arm.server.to_json() if arm.server is not None else None,
+                "cold_load_s": (
+                    round(result.cold_loads[arm.name].seconds, 3)
+                    if arm.name in result.cold_loads
+                    else None
+                ),
             }
             for arm in result.arms
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Literal
 
+from inferfleet.budget.groups import GroupFigure
 from inferfleet.budget.measured import Comparison
 from inferfleet.budget.plan import Budget, DeviceUse, Solution
 from inferfleet.documents import Budget as BudgetData
@@ -12,6 +13,7 @@ from inferfleet.documents import (
     BudgetComparison,
     BudgetContext,
     BudgetDevice,
+    BudgetGroup,
     BudgetModel,
     BudgetSolve,
     MemoryParts,
@@ -94,3 +96,14 @@ def comparison_document(comparisons: Sequence[Comparison]) -> list[BudgetCompari
         )
         for c in comparisons
     ]
+
+
+def group_document(figure: GroupFigure) -> BudgetGroup:
+    return BudgetGroup(
+        group=figure.group,
+        max_loaded=figure.max_loaded,
+        bytes=figure.bytes,
+        counted=list(figure.counted),
+        members=list(figure.members),
+        unsized=list(figure.unsized),
+    )

@@ -24,6 +24,7 @@ from inferfleet.budget.fleet import (
     fleet_request,
     host_pools,
 )
+from inferfleet.budget.groups import simultaneous
 from inferfleet.budget.plan import Budget
 from inferfleet.budget.vllm_service import VllmBudget, vllm_budget
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
@@ -112,6 +113,8 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 except FleetError as exc:
                     unsized[name] = exc.render()
         engine_names = {name for name, _ in engines}
+        # A swap group costs its largest simultaneous set, not every member (issue 19).
+        budgets = simultaneous(fleet, budgets)
         for pool in host_pools(fleet, host_name, budgets, engines, host_bills):
             over = pool.over
             if over is not None:

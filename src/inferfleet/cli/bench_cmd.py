@@ -193,6 +193,12 @@ def _show(out: Output, summary: BenchDocument, written: list[Path]) -> None:
         ],
         rows,
     )
+    for arm in summary["arms"]:
+        if arm.get("cold_load_s") is not None:
+            out.line(
+                f"{esc(arm['name'])}: cold load of {esc(arm['model'] or '')} "
+                f"{arm['cold_load_s']:.2f} s (a swap group member; not in TTFT)"
+            )
     comparisons = summary["comparisons"]
     assert isinstance(comparisons, list)
     for c in comparisons:

@@ -29,6 +29,7 @@ from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
 from inferfleet.budget.fleet import engine_devices, fleet_request
+from inferfleet.budget.groups import GroupFigure, group_figure
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
 from inferfleet.budget.memreport import BootReport
 from inferfleet.budget.plan import Budget, BudgetRequest, Solution
@@ -36,6 +37,7 @@ from inferfleet.budget.report import (
     SCHEMA,
     budget_document,
     comparison_document,
+    group_document,
     solution_document,
 )
 from inferfleet.budget.shape import ModelShape
@@ -44,6 +46,7 @@ from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip, BudgetVllm
 from inferfleet.errors import EXIT_FAILED, EXIT_USAGE, FleetError, UsageError
 from inferfleet.fleetfile.fleet import HubSource, PathSource
+from inferfleet.fleetfile.groups import members
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.headers import ModelSources
 from inferfleet.output import Output, esc
@@ -306,6 +309,16 @@ def _human(
         out.line(f"  [yellow]note:[/] {esc(note)}")
 
 
+def _group_line(out: Output, figure: GroupFigure) -> None:
+    at_once = "every member" if figure.max_loaded == 0 else f"{figure.max_loaded} at once"
+    out.line(
+        f"[bold]group {esc(figure.group)}[/]: {size(figure.bytes)} ({at_once}: "
+        f"{esc(', '.join(figure.counted))}), not the sum of its {len(figure.members)} members"
+    )
+    if figure.unsized:
+        out.line(f"  [yellow]note:[/] not sized: {esc(', '.join(figure.unsized))}")
+
+
 # ---------------------------------------------------------------- command
 
 
@@ -380,6 +393,7 @@ def _budget(
     documents: list[BudgetService] = []
     all_fit = True
     unsized = False
+    results: dict[str, Budget] = {}
     for name in names:
         try:
             request = build_request(loaded, sources, name, ctx=ctx, headroom_mib=headroom)
@@ -400,6 +414,7 @@ def _budget(
         result = solution.budget if solution is not None else plan(request)
         fits = result.fits and (solution is None or solution.ctx_per_slot is not None)
         all_fit = all_fit and fits
+        results[name] = result
         if json_out:
             documents.append(
                 BudgetService(
@@ -426,6 +441,11 @@ def _budget(
             engine_documents.append(vllm_document(engine))
         else:
             _vllm_human(out, engine)
+    groups = [
+        group_figure(loaded.fleet, g, results)
+        for g in loaded.fleet.groups
+        if any(m in results for m in members(loaded.fleet, g))
+    ]
     if json_out:
         out.emit(
             BudgetDocument(
@@ -434,9 +454,12 @@ def _budget(
                 services=documents,
                 vllm=engine_documents,
                 skipped=[BudgetSkip(service=s, reason=r) for s, r in skipped],
+                groups=[group_document(g) for g in groups],
             )
         )
     else:
+        for figure in groups:
+            _group_line(out, figure)
         for skipped_name, reason in skipped:
             out.line(f"[dim]skipped {esc(skipped_name)}: {esc(reason)}[/dim]")
     if not all_fit:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.output import Output, esc
 
 # Every verb module imports this one for its options: the fleet model (pydantic)
@@ -182,7 +183,7 @@ def show(
     if service is None:
         _show_fleet(out, loaded)
         return
-    if service not in fleet.services:
+    if service not in fleet.services and service not in fleet.groups:
         raise UsageError(
             f"no service named {service!r} in {loaded.path}",
             hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
@@ -191,8 +192,12 @@ def show(
     if json_out:
         out.emit(detail)
         return
-    svc = fleet.services[service]
-    rows = [
+    svc = unit_service(fleet, service)
+    grouped = list(members(fleet, service)) if service in fleet.groups else []
+    rows = [["members", esc(", ".join(grouped))]] if grouped else []
+    if svc.group is not None:
+        rows.append(["group", f"{esc(svc.group)} (its preset carries the flags below)"])
+    rows += [
         ["host", esc(svc.host)],
         ["kind", svc.kind],
         ["runtime", esc(svc.runtime or "-")],
@@ -204,6 +209,10 @@ def show(
         ["backend", svc.backend],
         ["health", f"{svc.health.path} within {format_duration(svc.health.timeout)}"],
     ]
+    if grouped:
+        # A router serves each member with its own model, window and caches (its preset).
+        per_member = {"model", "alias", "context", "kv cache"}
+        rows = [row for row in rows if row[0] not in per_member]
     out.table(f"service {esc(service)}", ["", ""], rows)
     if "argv" in detail:
         out.line("argv:\n  " + esc(format_argv(detail["argv"])))
@@ -225,7 +234,7 @@ def format_argv(argv: list[str]) -> str:
 def service_detail(loaded: LoadedFleet, name: str) -> ShowServiceDocument:
     """A service's resolved facts, computed without side effects."""
     fleet = loaded.fleet
-    svc = fleet.services[name]
+    svc = unit_service(fleet, name)
     # Imported here: validate, schema and init need none of the launch machinery.
     from inferfleet.deploy.facts import host_facts
     from inferfleet.documents import ShowServiceDocument

@@ -12,6 +12,7 @@ import typer
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, ContractFailingError, FleetError, UsageError
+from inferfleet.fleetfile.groups import unit_service
 from inferfleet.output import Output, esc
 
 # The launch machinery (deploy.local: render, backends, httpx, psutil) and the
@@ -263,7 +264,7 @@ def logs(
     out = Output()
     loaded = resolve_fleet(file, out)
     [name] = local.local_services(loaded, service)
-    backend = local.backend_for(loaded, loaded.fleet.services[name])
+    backend = local.backend_for(loaded, unit_service(loaded.fleet, name))
     path = backend.log_path(name)
     if not path.exists():
         raise FleetError(

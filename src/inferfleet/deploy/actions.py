@@ -78,6 +78,9 @@ def service_actions(
             )
         )
     if desired.backend == "process":
+        # Files a process reads (a swap group's presets) are installed before it starts.
+        for item in changed:
+            actions.append(Action("install", name, f"install {item.path}", item.path))
         # The process backend holds what it starts to the gate itself (and
         # stops it by pid if the gate fails), so start and health are one step.
         actions.append(
@@ -132,7 +135,7 @@ def retire_actions(marker: Marker, state: ServiceState) -> list[Action]:
         found.append(Action("uninstall", name, f"remove {path}", path))
     for path in marker.settings:  # rendered settings hold secrets: archived, not left (L-54)
         found.append(Action("uninstall", name, f"remove {path} (settings)", path))
-    if any(not p.endswith(".env") for p in marker.installed):
+    if any(p.endswith((".service", ".container")) for p in marker.installed):  # not env/presets
         found.append(Action("daemon-reload", name, _ctl(marker.scope, "daemon-reload")))
     found.append(Action("forget", name, f"remove the marker of {name}"))
     return found

@@ -53,6 +53,7 @@ from inferfleet.deploy.starting import record_template, start_gated
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.groups import unit_service
 from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
@@ -223,10 +224,9 @@ def _apply_item(
 
 def service_settings(ctx: Context, name: str) -> list[RenderedSettings]:
     """The service's settings files rendered for this host; never inside the checkout."""
-    checkout = Path(ctx.facts.expand(ctx.fleet.hosts[ctx.fleet.services[name].host].checkout))
-    return render_service_settings(
-        name, ctx.fleet.services[name], ctx.facts, forbidden=[ctx.root, checkout]
-    )
+    service = unit_service(ctx.fleet, name)
+    checkout = Path(ctx.facts.expand(ctx.fleet.hosts[service.host].checkout))
+    return render_service_settings(name, service, ctx.facts, forbidden=[ctx.root, checkout])
 
 
 def _owner_only(path: Path) -> None:

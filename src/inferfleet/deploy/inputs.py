@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from inferfleet.deploy.repofiles import MISSING, RepoFiles
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.groups import deploy_units, members, unit_service
 
 INPUTS_VERSION = 1
 
@@ -85,7 +86,17 @@ def _dump(model: BaseModel) -> Any:
 
 
 def service_inputs(fleet: Fleet, fleet_path: str, name: str, files: RepoFiles) -> ServiceInputs:
-    """The inputs of service ``name``; ``fleet_path`` is the fleet file's repository path."""
+    """The inputs of service ``name``; ``fleet_path`` is the fleet file's repository path.
+
+    A swap group's inputs are its settings and every member's inputs.
+    """
+    if name in fleet.groups:
+        sections = {"group": digest(_dump(fleet.groups[name]))}
+        for member in members(fleet, name):
+            inputs = service_inputs(fleet, fleet_path, member, files)
+            sections.update({f"{key}@{member}": v for key, v in inputs.sections.items()})
+        declared, patterns = file_inputs(fleet, fleet_path, name)
+        return ServiceInputs(sections=sections, files=files.inputs(declared, patterns))
     service = fleet.services[name]
     sections = {"service": digest(_dump(service))}
     if service.runtime is not None and service.runtime in fleet.runtimes:
@@ -116,6 +127,11 @@ def _used_models(fleet: Fleet, name: str) -> list[str]:
 def file_inputs(fleet: Fleet, fleet_path: str, name: str) -> tuple[list[str], list[str]]:
     """The repository files service ``name`` depends on: the paths it declares (model
     manifests, chat template, settings templates) and its ``paths`` patterns."""
+    if name in fleet.groups:
+        found = [file_inputs(fleet, fleet_path, member) for member in members(fleet, name)]
+        named = dict.fromkeys(path for paths, _ in found for path in paths)
+        matched = dict.fromkeys(pattern for _, patterns in found for pattern in patterns)
+        return list(named), list(matched)
     service = fleet.services[name]
     base = posixpath.dirname(fleet_path)
 
@@ -145,7 +161,8 @@ class FleetAtRevision:
 
     def services_of(self, host: str) -> list[str]:
         """The host's services, in fleet file order (the order they deploy in)."""
-        return [n for n, s in self.fleet.services.items() if s.host == host]
+        fleet = self.fleet
+        return [n for n in deploy_units(fleet) if unit_service(fleet, n).host == host]
 
     def host_files(self, host: str) -> tuple[list[str], list[str]]:
         """The files the host's services declare and their ``paths`` patterns, once each."""
@@ -162,4 +179,4 @@ def fleet_inputs(
     fleet: Fleet, fleet_path: str, blobs: Mapping[str, str]
 ) -> dict[str, ServiceInputs]:
     files = RepoFiles(blobs)
-    return {name: service_inputs(fleet, fleet_path, name, files) for name in fleet.services}
+    return {name: service_inputs(fleet, fleet_path, name, files) for name in deploy_units(fleet)}

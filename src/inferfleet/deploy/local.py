@@ -40,6 +40,7 @@ from inferfleet.deploy.planner import DEPLOY, PlanItem
 from inferfleet.deploy.worktree import UNTRACKED, fleet_here
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource, Service
+from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import llamacpp_build, vllm_venv
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
@@ -85,15 +86,15 @@ def local_services(loaded: LoadedFleet, only: str | None = None) -> list[str]:
     """Services of this machine (hosts whose address is loopback/localhost)."""
     fleet = loaded.fleet
     if only is not None:
-        if only not in fleet.services:
+        if not is_unit(fleet, only):
             raise UsageError(
                 f"no service named {only!r} in {loaded.path}",
-                hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
+                hint=f"known services: {', '.join(deploy_units(fleet)) or '(none)'} (a swap "
+                "group's members start with their group)",
             )
         return [only]
-    return [
-        name for name, svc in fleet.services.items() if fleet.hosts[svc.host].is_local(svc.host)
-    ]
+    units = {name: unit_service(fleet, name) for name in deploy_units(fleet)}
+    return [name for name, svc in units.items() if fleet.hosts[svc.host].is_local(svc.host)]
 
 
 def backend_for(loaded: LoadedFleet, service: Service) -> ProcessBackend:
@@ -106,7 +107,7 @@ def backend_for(loaded: LoadedFleet, service: Service) -> ProcessBackend:
 def prepare(loaded: LoadedFleet, name: str, hooks: Hooks) -> ServiceLaunch:
     """Runtime present (built if missing), model files present and verified, launch computed."""
     fleet = loaded.fleet
-    service = fleet.services[name]
+    service = unit_service(fleet, name)
     host = fleet.hosts[service.host]
     if not host.is_local(service.host):
         raise UsageError(
@@ -311,7 +312,7 @@ def down(
     A marker says which revision a service *runs* (L-41); once it is stopped
     here, the next ``up`` or ``apply`` must see it as not deployed and start it.
     """
-    service = loaded.fleet.services[name]
+    service = unit_service(loaded.fleet, name)
     state_dir = paths.state_dir(loaded.fleet.hosts[service.host])
     with ServiceLock(state_dir, name) as lock:
         # Never while an up or apply of this service is starting it (issue 12).

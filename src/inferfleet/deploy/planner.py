@@ -21,6 +21,7 @@ from inferfleet.deploy.inputs import INPUTS_VERSION, FleetAtRevision, ServiceInp
 from inferfleet.deploy.markers import Marker
 from inferfleet.documents import PlanItem as PlanItemDoc
 from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.groups import is_unit, unit_service
 from inferfleet.fleetfile.loader import parse_fleet
 
 DEPLOY = "deploy"
@@ -91,7 +92,8 @@ def plan_host(
     items: list[PlanItem] = []
     # Retirements first: a retired service may hold the port a new one needs.
     for name, retired in sorted(ours.items()):
-        service = head.fleet.services.get(name)
+        # A service that joined a swap group retires: its group runs it now.
+        service = unit_service(head.fleet, name) if is_unit(head.fleet, name) else None
         if service is None or service.host != host:
             why = "removed from the fleet" if service is None else f"moved to host {service.host}"
             items.append(PlanItem(name, RETIRE, [why], retired.revision))

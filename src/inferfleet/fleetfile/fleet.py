@@ -37,6 +37,7 @@ from inferfleet.fleetfile.base import (
     Text,
 )
 from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
+from inferfleet.fleetfile.groups import Group
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -60,6 +61,7 @@ __all__ = [
     "Exposure",
     "Fleet",
     "Gateway",
+    "Group",
     "Health",
     "Host",
     "HubSource",
@@ -412,4 +414,7 @@ class Fleet(Strict):
     )
     proxy: Proxy | None = Field(
         None, description="The auth proxy in front of the gateway (fields; issue 18)."
+    )
+    groups: dict[Name, Group] = Field(
+        default_factory=dict, description="Swap groups: members behind one llama-server router."
     )

@@ -9,6 +9,7 @@ import ipaddress
 from collections.abc import Callable
 
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.groups import group_errors
 
 Loc = tuple[str | int, ...]
 Ref = tuple[Loc, str, str]
@@ -62,6 +63,7 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     errors.extend(_main_refs(fleet))
     errors.extend(_front_refs(fleet, known))
     errors.extend(_port_clashes(fleet))
+    errors.extend(group_errors(fleet))
     return errors
 
 
@@ -195,17 +197,25 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     """One port per host and bind address; a wildcard bind clashes with every address."""
     errors: list[tuple[Loc, str, str]] = []
     taken: dict[tuple[str, int], list[tuple[str, str]]] = {}
-    listeners: list[tuple[Loc, str, str, str, int]] = [
-        (("services", name), f"service {name!r}", s.host, s.bind, s.port)
+    # (where, what, host, bind, port, swap group): a group's members share its router's port
+    listeners: list[tuple[Loc, str, str, str, int, str | None]] = [
+        (("services", name), f"service {name!r}", s.host, s.bind, s.port, s.group)
         for name, s in fleet.services.items()
     ]
     for section in ("gateway", "proxy"):
         front = getattr(fleet, section)
         if front is not None:
-            listeners.append(((section,), f"the {section}", front.host, front.bind, front.port))
-    for loc, what, host, bind, port in listeners:
+            listeners.append(
+                ((section,), f"the {section}", front.host, front.bind, front.port, None)
+            )
+    taken_groups: dict[tuple[str, int], list[str | None]] = {}
+    for loc, what, host, bind, port, group in listeners:
         key = (host, port)
-        for other, other_bind in taken.get(key, []):
+        for (other, other_bind), other_group in zip(
+            taken.get(key, []), taken_groups.get(key, []), strict=True
+        ):
+            if group is not None and other_group == group:
+                continue  # a swap group's members share its one router's port
             if _overlap(bind, other_bind):
                 errors.append(
                     (
@@ -216,6 +226,7 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
                 )
                 break
         taken.setdefault(key, []).append((what, bind))
+        taken_groups.setdefault(key, []).append(group)
     return errors
 
 

@@ -189,6 +189,9 @@ class Service(Strict):
     runtime: Name | None = None
     model: Name | None = None
     alias: Text | None = Field(None, description="Model id clients use; default: service name.")
+    group: Name | None = Field(
+        None, description="Swap group (groups:) whose one llama-server router serves this model."
+    )
     image: Text | None = Field(None, description="Container image (kind: container), by digest.")
     bind: Bind = Field(
         "127.0.0.1",

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from inferfleet.client.router import ensure_loaded
 from inferfleet.client.target import Target
 from inferfleet.documents import ProbeCounts, ProbeDocument, ProbeTarget
+from inferfleet.errors import FleetError
 from inferfleet.io import http
 from inferfleet.probe import checks_api, checks_features, checks_slots
 from inferfleet.probe.evidence import CheckResult, Exchange, Findings
@@ -71,6 +73,24 @@ class ProbeReport:
         )
 
 
+def member_load(base_url: str, model: str) -> CheckResult | None:
+    """A router member's cold load as its own result; None on a model already loaded."""
+    try:
+        cold = ensure_loaded(base_url, model)
+    except FleetError as exc:
+        return CheckResult("cold-load", "cold load", None, "fail", exc.render())
+    if cold is None:
+        return None
+    return CheckResult(
+        "cold-load",
+        "cold load",
+        None,
+        "pass",
+        f"{model} was {cold.before}; the router loaded it in {cold.seconds:.2f} s "
+        "(its own figure, not in any time to first token below)",
+    )
+
+
 def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeReport:
     """Probe ``target``; a bare URL's model id is taken from ``/v1/models`` after health."""
     checks: list[CheckResult] = []
@@ -89,6 +109,10 @@ def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeRepo
         add(checks_api.models(session))
         if session.model is None:
             return ProbeReport(target, checks, session.findings)
+        # A swap group member is loaded (and timed) first, so no timed check waits for it.
+        cold = member_load(target.base_url, session.model)
+        if cold is not None:
+            add(cold)
         checks_api.read_props(session)
         for api in ("completions", "chat"):
             add(checks_api.plain(session, api))

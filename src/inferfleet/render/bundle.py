@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
@@ -40,7 +41,7 @@ MANIFEST_SCHEMA = "inferfleet.render/v1"
 class Artifact:
     path: str  # relative to the output directory, POSIX separators
     content: str
-    kind: str  # argv | env | systemd | quadlet | prometheus | rules | grafana | client
+    kind: str  # argv | env | preset | systemd | quadlet | prometheus | rules | grafana | client
     service: str | None = None
     host: str | None = None
     install: str | None = None  # where it goes on the host, when it is installed there
@@ -62,6 +63,9 @@ def service_artifacts(resolved: Resolved) -> list[Artifact]:
     if service.kind == "llm":
         argv = json.dumps({"service": name, "argv": resolved.argv}, indent=2) + "\n"
         found.append(Artifact(f"{base}/{name}.argv.json", argv, "argv", name, host))
+    if resolved.preset is not None:
+        where, text = resolved.preset
+        found.append(Artifact(f"{base}/{name}.presets.ini", text, "preset", name, host, where))
     unit = _unit_artifact(resolved)
     if unit is not None:
         found.append(unit)
@@ -118,16 +122,17 @@ def render_fleet(
 ) -> list[Artifact]:
     """Every artifact (or one service's), sorted by path."""
     fleet = loaded.fleet
-    if only is not None and only not in fleet.services:
+    if only is not None and not is_unit(fleet, only):
         raise UsageError(
             f"no service named {only!r} in {loaded.path}",
-            hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
+            hint=f"known services: {', '.join(deploy_units(fleet)) or '(none)'} (a swap "
+            "group's members render with their group)",
         )
     host_facts = facts_for(fleet, facts, fleet_subdir=loaded.repo_subdir)
-    names = [only] if only is not None else list(fleet.services)
+    names = [only] if only is not None else deploy_units(fleet)
     found: list[Artifact] = []
     for name in names:
-        service = fleet.services[name]
+        service = unit_service(fleet, name)
         refuse_field_flags(name, service, fleet)
         resolved = resolve(fleet, loaded.root, name, host_facts[service.host])
         found += service_artifacts(resolved)

@@ -54,6 +54,7 @@ class Resolved:
     devices: list[str] = field(default_factory=list)
     container_port: int | None = None
     publish: str | None = None  # ADDRESS:PORT:CONTAINER_PORT of a bridged container
+    preset: tuple[str, str] | None = None  # a swap group's router presets: (install path, text)
 
     @property
     def unit(self) -> str:
@@ -75,6 +76,10 @@ class Resolved:
 
 
 def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Resolved:
+    if name in fleet.groups:
+        from inferfleet.render.router import resolve_group  # it resolves members through here
+
+        return resolve_group(fleet, fleet_root, name, facts)
     service = fleet.services[name]
     host = fleet.hosts[service.host]
     bind = listen_address(fleet, name)  # refuses a bind its exposure does not allow (L-58)
@@ -172,7 +177,14 @@ def _llm_container(
         chat_template_path=template_path,
         in_container=True,
     )
-    env = {
+    env = llm_container_env(service, kind)
+    argv = kind.argv(launch)
+    return container(name, service, host, facts, runtime, kind, argv, mounts, env, bind)
+
+
+def llm_container_env(service: Service, kind: RuntimeTraits) -> dict[str, str]:
+    """The environment of an LLM server's container."""
+    return {
         # L-39: a writable HOME on the cache mount; L-37: compile caches there too.
         "HOME": service.container.home or CACHE_MOUNT,
         # The files are fetched and verified by inferfleet; the server must not download.
@@ -180,8 +192,6 @@ def _llm_container(
         **kind.cache_env,
         **service.container.env,
     }
-    argv = kind.argv(launch)
-    return _container(name, service, host, facts, runtime, kind, argv, mounts, env, bind)
 
 
 def _plain_container(
@@ -195,11 +205,12 @@ def _plain_container(
     env = dict(service.container.env)
     if service.container.home is not None:
         env["HOME"] = service.container.home
-    argv = list(service.extra_args)
-    return _container(name, service, host, facts, None, None, argv, mounts, env, bind)
+    return container(
+        name, service, host, facts, None, None, list(service.extra_args), mounts, env, bind
+    )
 
 
-def _container(
+def container(
     name: str,
     service: Service,
     host: Host,

@@ -22,6 +22,7 @@ from pathlib import Path
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
+from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, unit_name
@@ -38,7 +39,7 @@ DIGEST_VERSION = 2
 class InstallFile:
     path: str  # absolute path on the host
     content: str
-    kind: str  # env | systemd | quadlet
+    kind: str  # env | preset | systemd | quadlet
 
     @property
     def sha256(self) -> str:
@@ -130,15 +131,13 @@ def passed_from_caller(name: str) -> bool:
 
 def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> ServiceLaunch:
     """The launch of service ``name``; ``root`` is the fleet file's folder here."""
-    service = fleet.services[name]
+    service = unit_service(fleet, name)
     if service.backend == "process":
         _process_only_llm(name, service, fleet)
     _no_secret_flags(name, service)
     refuse_field_flags(name, service, fleet)
     resolved = resolve(fleet, root, name, facts)
-    models = [m for m in (service.model,) if m is not None]
-    if service.speculative is not None and service.speculative.draft_model is not None:
-        models.append(service.speculative.draft_model)
+    models = served_models(fleet, name)
     model_files = [
         ModelFileRef(m, f.path, f.size, f.sha256)
         for m in models
@@ -149,6 +148,9 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
         for artifact in service_artifacts(resolved):
             if artifact.install is not None:
                 files.append(InstallFile(artifact.install, artifact.content, artifact.kind))
+    elif resolved.preset is not None:
+        # A swap group's router reads its presets whatever runs it.
+        files.append(InstallFile(*resolved.preset, "preset"))
     process = service.backend == "process"
     return ServiceLaunch(
         name=name,
@@ -162,6 +164,19 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
         model_files=model_files,
         image=resolved.image,
     )
+
+
+def served_models(fleet: Fleet, name: str) -> list[str]:
+    """The models (and drafters) a unit loads: its own, or every member's of a group."""
+    services = list(members(fleet, name).values()) if name in fleet.groups else []
+    services = services or [fleet.services[name]]
+    found: list[str] = []
+    for service in services:
+        spec = service.speculative
+        for model in (service.model, None if spec is None else spec.draft_model):
+            if model is not None and model not in found:
+                found.append(model)
+    return found
 
 
 def _process_only_llm(name: str, service: Service, fleet: Fleet) -> None:

@@ -41,14 +41,19 @@ def scrape_jobs(fleet: Fleet) -> list[dict[str, Any]]:
         labels = {"service": name, "host": ep.host, "runtime": ep.runtime or "container"}
         if service.kind == "llm":
             labels["model"] = ep.alias
-        jobs.append(
-            {
-                "job_name": f"{JOB_PREFIX}{name}",
-                "metrics_path": "/metrics",
-                "scrape_interval": SCRAPE_INTERVAL,
-                "static_configs": [{"targets": [ep.address], "labels": labels}],
-            }
-        )
+        job: dict[str, Any] = {
+            "job_name": f"{JOB_PREFIX}{name}",
+            "metrics_path": "/metrics",
+            "scrape_interval": SCRAPE_INTERVAL,
+        }
+        if service.group is not None:
+            # A router answers /metrics per member, and would LOAD an unloaded member
+            # for a scrape unless told not to (checked on b11434): its scrape fails
+            # while it is unloaded, by design.
+            labels["group"] = service.group
+            job["params"] = {"model": [ep.alias], "autoload": ["false"]}
+        job["static_configs"] = [{"targets": [ep.address], "labels": labels}]
+        jobs.append(job)
     return jobs
 
 
@@ -69,7 +74,8 @@ def recording_rules(fleet: Fleet) -> list[dict[str, Any]]:
             {
                 "record": "inferfleet:slots",
                 "expr": f"vector({service.parallel})",
-                "labels": {"service": name, "host": service.host},
+                "labels": {"service": name, "host": service.host}
+                | ({} if service.group is None else {"group": service.group}),
             }
         )
     kinds = sorted(
@@ -96,11 +102,16 @@ def recording_rules(fleet: Fleet) -> list[dict[str, Any]]:
     return rules
 
 
-def alert_rules() -> list[dict[str, Any]]:
+def alert_rules(fleet: Fleet | None = None) -> list[dict[str, Any]]:
+    """The alerts; with swap groups, members (whose scrape fails while they are
+    unloaded) are left out of the down and no-samples alerts."""
+    grouped = fleet is not None and bool(fleet.groups)
+    up = f'up{{{JOB_MATCH}, group=""}}' if grouped else f"up{{{JOB_MATCH}}}"
+    slots = 'inferfleet:slots{group=""}' if grouped else "inferfleet:slots"
     return [
         {
             "alert": "InferfleetEndpointDown",
-            "expr": f"up{{{JOB_MATCH}}} == 0",
+            "expr": f"{up} == 0",
             "for": "2m",
             "labels": {"severity": "critical"},
             "annotations": {
@@ -132,7 +143,7 @@ def alert_rules() -> list[dict[str, Any]]:
         },
         {
             "alert": "InferfleetNoSamples",
-            "expr": "inferfleet:slots unless on(service) inferfleet:requests_running",
+            "expr": f"{slots} unless on(service) inferfleet:requests_running",
             "for": "10m",
             "labels": {"severity": "warning"},
             "annotations": {
@@ -148,7 +159,7 @@ def rules_file(fleet: Fleet) -> str:
     doc = {
         "groups": [
             {"name": "inferfleet-recording", "rules": recording_rules(fleet)},
-            {"name": "inferfleet-alerts", "rules": alert_rules()},
+            {"name": "inferfleet-alerts", "rules": alert_rules(fleet)},
         ]
     }
     return "# Rendered by inferfleet from the fleet file.\n" + dump(doc)

@@ -14,12 +14,13 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
 from inferfleet.errors import FleetError, UsageError
+from inferfleet.fleetfile.groups import deploy_units, members, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import http
 from inferfleet.render.endpoints import reachable_address
@@ -27,7 +28,9 @@ from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
 from inferfleet.status.endpoint import Reading, read
-from inferfleet.status.model import FleetStatus
+from inferfleet.status.group import member_states
+from inferfleet.status.group import summary as group_summary
+from inferfleet.status.model import FleetStatus, ServiceRow
 from inferfleet.status.revisions import HostView, RepoState
 
 MAX_WORKERS = 16
@@ -44,7 +47,7 @@ class Options:
 def base_url(loaded: LoadedFleet, name: str) -> str:
     """Where this machine reaches a service: its bind address here, the fleet's address there."""
     fleet = loaded.fleet
-    service = fleet.services[name]
+    service = unit_service(fleet, name)
     if fleet.hosts[service.host].is_local(service.host):
         return gate.url_for(service.bind, service.port, "")
     return f"http://{reachable_address(fleet, service)}:{service.port}"
@@ -80,24 +83,27 @@ class Collector:
     def collect(self, hosts: Sequence[str] | None = None) -> FleetStatus:
         fleet = self.loaded.fleet
         names = self.hosts(hosts)
-        services = [n for n, s in fleet.services.items() if s.host in names]
+        units = {n: unit_service(fleet, n) for n in deploy_units(fleet)}
+        services = [n for n, s in units.items() if s.host in names]
         repo = self._repo_state()
         workers = max(1, min(MAX_WORKERS, len(names) + 2 * len(services)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="status") as pool:
             views = {h: pool.submit(self._host_view, repo, h) for h in names}
             readings = {n: pool.submit(self._reading, n) for n in services}
             locals_ = {n: pool.submit(self._local, n) for n in services if self._is_local(n)}
+            groups = {n: pool.submit(self._members, n) for n in services if n in fleet.groups}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
+            group_states = {n: f.result() for n, f in groups.items()}
             index = bench.result()
 
         rows = []
         host_rows = []
         for host in names:
             view = host_views[host]
-            ours = [n for n in services if fleet.services[n].host == host]
+            ours = [n for n in services if units[n].host == host]
             unreachable = host_unreachable(
                 fleet.hosts[host].is_local(host), view, [service_readings[n] for n in ours]
             )
@@ -116,6 +122,7 @@ class Collector:
                 )
                 for name in ours
             ]
+            mine = [_with_members(row, group_states.get(row.service)) for row in mine]
             rows += mine
             host_rows.append(
                 host_row(
@@ -143,7 +150,7 @@ class Collector:
     # ------------------------------------------------------------ parts
 
     def _is_local(self, name: str) -> bool:
-        service = self.loaded.fleet.services[name]
+        service = unit_service(self.loaded.fleet, name)
         return self.loaded.fleet.hosts[service.host].is_local(service.host)
 
     def _ssh_for(self, repo: RepoState, host: str) -> bool:
@@ -156,7 +163,7 @@ class Collector:
         return f"read over HTTP only: {repo.note}"
 
     def _addresses(self, name: str) -> list[str]:
-        service = self.loaded.fleet.services[name]
+        service = unit_service(self.loaded.fleet, name)
         found = [base_url(self.loaded, name)]
         found.append(f"{reachable_address(self.loaded.fleet, service)}:{service.port}")
         return found
@@ -184,7 +191,8 @@ class Collector:
             cached = self._facts.get(host)
             if cached is not None and now - cached[0] < self.options.facts_ttl:
                 return cached[1]
-        ours = [n for n, s in self.loaded.fleet.services.items() if s.host == host]
+        fleet = self.loaded.fleet
+        ours = [n for n in deploy_units(fleet) if unit_service(fleet, n).host == host]
         view = revisions.remote_facts(repo.side, host, ours)
         with self._lock:
             self._facts[host] = (now, view)
@@ -192,7 +200,7 @@ class Collector:
 
     def _reading(self, name: str) -> Reading:
         fleet = self.loaded.fleet
-        service = fleet.services[name]
+        service = unit_service(fleet, name)
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
         with http.client(timeout=self.options.timeout) as client:
             return read(
@@ -203,12 +211,27 @@ class Collector:
                 metrics_on=service.metrics_on,
             )
 
+    def _members(self, name: str) -> dict[str, str] | str:
+        """A swap group's members and whether each is loaded (the router's GET /models)."""
+        fleet = self.loaded.fleet
+        aliases = [s.alias or n for n, s in members(fleet, name).items()]
+        return member_states(base_url(self.loaded, name), aliases, self.options.timeout)
+
     def _local(self, name: str) -> Local:
         try:
             return Local.of_state(self.loaded, name)
         except FleetError as exc:
             # A corrupt record or an unreadable unit is this row's problem, not the table's.
             return Local("unknown", detail=f"cannot read its state here: {exc.render()}")
+
+
+def _with_members(row: ServiceRow, states: dict[str, str] | str | None) -> ServiceRow:
+    """A group's row names its loaded members where a single service names its model."""
+    if states is None or row.state not in {"healthy", "contract-failing"}:
+        return row
+    if isinstance(states, str):
+        return replace(row, notes=[*row.notes, f"members not read: {states}"])
+    return replace(row, members=states, model=group_summary(states))
 
 
 def collect(

@@ -18,6 +18,7 @@ from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import STOPPED
 from inferfleet.deploy.state import decide as decide_state
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.groups import unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import pids
 from inferfleet.runtimes.registry import traits
@@ -41,7 +42,7 @@ class Local:
     @classmethod
     def of_state(cls, loaded: LoadedFleet, name: str) -> Local:
         """A service of this machine, any backend: the one decided state (deploy.state)."""
-        service = loaded.fleet.services[name]
+        service = unit_service(loaded.fleet, name)
         state_dir = paths.state_dir(loaded.fleet.hosts[service.host])
         try:
             marker = MarkerStore(state_dir).read(name)
@@ -148,7 +149,7 @@ def service_row(
     unreachable: bool,
 ) -> ServiceRow:
     fleet = loaded.fleet
-    service = fleet.services[name]
+    service = unit_service(fleet, name)
     runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
     state, detail = decide(name, reading, view, mine, unreachable=unreachable)
     if state == "healthy":

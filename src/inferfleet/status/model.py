@@ -88,6 +88,7 @@ class ServiceRow:
     revision: Revision = field(default_factory=lambda: Revision("unknown"))
     bench: BenchFigures | None = None
     notes: list[str] = field(default_factory=list)  # everything else worth knowing
+    members: dict[str, str] = field(default_factory=dict)  # a swap group's alias -> state
 
     @property
     def problem(self) -> bool:

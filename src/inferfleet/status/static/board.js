@@ -183,6 +183,9 @@
     ];
     if (svc.kind === "llm") {
       rows.push(["model", svc.model || "-"]);
+      // A swap group: each member by alias and state (the router's GET /models).
+      const members = Object.entries(svc.members || {});
+      if (members.length) rows.push(["members", members.map((m) => m[0] + ": " + m[1]).join(", ")]);
       rows.push(["runtime", (svc.runtime || "") + (svc.runtime_version ? " " + svc.runtime_version : "")]);
       rows.push(["context", (svc.ctx_per_slot || "-") + " per slot \u00d7 " + (svc.slots || "-")]);
       rows.push(["slots", slotBar(svc)]);

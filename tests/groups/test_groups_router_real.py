@@ -1,0 +1,221 @@
+"""A swap group on the real llama-server b11434 in router mode (issue 19, item 1).
+
+One router for the module, started by ``inferfleet up`` (process backend), with
+the test model under two aliases and two windows, one member at a time and
+``small`` as the default member. Stopped by its recorded pid (L-43).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
+from helpers import free_port
+from helpers.board import board, chromium
+from helpers.cli import CliResult
+from helpers.real_server import environ, wait_for
+
+from inferfleet import paths
+from inferfleet.client.router import ensure_loaded
+from inferfleet.deploy import local
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
+from inferfleet.probe.contract import member_load
+from inferfleet.status.collect import Options, collect
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+Cli = Callable[..., CliResult]
+
+
+@dataclass(frozen=True)
+class Router:
+    loaded: LoadedFleet
+    url: str
+    pid: int
+    state: Path
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
+    base = tmp_path_factory.mktemp("group")
+    port = free_port()
+    fleet_file = write(base / "fleet" / "fleet.yaml", group_data(port))
+    # The presets go to the user's config dir (unit scope user): a HOME of the test's
+    # own; the runtime and the model stay in the shared cache.
+    env = {
+        "INFERFLEET_CACHE_DIR": str(paths.cache_dir()),
+        "HOME": str(base / "home"),
+        "INFERFLEET_STATE_DIR": str(base / "state"),
+    }
+    with environ(**env):
+        loaded = load_fleet(fleet_file)
+        try:
+            [result] = local.up(loaded, [GROUP], local.Hooks(), contract=False)
+            assert result.pid is not None
+            yield Router(
+                loaded, f"http://127.0.0.1:{port}", result.pid, base / "state", base / "home"
+            )
+        finally:
+            local.down(loaded, GROUP, grace=10.0)
+
+
+def _states(router: Router) -> dict[str, str]:
+    body = httpx.get(f"{router.url}/models", timeout=5).json()
+    return {m["id"]: m["status"]["value"] for m in body["data"]}
+
+
+def _complete(router: Router, alias: str) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{router.url}/completion",
+        json={"model": alias, "prompt": "The sky is", "n_predict": 4},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    data: dict[str, Any] = answer.json()
+    return data
+
+
+def test_one_unit_runs_the_router_with_the_rendered_presets(router: Router) -> None:
+    preset = router.home / ".config" / "inferfleet" / "presets" / f"{GROUP}.ini"
+    text = preset.read_text()
+    assert f"[{SMALL_ALIAS}]" in text and f"[{BIG_ALIAS}]" in text
+    records = list((router.state).rglob("*.json"))
+    assert any(GROUP in p.name for p in records), records
+    # The default member is loaded at start (load-on-startup).
+    assert wait_for("the default member to load", lambda: _states(router)[SMALL_ALIAS] == "loaded")
+
+
+def test_a_request_for_the_unloaded_member_loads_it_and_unloads_the_other(router: Router) -> None:
+    _complete(router, SMALL_ALIAS)
+    assert _states(router) == {SMALL_ALIAS: "loaded", BIG_ALIAS: "unloaded"}
+    done = _complete(router, BIG_ALIAS)
+    assert done["model"] == BIG_ALIAS
+    # max_loaded 1: the router's LRU unloaded the small member to make room.
+    assert wait_for(
+        "the swap",
+        lambda: _states(router) == {SMALL_ALIAS: "unloaded", BIG_ALIAS: "loaded"},
+    )
+    # The member runs with its own window x slots and cache types (its preset).
+    slots = httpx.get(f"{router.url}/slots", params={"model": BIG_ALIAS}, timeout=5).json()
+    assert [s["n_ctx"] for s in slots] == [4096, 4096]
+
+
+def test_status_names_the_loaded_member(router: Router) -> None:
+    _complete(router, BIG_ALIAS)
+    with environ(INFERFLEET_STATE_DIR=str(router.state), HOME=str(router.home)):
+        status = collect(router.loaded, options=Options(ssh=False, timeout=5.0))
+    [row] = status.services
+    assert row.service == GROUP
+    assert row.state == "healthy", row.detail
+    assert row.pid == router.pid
+    assert row.members == {SMALL_ALIAS: "unloaded", BIG_ALIAS: "loaded"}
+    assert row.model == f"loaded: {BIG_ALIAS}"
+    assert row.to_json()["members"] == row.members
+
+
+def test_up_again_keeps_the_running_router(router: Router) -> None:
+    with environ(
+        INFERFLEET_STATE_DIR=str(router.state),
+        HOME=str(router.home),
+        INFERFLEET_CACHE_DIR=str(paths.cache_dir()),
+    ):
+        [again] = local.up(router.loaded, [GROUP], local.Hooks(), contract=False)
+    assert again.action == "unchanged", again.reason
+    assert again.pid == router.pid
+
+
+def test_a_cold_member_load_is_its_own_figure(router: Router) -> None:
+    _complete(router, BIG_ALIAS)  # the small member is now unloaded
+    cold = ensure_loaded(router.url, SMALL_ALIAS)
+    assert cold is not None and cold.before == "unloaded" and cold.seconds > 0
+    assert _states(router)[SMALL_ALIAS] == "loaded"
+    assert ensure_loaded(router.url, SMALL_ALIAS) is None  # warm: nothing to load
+    # The probe reports it as its own result before any timed check.
+    _complete(router, BIG_ALIAS)
+    result = member_load(router.url, SMALL_ALIAS)
+    assert result is not None and result.status == "pass"
+    assert "was unloaded; the router loaded it in" in result.summary
+
+
+def test_bench_of_a_cold_member_keeps_its_load_out_of_ttft(
+    router: Router, cli: Cli, tmp_path: Path
+) -> None:
+    _complete(router, SMALL_ALIAS)  # the big member is now unloaded
+    args = ["--runs", "1", "-c", "1", "--prompts", "1", "--max-tokens", "128", "--json"]
+    fleet_file = str(router.loaded.path)
+    first = cli("bench", BIG, "-f", fleet_file, "--out", str(tmp_path / "a"), *args)
+    assert first.code == 0, first.stderr
+    (arm,) = first.document()["arms"]
+    assert arm["model"] == BIG_ALIAS and arm["cold_load_s"] > 0
+    again = cli("bench", BIG, "-f", fleet_file, "--out", str(tmp_path / "b"), *args)
+    assert again.code == 0, again.stderr
+    (warm,) = again.document()["arms"]
+    assert warm["cold_load_s"] is None
+
+
+def test_status_json_and_logs_of_the_group(
+    router: Router, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _complete(router, SMALL_ALIAS)
+    monkeypatch.setenv("INFERFLEET_STATE_DIR", str(router.state))
+    monkeypatch.setenv("HOME", str(router.home))
+    fleet_file = str(router.loaded.path)
+    doc = cli("status", "-f", fleet_file, "--json", "--no-ssh").document()
+    (row,) = doc["services"]
+    assert row["service"] == GROUP and row["state"] == "healthy"
+    assert row["members"] == {SMALL_ALIAS: "loaded", BIG_ALIAS: "unloaded"}
+    logs = cli("logs", GROUP, "-f", fleet_file, "-n", "400")
+    assert logs.code == 0, logs.stderr
+    assert "models-preset" in logs.stdout or SMALL_ALIAS in logs.stdout
+
+
+def test_the_board_shows_which_member_is_loaded(router: Router, tmp_path: Path) -> None:
+    _complete(router, BIG_ALIAS)
+    with (
+        environ(INFERFLEET_STATE_DIR=str(router.state), HOME=str(router.home)),
+        board(router.loaded.path, tmp_path / "bench", tmp_path / "board.log") as url,
+        chromium() as browser,
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        card = f'[data-service="{GROUP}"]'
+        page.wait_for_selector(f'{card} .badge.state[data-state="healthy"]', timeout=60_000)
+        text = page.locator(card).inner_text()
+    assert f"loaded: {BIG_ALIAS}" in text
+    assert f"{BIG_ALIAS}: loaded" in text and f"{SMALL_ALIAS}: unloaded" in text
+
+
+def test_a_load_waits_for_a_busy_member_instead_of_failing(router: Router) -> None:
+    """The router answers 500 "model limit reached" to a load while the only slot's
+    member is busy; the cold load is asked again until that request is done."""
+    _complete(router, SMALL_ALIAS)
+    done: dict[str, int] = {}
+
+    def busy() -> None:
+        body = {"model": SMALL_ALIAS, "prompt": "Once", "n_predict": 160, "ignore_eos": True}
+        done["status"] = httpx.post(f"{router.url}/completion", json=body, timeout=300).status_code
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        wait_for("the small member to be busy", lambda: _processing(router, SMALL_ALIAS))
+        refused = httpx.post(f"{router.url}/models/load", json={"model": BIG_ALIAS}, timeout=30)
+        assert refused.status_code == 500 and "model limit reached" in refused.text
+        cold = ensure_loaded(router.url, BIG_ALIAS)
+    finally:
+        worker.join(timeout=300)
+    assert done == {"status": 200}
+    assert cold is not None and cold.before == "unloaded"
+    assert _states(router) == {SMALL_ALIAS: "unloaded", BIG_ALIAS: "loaded"}
+
+
+def _processing(router: Router, alias: str) -> bool:
+    slots = httpx.get(f"{router.url}/slots", params={"model": alias}, timeout=5).json()
+    return any(s.get("is_processing") for s in slots)
