@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 from helpers import free_port
 from helpers.real_server import fleet_data, write_fleet
 
@@ -68,6 +69,12 @@ def _handshakes(port: int, root: Path) -> ssl.SSLContext | None:
     return None
 
 
+def _alive(proc: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return proc.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
 @contextlib.contextmanager
 def running_caddy(
     binary: Path,
@@ -90,7 +97,7 @@ def running_caddy(
         root = caddy_tool.root_certificate(data)
         deadline = time.monotonic() + 30
         while (tls := _handshakes(port, root)) is None:
-            if not proc.is_running() or time.monotonic() > deadline:
+            if not _alive(proc) or time.monotonic() > deadline:
                 raise AssertionError(f"caddy did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.05)
         yield RunningCaddy(proc.pid, f"https://127.0.0.1:{port}", tls, log)

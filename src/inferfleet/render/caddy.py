@@ -242,7 +242,7 @@ def _forward_auth(proxy: Proxy) -> list[Block | str]:
     headers = COPY_HEADERS[outpost]
     found: list[Block | str] = [
         # A client's own identity headers never reach the upstream (copied ones only).
-        Block("request_header", [_line(f"-{name}") for name in headers]),
+        *(_line("request_header", f"-{name}") for name in headers),
     ]
     if outpost == "authentik":
         found.append(_line("reverse_proxy", AUTHENTIK_OUTPOST_PATH, upstream))
