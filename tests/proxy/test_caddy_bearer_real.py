@@ -91,13 +91,12 @@ def test_the_second_key_is_accepted_too_and_a_missing_variable_matches_nothing(
     assert with_old.status_code == 401
     assert blank.status_code == 401
     assert with_new.status_code == 200
-    with running_caddy(
-        caddy_binary, text, tmp_path / "caddy2", port, names, keys_text
-    ) as caddy:
+    with running_caddy(caddy_binary, text, tmp_path / "caddy2", port, names, keys_text) as caddy:
         with httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=60) as client:
-            assert client.get(
-                "/gemma/health", headers={"Authorization": f"Bearer {old}"}
-            ).status_code == 200
+            assert (
+                client.get("/gemma/health", headers={"Authorization": f"Bearer {old}"}).status_code
+                == 200
+            )
 
 
 def test_a_stream_is_flushed_event_by_event_not_buffered(

@@ -30,7 +30,9 @@ pytestmark = pytest.mark.slow
 
 def outpost(asked: list[dict[str, str]]) -> Starlette:
     async def verify(request: Request) -> PlainTextResponse:
-        asked.append({k.lower(): v for k, v in request.headers.items()} | {"_path": request.url.path})
+        asked.append(
+            {k.lower(): v for k, v in request.headers.items()} | {"_path": request.url.path}
+        )
         if request.headers.get("x-test-allow") != "yes":
             return PlainTextResponse("denied by the outpost", status_code=401)
         return PlainTextResponse(
@@ -48,7 +50,10 @@ def echo_upstream() -> Starlette:
         return PlainTextResponse("I'm alive!")
 
     return Starlette(
-        routes=[Route(GATEWAY_HEALTH_PATH, alive), Route("/{rest:path}", echo, methods=["GET", "POST"])]
+        routes=[
+            Route(GATEWAY_HEALTH_PATH, alive),
+            Route("/{rest:path}", echo, methods=["GET", "POST"]),
+        ]
     )
 
 
