@@ -7,16 +7,20 @@ the error that says where and how to fix it.
 
 from __future__ import annotations
 
+import json
+import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import FIXTURES, ROOT
+from helpers.cli import CliResult
 from proxy_helpers import proxy_fleet
 
+from inferfleet.checks import secret_scan
 from inferfleet.checks.secret_scan import credential_in, secret_in
 from inferfleet.errors import FleetError, SpecError, UsageError
-from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import caddy as caddy_tool
 from inferfleet.io import process
 from inferfleet.render.caddy import caddyfile
@@ -115,12 +119,33 @@ def test_keys_are_named_never_written(tmp_path: Path) -> None:
     assert secret_in(text) is None and credential_in(text) is None  # the L-55 scan's detectors
 
 
-def test_the_render_bundle_carries_the_caddyfile(tmp_path: Path) -> None:
-    from inferfleet.render.bundle import render_fleet
-
-    artifacts = render_fleet(load_fleet(ROOT / "examples" / "homelab" / "fleet.yaml"))
-    [proxy] = [a for a in artifacts if a.kind == "caddy"]
-    assert proxy.path == "hosts/atlas/caddy/Caddyfile" and proxy.host == "atlas"
+def test_inferfleet_render_writes_the_caddyfile_and_no_key(
+    tmp_path: Path, cli: Callable[..., CliResult], caddy_binary: Path
+) -> None:
+    keys = tmp_path / "proxy.env"
+    values = {"INFERFLEET_PROXY_KEY": secrets.token_urlsafe(32), "PHONE_KEY": "x" * 24}
+    keys.write_text("".join(f"{name}={value}\n" for name, value in values.items()))
+    proxy_fleet(
+        tmp_path,
+        8080,
+        {"auth": "bearer", "keys_env": str(keys), "key_names": list(values), "services": ["gemma"]},
+    )
+    out = tmp_path / "out"
+    result = cli("render", "-f", str(tmp_path / "fleet.yaml"), "--out", str(out))
+    assert result.code == 0, result.stderr
+    [written] = out.glob("hosts/*/caddy/Caddyfile")
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    assert any(
+        e["path"].endswith("caddy/Caddyfile") and e["kind"] == "caddy" for e in manifest["files"]
+    )
+    caddy_tool.validate(written.read_text(), caddy_binary)
+    # The L-55 scan `inferfleet secrets scan --rendered` runs, with every key as a secret.
+    found = secret_scan.read_env_values(keys, all_values=True)
+    assert set(found) == set(values)
+    leaks = secret_scan.scan(
+        secret_scan.walk(out), {v: (n, keys.name) for n, v in found.items()}, root=out
+    )
+    assert leaks == []
 
 
 def test_a_caddyfile_caddy_refuses_is_an_error_with_its_reason(
@@ -160,6 +185,12 @@ def test_every_address_without_names_is_refused_with_the_fix(tmp_path: Path) -> 
           "acme_email": "not-an-address"}, "not an email address"),
         ({"auth": "bearer", "keys_env": "k.env", "tls": "acme", "names": ["a.example.org"],
           "acme_ca": "http://ca.example.org/directory"}, "https URL of an ACME directory"),
+        ({"auth": "forward_auth", "outpost": "authelia",
+          "forward_auth": "http://127.0.0.1:9091/auth {env.HOME}"}, "must be a plain URL"),
+        ({"auth": "forward_auth", "outpost": "authelia",
+          "forward_auth": "http://127.0.0.1:9091/auth#x"}, "must be a plain URL"),
+        ({"auth": "bearer", "keys_env": "k.env", "tls": "acme", "names": ["a.example.org"],
+          "acme_ca": "https://ca.example.org/dir`"}, "must be a plain URL"),
         ({"auth": "bearer", "keys_env": "k.env", "key_names": []}, "at least 1"),
         ({"auth": "bearer", "keys_env": "k.env", "key_names": ["BAD-NAME"]}, "pattern"),
     ],

@@ -115,7 +115,22 @@ def _dns_name(value: str) -> str:
 DnsName = Annotated[Text, AfterValidator(_dns_name)]
 
 
+# Characters with a meaning in a Caddyfile (quotes, placeholders, comments, token breaks):
+# a URL that reaches the rendered Caddyfile carries none of them.
+_CADDYFILE_SYNTAX = re.compile(r"[\s\"'`{}#\\]")
+
+
+def _no_caddyfile_syntax(field: str, value: str) -> None:
+    found = _CADDYFILE_SYNTAX.search(value)
+    if found is not None:
+        raise ValueError(
+            f"{field} must be a plain URL; {found.group(0)!r} would change the proxy's "
+            "Caddyfile (percent-encode it)"
+        )
+
+
 def _outpost_url(value: str) -> str:
+    _no_caddyfile_syntax("forward_auth", value)
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError(f"forward_auth must be the http(s) URL of the auth outpost, not {value!r}")
@@ -155,6 +170,7 @@ Email = Annotated[Text, AfterValidator(_email)]
 
 
 def _acme_directory(value: str) -> str:
+    _no_caddyfile_syntax("acme_ca", value)
     parts = urlsplit(value)
     if parts.scheme != "https" or not parts.hostname:
         raise ValueError(f"acme_ca must be the https URL of an ACME directory, not {value!r}")
