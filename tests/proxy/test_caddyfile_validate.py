@@ -238,3 +238,19 @@ def test_a_version_pip_cannot_find_leaves_nothing_behind(
         caddy_tool.install()
     folder = tmp_path / "cache" / "runtimes" / "caddy"
     assert not folder.exists() or not any(folder.iterdir())
+
+
+def test_a_service_named_like_the_gateways_path_is_refused(tmp_path: Path) -> None:
+    fleet = proxy_fleet(
+        tmp_path, 8080, {"auth": "bearer", "keys_env": "k.env"}, {"keys_env": "g.env"}
+    )
+    assert fleet.proxy is not None
+    renamed = fleet.model_copy(
+        update={
+            "services": {"v1": fleet.services["gemma"]},
+            "proxy": fleet.proxy.model_copy(update={"services": ["v1"]}),
+        }
+    )
+    with pytest.raises(UsageError, match="its path /v1/ is the gateway's") as caught:
+        caddyfile(renamed, fleet.proxy.host)
+    assert caught.value.where == "proxy.services"
