@@ -15,9 +15,9 @@ Written as a word (``exposure: loopback``) or a mapping with the reason
 ``gateway:`` and ``proxy:`` declare the fleet's front door (issue 18): the
 gateway is the one OpenAI-compatible endpoint for every model, holding its API
 keys in an untracked env file; the proxy puts authentication (bearer keys, or
-an Authentik/Authelia outpost) and TLS in front of it. Here they are fields
-that ``check`` judges exposures against; rendering and deploying them is
-later work.
+an Authentik/Authelia outpost) and TLS in front of it. ``check`` judges
+exposures against them; the proxy's Caddyfile is rendered by
+:mod:`inferfleet.render.caddy`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from inferfleet.fleetfile.base import Name, Strict, Text
+from inferfleet.fleetfile.base import EnvName, Name, Strict, Text
 from inferfleet.fleetfile.quantities import Duration
 
 Level = Literal["loopback", "lan", "public"]
@@ -115,7 +115,22 @@ def _dns_name(value: str) -> str:
 DnsName = Annotated[Text, AfterValidator(_dns_name)]
 
 
+# Characters with a meaning in a Caddyfile (quotes, placeholders, comments, token breaks):
+# a URL that reaches the rendered Caddyfile carries none of them.
+_CADDYFILE_SYNTAX = re.compile(r"[\s\"'`{}#\\]")
+
+
+def _no_caddyfile_syntax(field: str, value: str) -> None:
+    found = _CADDYFILE_SYNTAX.search(value)
+    if found is not None:
+        raise ValueError(
+            f"{field} must be a plain URL; {found.group(0)!r} would change the proxy's "
+            "Caddyfile (percent-encode it)"
+        )
+
+
 def _outpost_url(value: str) -> str:
+    _no_caddyfile_syntax("forward_auth", value)
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError(f"forward_auth must be the http(s) URL of the auth outpost, not {value!r}")
@@ -125,6 +140,46 @@ def _outpost_url(value: str) -> str:
 
 
 OutpostUrl = Annotated[Text, AfterValidator(_outpost_url)]
+
+Outpost = Literal["authentik", "authelia"]
+# The verification endpoints each outpost serves for Caddy (their Caddy guides): the
+# outpost is told by the path of the forward_auth URL unless stated.
+OUTPOST_PATHS: dict[str, Outpost] = {
+    "/outpost.goauthentik.io/auth/caddy": "authentik",
+    "/api/authz/forward-auth": "authelia",
+    "/api/verify": "authelia",  # Authelia before 4.38
+}
+DEFAULT_KEY_NAME = "INFERFLEET_PROXY_KEY"
+
+
+def outpost_of(url: str) -> Outpost | None:
+    """authentik | authelia from the path of an outpost URL; None when it does not say."""
+    return OUTPOST_PATHS.get(urlsplit(url).path.rstrip("/"))
+
+
+_EMAIL = re.compile(r"^[^@\s\x00-\x1f\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$")
+
+
+def _email(value: str) -> str:
+    if not _EMAIL.match(value):
+        raise ValueError(f"{value!r} is not an email address such as admin@example.org")
+    return value
+
+
+Email = Annotated[Text, AfterValidator(_email)]
+
+
+def _acme_directory(value: str) -> str:
+    _no_caddyfile_syntax("acme_ca", value)
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"acme_ca must be the https URL of an ACME directory, not {value!r}")
+    if parts.username or parts.password:
+        raise ValueError("acme_ca must not carry credentials in the URL (L-55)")
+    return value
+
+
+AcmeDirectory = Annotated[Text, AfterValidator(_acme_directory)]
 
 
 class Gateway(Strict):
@@ -152,7 +207,7 @@ class Gateway(Strict):
 
 
 class Proxy(Strict):
-    """The auth proxy (Caddy) in front of the gateway; deployed by later work."""
+    """The auth proxy (Caddy) in front of the gateway: rendered by render/caddy.py."""
 
     host: Name = Field(description="The host it runs on.")
     bind: Bind = Field(description="Address it listens on.")
@@ -166,14 +221,37 @@ class Proxy(Strict):
     keys_env: Text | None = Field(
         None, description="bearer: untracked mode-600 env file with the accepted keys (L-55)."
     )
+    key_names: list[EnvName] = Field(
+        default_factory=lambda: [DEFAULT_KEY_NAME],
+        min_length=1,
+        max_length=64,
+        description="bearer: names of the variables in keys_env that each hold one accepted "
+        "key (one per client, or old and new while rotating); the rendered Caddyfile names "
+        "them, never their values.",
+    )
     forward_auth: OutpostUrl | None = Field(
-        None, description="forward_auth: URL of the outpost's auth endpoint."
+        None,
+        description="forward_auth: URL of the outpost's auth endpoint, e.g. "
+        "http://outpost:9000/outpost.goauthentik.io/auth/caddy (Authentik) or "
+        "http://authelia:9091/api/authz/forward-auth (Authelia).",
+    )
+    outpost: Outpost | None = Field(
+        None,
+        description="forward_auth: authentik | authelia, which decides the headers copied "
+        "to the upstream; default: told by the URL's path.",
     )
     tls: Literal["internal", "acme"] = Field(
         "internal", description="internal: a local CA for the LAN; acme: public certificates."
     )
     names: list[DnsName] = Field(
         default_factory=list, description="DNS names it answers for (acme needs at least one)."
+    )
+    acme_email: Email | None = Field(
+        None, description="acme: the account's contact address (expiry notices)."
+    )
+    acme_ca: AcmeDirectory | None = Field(
+        None,
+        description="acme: the CA's ACME directory URL; default Let's Encrypt (then ZeroSSL).",
     )
     services: list[Name] = Field(
         default_factory=list,
@@ -187,8 +265,20 @@ class Proxy(Strict):
             raise ValueError("bearer auth needs keys_env: the env file holding the accepted keys")
         if self.auth == "forward_auth" and self.forward_auth is None:
             raise ValueError("forward_auth needs the outpost URL (forward_auth: https://...)")
+        if (
+            self.auth == "forward_auth"
+            and self.forward_auth is not None
+            and self.outpost is None
+            and outpost_of(self.forward_auth) is None
+        ):
+            raise ValueError(
+                "the forward_auth URL's path names neither outpost: state it with "
+                "outpost: authentik or outpost: authelia (it decides the copied headers)"
+            )
         if self.tls == "acme" and not self.names:
             raise ValueError("acme certificates need the DNS names the proxy answers for (names)")
+        if self.tls != "acme" and (self.acme_email is not None or self.acme_ca is not None):
+            raise ValueError("acme_email and acme_ca apply to tls: acme only")
         if self.exposure.level == "loopback":
             raise ValueError(
                 "an auth proxy exists to be reached from the network: give it exposure lan "

@@ -12,6 +12,7 @@ in): same input, same bytes. Layout of an output directory::
     monitoring/rules/inferfleet.rules.yml  recording + alert rules
     monitoring/grafana/inferfleet-fleet.json
     clients/providers.json · clients/litellm.yaml · clients/opencode.json
+    hosts/<proxy host>/caddy/Caddyfile     the auth proxy (when the fleet declares proxy:)
     MANIFEST.json                          every file, its sha256 and install path
 """
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
+from inferfleet.render import caddy, clients, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
 from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, facts_for
@@ -41,7 +42,7 @@ MANIFEST_SCHEMA = "inferfleet.render/v1"
 class Artifact:
     path: str  # relative to the output directory, POSIX separators
     content: str
-    kind: str  # argv | env | preset | systemd | quadlet | prometheus | rules | grafana | client
+    kind: str  # argv env preset systemd quadlet prometheus rules grafana client caddy
     service: str | None = None
     host: str | None = None
     install: str | None = None  # where it goes on the host, when it is installed there
@@ -112,7 +113,17 @@ def fleet_artifacts(loaded: LoadedFleet) -> list[Artifact]:
         Artifact("clients/providers.json", clients.providers_json(fleet), "client"),
         Artifact("clients/litellm.yaml", clients.litellm_yaml(fleet), "client"),
         Artifact("clients/opencode.json", clients.opencode_json(fleet), "client"),
+        *_proxy_artifacts(loaded),
     ]
+
+
+def _proxy_artifacts(loaded: LoadedFleet) -> list[Artifact]:
+    """The auth proxy's Caddyfile on its host (keys stay in keys_env: L-55)."""
+    proxy = loaded.fleet.proxy
+    if proxy is None:
+        return []
+    text = caddy.caddyfile(loaded.fleet, proxy.host)
+    return [Artifact(f"hosts/{proxy.host}/caddy/Caddyfile", text, "caddy", host=proxy.host)]
 
 
 def render_fleet(
