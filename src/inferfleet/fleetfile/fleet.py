@@ -37,6 +37,7 @@ from inferfleet.fleetfile.base import (
     Text,
 )
 from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
+from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -63,6 +64,7 @@ __all__ = [
     "Health",
     "Host",
     "HubSource",
+    "KubernetesTarget",
     "KvCache",
     "Modality",
     "Model",
@@ -412,4 +414,9 @@ class Fleet(Strict):
     )
     proxy: Proxy | None = Field(
         None, description="The auth proxy in front of the gateway (fields; issue 18)."
+    )
+    kubernetes: KubernetesTarget | None = Field(
+        None,
+        description="Export to a Kubernetes cluster (`render --target kubernetes`): namespace, "
+        "volumes, images; declaring it turns on the kube-* check rules.",
     )
