@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import yaml
-
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render.bundle import Artifact
@@ -26,7 +24,7 @@ from inferfleet.render.kube.gateway import gateway_objects
 from inferfleet.render.kube.models import models_configmap
 from inferfleet.render.kube.monitoring import monitoring_objects
 from inferfleet.render.kube.network import network_policies
-from inferfleet.render.kube.objects import HEADER, PART_OF, Obj, dump
+from inferfleet.render.kube.objects import HEADER, PART_OF, Obj, dump, to_yaml
 from inferfleet.render.kube.workload import exported_services, service_objects
 
 KIND = "kubernetes"
@@ -72,9 +70,7 @@ def render_kubernetes(
         "models.yaml": [models_configmap(fleet, loaded.root, exported_models(loaded), ns)],
     }
     for name in exported_services(fleet):
-        files[f"services/{name}.yaml"] = service_objects(
-            fleet, loaded.root, name, ns, memory or {}
-        )
+        files[f"services/{name}.yaml"] = service_objects(fleet, loaded.root, name, ns, memory or {})
     if fleet.gateway is not None:
         files["gateway.yaml"] = gateway_objects(fleet, ns)
     files["monitoring.yaml"] = monitoring_objects(fleet, ns)
@@ -86,6 +82,6 @@ def render_kubernetes(
         "namespace": ns,
         "resources": sorted(files),
     }
-    text = HEADER + yaml.safe_dump(kustomization, sort_keys=True, default_flow_style=False)
+    text = HEADER + to_yaml(kustomization)
     found.append(Artifact("kustomization.yaml", text, "kustomization"))
     return sorted(found, key=lambda a: a.path)

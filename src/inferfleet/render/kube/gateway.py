@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render import clients
 from inferfleet.render.endpoints import endpoint
-from inferfleet.render.kube.objects import Obj, labels, metadata, selector
+from inferfleet.render.kube.objects import Obj, labels, metadata, selector, to_yaml
 from inferfleet.render.kube.workload import cluster_url
 
 NAME = "gateway"
@@ -49,7 +47,7 @@ def gateway_objects(fleet: Fleet, namespace: str) -> list[Obj]:
             where="kubernetes.gateway_image",
             hint="name the LiteLLM proxy image by digest (L-42)",
         )
-    text = yaml.safe_dump(gateway_config(fleet, namespace), sort_keys=True, width=1 << 16)
+    text = to_yaml(gateway_config(fleet, namespace))
     pod_labels = labels(NAME, "gateway")
     argv = ["litellm", "--config", f"{CONFIG_DIR}/{CONFIG_KEY}", "--host", "0.0.0.0"]
     argv += ["--port", str(gateway.port)]

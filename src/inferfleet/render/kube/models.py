@@ -13,13 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from inferfleet.artifacts.manifest import declared_files, manifest_path
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, HubSource
 from inferfleet.fleetfile.kubernetes import KubernetesTarget
-from inferfleet.render.kube.objects import Obj, metadata, quantity
+from inferfleet.render.kube.objects import Obj, metadata, quantity, to_yaml
 
 MODELS_CONFIGMAP = "inferfleet-models"
 FLEET_MOUNT = "/etc/inferfleet"
@@ -83,7 +81,7 @@ def models_fleet(fleet: Fleet, root: Path, models: list[str]) -> dict[str, str]:
     doc = {"version": 1, "hosts": {}, "models": section}
     data["fleet.yaml"] = (
         "# The exported models, for the init containers' `inferfleet models fetch` / `verify`.\n"
-        + yaml.safe_dump(doc, sort_keys=True, default_flow_style=False)
+        + to_yaml(doc)
     )
     return data
 

@@ -59,9 +59,7 @@ def monitoring_objects(fleet: Fleet, namespace: str) -> list[Obj]:
         {
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PrometheusRule",
-            "metadata": metadata(
-                "inferfleet", namespace, {"app.kubernetes.io/part-of": PART_OF}
-            ),
+            "metadata": metadata("inferfleet", namespace, {"app.kubernetes.io/part-of": PART_OF}),
             "spec": {"groups": prometheus.rule_groups(fleet)},
         }
     )

@@ -54,7 +54,9 @@ def peers(exposure: Exposure, *, gateway_fronts: bool) -> list[Obj]:
     return found
 
 
-def _policy(name: str, namespace: str, service: str, sources: list[Obj], metrics: Obj | None) -> Obj:
+def _policy(
+    name: str, namespace: str, service: str, sources: list[Obj], metrics: Obj | None
+) -> Obj:
     rules: list[Obj] = [{"from": sources, "ports": [{"port": "http", "protocol": "TCP"}]}]
     if metrics is not None:
         rules.append({"from": [metrics], "ports": [{"port": "http", "protocol": "TCP"}]})

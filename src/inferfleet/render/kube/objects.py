@@ -48,10 +48,27 @@ def quantity(size: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line text (templates, configs, manifests) as literal blocks a reviewer can read;
+    no anchors and aliases: every object reads on its own."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def to_yaml(data: Any) -> str:
+    """One YAML document, keys sorted: same data, same bytes."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16)
+
+
 def dump(objects: list[Obj]) -> str:
-    """YAML with sorted keys, one document per object: same objects, same bytes."""
-    docs = [
-        yaml.safe_dump(o, sort_keys=True, default_flow_style=False, width=1 << 16)
-        for o in objects
-    ]
-    return HEADER + "---\n".join(docs)
+    """One document per object, in the order given, under the rendered-by header."""
+    return HEADER + "---\n".join(to_yaml(o) for o in objects)

@@ -187,9 +187,7 @@ def _server(resolved: Resolved, memory: int | None) -> Obj:
         "name": "server",
         "image": resolved.image,
         "command": list(resolved.argv),
-        "ports": [
-            {"name": "http", "containerPort": resolved.container_port, "protocol": "TCP"}
-        ],
+        "ports": [{"name": "http", "containerPort": resolved.container_port, "protocol": "TCP"}],
         # The load answers 503 (or refuses) for minutes: the startup probe waits the whole
         # health timeout before liveness may restart it (L-34).
         "startupProbe": _probe(
@@ -295,4 +293,3 @@ def _read(root: Path, name: str, relative: str) -> str:
             where=str(path),
             hint="chat_template_file is relative to the fleet file",
         ) from None
-
