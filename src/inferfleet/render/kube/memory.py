@@ -22,11 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from inferfleet.artifacts.st_model import SafetensorsModel
-from inferfleet.budget import HOST, plan
+from inferfleet.budget import HOST, BudgetError, ModelShape, model_shape, plan
 from inferfleet.budget.fleet import ShapeOf, engine_devices, fleet_request
 from inferfleet.budget.vllm_service import vllm_budget
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.gguf import Inspection
+from inferfleet.render.kube.workload import exported_services
 from inferfleet.runtimes.registry import traits
 
 SafetensorsOf = Callable[[str], SafetensorsModel | str]
@@ -56,3 +58,28 @@ def memory_request(
     if used == 0:
         return "its whole budget is on GPU memory"
     return used
+
+
+def memory_requests(
+    fleet: Fleet,
+    root: Path,
+    header_of: Callable[[str], Inspection | str],
+    safetensors_of: SafetensorsOf,
+) -> tuple[dict[str, int], dict[str, str]]:
+    """The exported services' memory requests, and why the others have none."""
+
+    def shape_of(model: str) -> ModelShape:
+        facts = header_of(model)
+        if isinstance(facts, str):
+            raise BudgetError(facts)
+        return model_shape(facts)
+
+    sized: dict[str, int] = {}
+    unsized: dict[str, str] = {}
+    for name in exported_services(fleet):
+        found = memory_request(fleet, root, name, shape_of, safetensors_of)
+        if isinstance(found, str):
+            unsized[name] = found
+        else:
+            sized[name] = found
+    return sized, unsized
