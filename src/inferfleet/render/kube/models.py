@@ -3,7 +3,7 @@
 The init containers run the same commands an operator runs on a host
 (:func:`models_command`), with the same gates: every declared file's size and
 sha256 (L-01, L-08, L-09). They read a fleet file of their own, holding only
-the exported models (each fetched into its volume, ``dir: /models/<name>``)
+the exported models (each fetched into its volume, ``dir: /mnt/models/<name>``)
 and their manifests verbatim, from a ConfigMap; the Hub token comes from a
 Secret reference, never from the spec (L-06, L-55).
 """
@@ -20,10 +20,13 @@ from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.render.kube.objects import Obj, metadata, quantity, to_yaml
 
 MODELS_CONFIGMAP = "inferfleet-models"
-FLEET_MOUNT = "/etc/inferfleet"
+# The init containers keep everything under /mnt: the volume they fill, the fleet file
+# they read and their own scratch (cache, state, HOME). The server mounts the same
+# volume where the launch resolver put the model, /models/<name>, read-only.
+FLEET_MOUNT = "/mnt/fleet"
 FLEET_FILE = f"{FLEET_MOUNT}/fleet.yaml"
-MODELS_ROOT = "/models"
-SCRATCH = "/var/lib/inferfleet"  # the tools' own cache and state (records, locks): per pod
+MODELS_ROOT = "/mnt/models"
+SCRATCH = "/mnt/scratch"  # the tools' own cache and state (records, locks): per pod
 
 
 def models_command(verb: str, model: str, fleet_file: str) -> list[str]:
@@ -34,7 +37,7 @@ def models_command(verb: str, model: str, fleet_file: str) -> list[str]:
 
 
 def model_folder(model: str) -> str:
-    """Where the model's volume is mounted, in the init containers and the server alike."""
+    """Where the init containers mount the model's volume (and fetch into)."""
     return f"{MODELS_ROOT}/{model}"
 
 
