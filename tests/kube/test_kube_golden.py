@@ -31,12 +31,12 @@ def test_homelab_manifests_match_their_golden_files() -> None:
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
 
 
-def test_two_renders_write_the_same_bytes(
-    tmp_path: Path, cli: Callable[..., CliResult]
-) -> None:
+def test_two_renders_write_the_same_bytes(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     trees = []
     for run in ("a", "b"):
         out = tmp_path / run
@@ -54,4 +54,7 @@ def test_namespace_option_moves_every_object() -> None:
     artifacts = render(namespace="llm-prod")
     text = "".join(a.content for a in artifacts)
     assert "namespace: inferfleet\n" not in text
-    assert "namespace: llm-prod" in next(a for a in artifacts if a.path == "kustomization.yaml").content
+    assert (
+        "namespace: llm-prod"
+        in next(a for a in artifacts if a.path == "kustomization.yaml").content
+    )
