@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from kube_fleets import BASE, write
 from kube_helpers import HOMELAB, find, objects, render
 
 from inferfleet.fleetfile.loader import load_fleet
@@ -206,3 +208,32 @@ def _containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
     spec = obj["spec"]["template"]["spec"]
     found: list[dict[str, Any]] = spec["containers"] + spec.get("initContainers", [])
     return found
+
+
+def test_a_changed_input_rolls_only_its_service(tmp_path: Path) -> None:
+    """Pods read ConfigMaps and model files besides their spec: their digest is in the pod
+    template, so a change restarts that service's pods and no other's (L-40)."""
+    key = "inferfleet.dev/inputs-sha256"
+
+    def digests(changes: dict[str, Any]) -> dict[str, str]:
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        base = {
+            "services.other": BASE["services"]["svc"] | {"port": 8081, "devices": []},
+            "models.n": BASE["models"]["m"],
+            "services.other.model": "n",
+        }
+        found = render(write(folder, base | changes))
+        return {
+            o["metadata"]["name"]: o["spec"]["template"]["metadata"]["annotations"][key]
+            for o in objects(found)
+            if o["kind"] == "StatefulSet"
+        }
+
+    before = digests({})
+    tuned = digests({"services.svc.env": {"SAMPLING_TOP_K": "40"}})
+    assert tuned["inferfleet-svc"] != before["inferfleet-svc"]
+    assert tuned["inferfleet-other"] == before["inferfleet-other"]
+    refiled = digests({"models.n.files": [{"path": "m.gguf", "size": 3 << 30, "sha256": "d" * 64}]})
+    assert refiled["inferfleet-other"] != before["inferfleet-other"]
+    assert refiled["inferfleet-svc"] == before["inferfleet-svc"]

@@ -27,7 +27,8 @@ def _fleet(tmp_path: Path, device: dict[str, Any], **service: Any) -> Path:
         "hosts": {"box": {"address": "10.0.0.9", "ram": "32GiB", "devices": [device]}},
         "runtimes": {"llama": {"kind": "llama.cpp", "image": f"ghcr.io/ggml/llama{DIGEST}"}},
         "models": {"gemma": {
-            "source": {"path": str(GEMMA.parent)},
+            # The header is read from the real file here (header_of); the pod would fetch it.
+            "source": {"hub": "test/gemma-GGUF", "revision": "0" * 40},
             "files": [{"path": GEMMA.name, "size": GEMMA.stat().st_size}],
         }},
         "services": {"svc": {
@@ -91,8 +92,6 @@ def test_the_request_lands_on_the_server_container(tmp_path: Path) -> None:
     apu = {"name": "igpu", "vendor": "amd", "memory": "8GiB", "unified_memory": True}
     loaded = load_fleet(_fleet(tmp_path, apu))
     sized, _ = memory_requests(loaded.fleet, loaded.root, _header, _no_safetensors)
-    # A path model cannot be fetched in a cluster (kube-model-volume), so the service's own
-    # objects are built here, not the whole bundle.
     objs = service_objects(loaded.fleet, loaded.root, "svc", "ns", sized)
     server = next(o for o in objs if o["kind"] == "StatefulSet")["spec"]["template"]["spec"][
         "containers"

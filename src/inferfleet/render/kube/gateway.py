@@ -8,6 +8,7 @@ clients send stay in a Secret the Deployment references (L-55).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from inferfleet.errors import UsageError
@@ -48,6 +49,7 @@ def gateway_objects(fleet: Fleet, namespace: str) -> list[Obj]:
             hint="name the LiteLLM proxy image by digest (L-42)",
         )
     text = to_yaml(gateway_config(fleet, namespace))
+    digest = hashlib.sha256(text.encode()).hexdigest()
     pod_labels = labels(NAME, "gateway")
     argv = ["litellm", "--config", f"{CONFIG_DIR}/{CONFIG_KEY}", "--host", "0.0.0.0"]
     argv += ["--port", str(gateway.port)]
@@ -78,7 +80,11 @@ def gateway_objects(fleet: Fleet, namespace: str) -> list[Obj]:
                 "replicas": 1,
                 "selector": {"matchLabels": selector(NAME)},
                 "template": {
-                    "metadata": {"labels": pod_labels},
+                    # A changed config rolls the pods: LiteLLM reads it once, at start.
+                    "metadata": {
+                        "labels": pod_labels,
+                        "annotations": {"inferfleet.dev/config-sha256": digest},
+                    },
                     "spec": {
                         "containers": [container],
                         "volumes": [{"name": "config", "configMap": {"name": OBJECT}}],

@@ -14,6 +14,8 @@ then do readiness and liveness take over on the same path.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -28,6 +30,7 @@ from inferfleet.render.kube.models import (
     MODELS_CONFIGMAP,
     claim_template,
     init_containers,
+    models_fleet,
     volume_size,
 )
 from inferfleet.render.kube.objects import Obj, labels, metadata, object_name, quantity, selector
@@ -116,6 +119,8 @@ def _volumes(
         if inside.parent == PurePosixPath("/models"):
             model = inside.name
             volume = "model" if model == resolved.service.model else "draft"
+            if any(f == (volume, model) for f in fills):
+                continue  # a drafter that is the served model itself: one volume
             size = volume_size(target, model)
             if size is None:
                 raise UsageError(
@@ -250,7 +255,12 @@ def service_objects(
                 "replicas": 1,
                 "selector": {"matchLabels": selector(name)},
                 "template": {
-                    "metadata": {"labels": pod_labels},
+                    "metadata": {
+                        "labels": pod_labels,
+                        "annotations": {
+                            "inferfleet.dev/inputs-sha256": _inputs(found, fleet, root, fills)
+                        },
+                    },
                     "spec": {
                         "terminationGracePeriodSeconds": math.ceil(stop_timeout(resolved)),
                         "initContainers": init_containers(target, fills),
@@ -276,6 +286,14 @@ def service_objects(
         }
     )
     return found
+
+
+def _inputs(configmaps: list[Obj], fleet: Fleet, root: Path, fills: list[tuple[str, str]]) -> str:
+    """A digest of what the pod reads besides its spec: its ConfigMaps and its models' declared
+    files. A change rolls this service's pods only (deploys are service-scoped, L-40)."""
+    models = models_fleet(fleet, root, sorted({model for _, model in fills}))
+    data = {"configmaps": [c["data"] for c in configmaps], "models": models}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def cluster_url(name: str, port: int, namespace: str) -> str:
