@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers.cli import CliResult
 from kube_fleets import DIGEST, write
 
@@ -102,3 +103,21 @@ def test_the_exportable_fleet_renders(tmp_path: Path, cli: Callable[..., CliResu
     assert result.code == 0, result.stderr
     text = (tmp_path / "out" / "services" / "svc.yaml").read_text()
     assert "namespace: llm\n" in text and "nvidia.com/gpu: '1'" in text
+
+
+@pytest.mark.parametrize(
+    ("user", "expected"), [("1000:44", {"runAsUser": 1000, "runAsGroup": 44}), ("ops", None)]
+)
+def test_container_user_is_numeric_in_a_pod(
+    tmp_path: Path, cli: Callable[..., CliResult], user: str, expected: dict[str, int] | None
+) -> None:
+    result = _render(
+        cli, write(tmp_path, {"services.svc.container": {"user": user}}), "--target", "kubernetes"
+    )
+    if expected is None:
+        assert result.code == 2 and "numeric UID[:GID]" in result.stderr
+        return
+    assert result.code == 0, result.stderr
+    docs = list(yaml.safe_load_all((tmp_path / "out/services/svc.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "StatefulSet")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["securityContext"] == expected

@@ -54,8 +54,13 @@ def kube_fleet(fleet: Fleet, target: KubernetesTarget) -> Fleet:
         image = target.images.get(name)
         if runtime.image is None and image is not None:
             runtime = runtime.model_copy(
-                update={"image": image, "binary": None, "source": None, "version": None}
-                | {"sha256": None}
+                update={
+                    "image": image,
+                    "binary": None,
+                    "source": None,
+                    "version": None,
+                    "sha256": None,
+                }
             )
         runtimes[name] = runtime
     services: dict[str, Service] = {}
@@ -203,6 +208,8 @@ def _server(resolved: Resolved, memory: int | None) -> Obj:
         "readinessProbe": _probe(health.path, period=PROBE_PERIOD_S, failures=3),
         "livenessProbe": _probe(health.path, period=2 * PROBE_PERIOD_S, failures=3),
     }
+    if service.container.user is not None:
+        container["securityContext"] = _run_as(resolved.name, service.container.user)
     if env:
         container["env"] = env
     if env_from:
@@ -210,6 +217,21 @@ def _server(resolved: Resolved, memory: int | None) -> Obj:
     if resources:
         container["resources"] = resources
     return container
+
+
+def _run_as(name: str, user: str) -> Obj:
+    """``container.user`` (podman's ``UID[:GID]``) as the pod's numeric user and group."""
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        raise UsageError(
+            f"service {name!r} runs as user {user!r}; a pod runs as a numeric UID[:GID]",
+            where=f"services.{name}.container.user",
+            hint="write the numeric ids, e.g. 1000:1000",
+        )
+    found: Obj = {"runAsUser": int(uid)}
+    if gid:
+        found["runAsGroup"] = int(gid)
+    return found
 
 
 def service_objects(
