@@ -14,18 +14,7 @@ from inferfleet.fleetfile.kubernetes import KubernetesTarget, pinned_image
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.render.kube.devices import gpu_problem
 from inferfleet.render.kube.models import fetchable, volume_size
-from inferfleet.render.kube.workload import exported_services
-
-
-def _exported_models(ctx: CheckContext) -> list[str]:
-    fleet = ctx.fleet
-    used: set[str] = set()
-    for name in exported_services(fleet):
-        service = fleet.services[name]
-        used.update(m for m in (service.model,) if m is not None)
-        if service.speculative is not None and service.speculative.draft_model is not None:
-            used.add(service.speculative.draft_model)
-    return [m for m in fleet.models if m in used]
+from inferfleet.render.kube.workload import exported_models, exported_services
 
 
 @rule("kube-gpu-request", "L-16", "error")
@@ -52,7 +41,7 @@ def model_volume(ctx: CheckContext) -> Iterator[Hit | Skip]:
     target = ctx.fleet.kubernetes
     if target is None:
         return
-    for model in _exported_models(ctx):
+    for model in exported_models(ctx.fleet):
         problem = fetchable(ctx.fleet, model)
         if problem is not None:
             yield Hit(

@@ -25,22 +25,9 @@ from inferfleet.render.kube.models import models_configmap
 from inferfleet.render.kube.monitoring import monitoring_objects
 from inferfleet.render.kube.network import network_policies
 from inferfleet.render.kube.objects import HEADER, PART_OF, Obj, dump, to_yaml
-from inferfleet.render.kube.workload import exported_services, service_objects
+from inferfleet.render.kube.workload import exported_models, exported_services, service_objects
 
 KIND = "kubernetes"
-
-
-def exported_models(loaded: LoadedFleet) -> list[str]:
-    """The models the exported services load (main and drafter), in fleet order."""
-    fleet = loaded.fleet
-    used: set[str] = set()
-    for name in exported_services(fleet):
-        service = fleet.services[name]
-        if service.model is not None:
-            used.add(service.model)
-        if service.speculative is not None and service.speculative.draft_model is not None:
-            used.add(service.speculative.draft_model)
-    return [m for m in fleet.models if m in used]
 
 
 def render_kubernetes(
@@ -67,7 +54,7 @@ def render_kubernetes(
                 "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": PART_OF}},
             }
         ],
-        "models.yaml": [models_configmap(fleet, loaded.root, exported_models(loaded), ns)],
+        "models.yaml": [models_configmap(fleet, loaded.root, exported_models(fleet), ns)],
     }
     for name in exported_services(fleet):
         files[f"services/{name}.yaml"] = service_objects(fleet, loaded.root, name, ns, memory or {})

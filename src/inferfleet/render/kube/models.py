@@ -15,7 +15,7 @@ from typing import Any
 
 from inferfleet.artifacts.manifest import declared_files, manifest_path
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.fleet import Fleet, HubSource
+from inferfleet.fleetfile.fleet import Fleet, HubSource, PathSource
 from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.render.kube.objects import Obj, metadata, quantity, to_yaml
 
@@ -45,7 +45,7 @@ def fetchable(fleet: Fleet, model: str) -> str | None:
     """Why ``model`` cannot be fetched into a volume in the cluster, or None."""
     source = fleet.models[model].source
     if not isinstance(source, HubSource):
-        kind = "a path on a host" if hasattr(source, "path") else "a Python package"
+        kind = "a path on a host" if isinstance(source, PathSource) else "a Python package"
         return f"its source is {kind}; in a cluster the init container fetches from the Hub"
     return None
 

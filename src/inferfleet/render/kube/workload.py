@@ -75,6 +75,18 @@ def exported_services(fleet: Fleet) -> list[str]:
     return [name for name, s in fleet.services.items() if s.kind == "llm"]
 
 
+def exported_models(fleet: Fleet) -> list[str]:
+    """The models the exported services load (served and drafter), in fleet order."""
+    used: set[str] = set()
+    for name in exported_services(fleet):
+        service = fleet.services[name]
+        if service.model is not None:
+            used.add(service.model)
+        if service.speculative is not None and service.speculative.draft_model is not None:
+            used.add(service.speculative.draft_model)
+    return [m for m in fleet.models if m in used]
+
+
 def resolve_in_pod(fleet: Fleet, root: Path, name: str) -> Resolved:
     """The service's container launch, or a clear error for what a pod cannot run."""
     target = fleet.kubernetes
