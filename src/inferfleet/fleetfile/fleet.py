@@ -38,6 +38,7 @@ from inferfleet.fleetfile.base import (
 )
 from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
 from inferfleet.fleetfile.groups import Group
+from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -65,6 +66,7 @@ __all__ = [
     "Health",
     "Host",
     "HubSource",
+    "KubernetesTarget",
     "KvCache",
     "Modality",
     "Model",
@@ -417,4 +419,9 @@ class Fleet(Strict):
     )
     groups: dict[Name, Group] = Field(
         default_factory=dict, description="Swap groups: members behind one llama-server router."
+    )
+    kubernetes: KubernetesTarget | None = Field(
+        None,
+        description="Export to a Kubernetes cluster (`render --target kubernetes`): namespace, "
+        "volumes, images; declaring it turns on the kube-* check rules.",
     )
