@@ -19,7 +19,7 @@ from inferfleet.documents import (
 )
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
-from inferfleet.install import llamacpp_build, vllm_venv
+from inferfleet.install import llamacpp_build, pinned_venv
 from inferfleet.output import Output, esc
 from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
@@ -130,11 +130,10 @@ def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json
                 progress.update(task, description=esc(words[:90]))
 
         with progress:
-            record, now = vllm_venv.install(
-                kind, source, on_phase=note_above(progress), on_line=on_line
+            record, now = pinned_venv.install(pinned_venv.runtime_pin(kind, source), on_phase=note_above(progress), on_line=on_line
             )
     else:
-        record, now = vllm_venv.install(kind, source)
+        record, now = pinned_venv.install(pinned_venv.runtime_pin(kind, source))
     if json_out:
         out.emit(
             document_of(
@@ -153,7 +152,7 @@ def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json
 def _installed(kind: str, rt: Runtime) -> tuple[str | None, str | None]:
     """(program, version) of a runtime installed here, or Nones."""
     if rt.source is not None and pinned.is_venv(kind):
-        venv = vllm_venv.installed(kind, rt.source)
+        venv = pinned_venv.installed(pinned_venv.runtime_pin(kind, rt.source))
         return (None, None) if venv is None else (venv.python, venv.version_text)
     if not traits(kind).pinned_build:
         return None, None

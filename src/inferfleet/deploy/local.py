@@ -41,7 +41,7 @@ from inferfleet.deploy.worktree import UNTRACKED, fleet_here
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource, Service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.install import llamacpp_build, vllm_venv
+from inferfleet.install import llamacpp_build, pinned_venv
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
@@ -173,10 +173,10 @@ def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, buil
 
 def _venv_version(kind: str, source: RuntimeSource, hooks: Hooks, *, install: bool) -> str:
     """A pinned Python package's venv (vLLM): installed once when missing (L-42)."""
-    done = vllm_venv.installed(kind, source)
+    done = pinned_venv.installed(pinned_venv.runtime_pin(kind, source))
     if done is None and install:
         hooks.note(f"{source.package} {source.version} is not installed yet; installing it once")
-        done, _ = vllm_venv.install(kind, source, on_phase=hooks.note)
+        done, _ = pinned_venv.install(pinned_venv.runtime_pin(kind, source), on_phase=hooks.note)
     return "" if done is None else f"{done.package} {done.version}"
 
 
