@@ -554,11 +554,24 @@ class UpService(TypedDict):
     evidence: list[str]  # the failed contract checks, first first
 
 
+class UpGateway(TypedDict):
+    """The gateway ``up`` brought up after the services (issue 18)."""
+
+    action: str  # started | restarted | unchanged
+    url: str  # its base URL (.../v1)
+    pid: int | None
+    engine: str  # "litellm 1.106.12"
+    seconds_to_healthy: float | None
+    reason: str
+    unhealthy_backends: list[str]  # fronted services not healthy when it started
+
+
 class UpDocument(TypedDict):
     schema: Literal["inferfleet.up/v1"]
     file: str
     services: list[UpService]
     pending: NotRequired[list[str]]  # not started: an earlier service's contract failed
+    gateway: NotRequired[UpGateway]  # when the fleet's gateway runs on this machine
 
 
 class DownService(TypedDict):

@@ -130,7 +130,10 @@ def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json
                 progress.update(task, description=esc(words[:90]))
 
         with progress:
-            record, now = pinned_venv.install(pinned_venv.runtime_pin(kind, source), on_phase=note_above(progress), on_line=on_line
+            record, now = pinned_venv.install(
+                pinned_venv.runtime_pin(kind, source),
+                on_phase=note_above(progress),
+                on_line=on_line,
             )
     else:
         record, now = pinned_venv.install(pinned_venv.runtime_pin(kind, source))

@@ -47,6 +47,7 @@ from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
 if TYPE_CHECKING:
+    from inferfleet.deploy.gateway import GatewayResult
     from inferfleet.probe.minimal import Check
 
 
@@ -294,6 +295,44 @@ def _host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[Host
     state_dir.mkdir(parents=True, exist_ok=True)
     with HostLock(state_dir / LOCK_NAME, host) as lock:
         yield lock
+
+
+# ---------------------------------------------------------------- the gateway
+
+
+def gateway_is_here(loaded: LoadedFleet) -> bool:
+    gateway = loaded.fleet.gateway
+    return gateway is not None and loaded.fleet.hosts[gateway.host].is_local(gateway.host)
+
+
+def up_gateway(loaded: LoadedFleet, hooks: Hooks) -> GatewayResult | None:
+    """The gateway of this machine, after the services of the run are healthy (issue 18)."""
+    from inferfleet.deploy import gateway
+
+    fleet = loaded.fleet
+    if fleet.gateway is None or not gateway_is_here(loaded):
+        return None
+    host = fleet.gateway.host
+    state_dir = paths.state_dir(fleet.hosts[host])
+    with _host_lock(loaded, host, state_dir) as lock:
+        lock.acquire("up of the gateway", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
+        return gateway.deploy(
+            fleet,
+            host_facts(loaded.root),
+            state_dir,
+            note=hooks.note,
+            on_state=hooks.health_state,
+        )
+
+
+def down_gateway(loaded: LoadedFleet, *, grace: float = 10.0) -> StopResult | None:
+    """Stop this machine's process-backend gateway by its recorded pid (L-43)."""
+    from inferfleet.deploy import gateway
+
+    fleet = loaded.fleet
+    if fleet.gateway is None or not gateway_is_here(loaded):
+        return None
+    return gateway.stop(paths.state_dir(fleet.hosts[fleet.gateway.host]), grace=grace)
 
 
 # ---------------------------------------------------------------- down
