@@ -649,6 +649,19 @@ class StatusHost(TypedDict):
     healthy: int
 
 
+class StatusGateway(TypedDict):
+    """The gateway's row (issue 18): up or not, and which fronted backends it reaches."""
+
+    host: str
+    url: str  # the base URL clients use (.../v1)
+    state: str  # healthy | degraded | down | unhealthy | foreign
+    pid: int | None
+    engine: str | None  # "litellm 1.106.12" (this machine's record)
+    backends: dict[str, str]  # service -> ok | the error LiteLLM reports
+    unreachable: list[str]  # services it cannot reach
+    detail: str
+
+
 class StatusDocument(TypedDict):
     """``status --json`` and the board's ``/api/status`` (which adds ``inferfleet``)."""
 
@@ -660,6 +673,7 @@ class StatusDocument(TypedDict):
     hosts: list[StatusHost]
     services: list[StatusService]
     notes: list[str]
+    gateway: NotRequired[StatusGateway]  # when the fleet declares one
 
 
 # --------------------------------------------------------------------------- probe, bench

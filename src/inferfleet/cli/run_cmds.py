@@ -268,7 +268,7 @@ def status(
         if watch <= 0:
             break
         time.sleep(watch)
-    if current.problems():
+    if current.problems() or current.gateway_problem():
         raise typer.Exit(EXIT_FAILED)
 
 

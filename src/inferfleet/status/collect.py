@@ -27,6 +27,7 @@ from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
 from inferfleet.status.endpoint import Reading, read
+from inferfleet.status.gateway import GatewayRow, master_key, read_gateway
 from inferfleet.status.model import FleetStatus
 from inferfleet.status.revisions import HostView, RepoState
 
@@ -88,10 +89,12 @@ class Collector:
             readings = {n: pool.submit(self._reading, n) for n in services}
             locals_ = {n: pool.submit(self._local, n) for n in services if self._is_local(n)}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
+            front: Future[GatewayRow | None] = pool.submit(self._gateway)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
             index = bench.result()
+            gateway_row = front.result()
 
         rows = []
         host_rows = []
@@ -138,6 +141,7 @@ class Collector:
             hosts=host_rows,
             services=rows,
             notes=notes,
+            gateway=gateway_row,
         )
 
     # ------------------------------------------------------------ parts
@@ -202,6 +206,13 @@ class Collector:
                 health_path=service.health.path,
                 metrics_on=service.metrics_on,
             )
+
+    def _gateway(self) -> GatewayRow | None:
+        """The front door's row: asked of LiteLLM itself (status.gateway)."""
+        if self.loaded.fleet.gateway is None:
+            return None
+        with http.client(timeout=self.options.timeout) as client:
+            return read_gateway(self.loaded, client, master_key(self.loaded))
 
     def _local(self, name: str) -> Local:
         try:
