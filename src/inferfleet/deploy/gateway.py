@@ -76,6 +76,7 @@ def engine_pin(gateway: Gateway) -> pinned_venv.Pin:
         engine.version,
         render.MODULE,
         tuple(engine.extras),
+        companions=render.companions(engine.package),
         hint="pin a LiteLLM release whose package carries the proxy "
         "(litellm.proxy.proxy_cli), with extras: [proxy]",
     )

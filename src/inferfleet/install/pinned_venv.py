@@ -88,6 +88,8 @@ class Pin:
     module: str  # the venv must hold it, or the install is refused
     extras: tuple[str, ...] = ()
     hint: str = "pin a distribution that carries that module"
+    # Exact pins installed with it: what the package needs at run time but does not declare.
+    companions: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -122,7 +124,8 @@ class InstalledVenv:
 
 def install_dir(pin: Pin) -> Path:
     """The venv's folder for one pinned package, version and set of extras."""
-    return paths.cache_dir() / package_venv_relpath(pin.kind, pin.package, pin.version, pin.extras)
+    relpath = package_venv_relpath(pin.kind, pin.package, pin.version, pin.extras, pin.companions)
+    return paths.cache_dir() / relpath
 
 
 def installed(pin: Pin) -> InstalledVenv | None:
@@ -162,7 +165,7 @@ def install(
         _run(
             [
                 str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                requirement,
+                requirement, *pin.companions,
             ],
             f"pip could not install {requirement}",
             hint="read pip's last lines above; PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX "

@@ -220,7 +220,21 @@ def _client_host(bind: str) -> str:
 
 def venv_relpath(gateway: Gateway) -> PurePosixPath:
     engine = gateway.engine
-    return package_venv_relpath(KIND, engine.package, engine.version, tuple(engine.extras))
+    return package_venv_relpath(
+        KIND, engine.package, engine.version, tuple(engine.extras), companions(engine.package)
+    )
+
+
+# LiteLLM's proxy imports prisma on its auth-failure path even without a database
+# (litellm.proxy.db.exception_handler, 1.106.12): without it a request with no key or a
+# wrong key is answered 500, not 401. `proxy` does not declare it; `extra_proxy` does,
+# with Azure, Google and Postgres clients the gateway never uses. Pinned (L-42).
+COMPANIONS: Final[dict[str, tuple[str, ...]]] = {"litellm": ("prisma==0.15.0",)}
+
+
+def companions(package: str) -> tuple[str, ...]:
+    """Exact pins installed with the engine package (what it needs but does not declare)."""
+    return COMPANIONS.get(package.lower(), ())
 
 
 def config_dir(facts: HostFacts, gateway: Gateway) -> str:

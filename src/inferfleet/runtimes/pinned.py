@@ -46,11 +46,18 @@ def build_relpath(source: RuntimeSource) -> PurePosixPath:
 
 
 def package_venv_relpath(
-    kind: str, package: str, version: str, extras: tuple[str, ...] = ()
+    kind: str,
+    package: str,
+    version: str,
+    extras: tuple[str, ...] = (),
+    companions: tuple[str, ...] = (),
 ) -> PurePosixPath:
-    """The virtual environment of a pinned Python package: one per kind, package, version
-    and set of extras (``venv-litellm-proxy-1.106.12`` holds ``litellm[proxy]``)."""
+    """The virtual environment of a pinned Python package: one per kind, package, version,
+    set of extras and companion pins (``venv-litellm-proxy-1.106.12-<digest>`` holds
+    ``litellm[proxy]`` and its companions)."""
     name = "-".join([package, *sorted(extras), version])
+    if companions:
+        name += "-" + hashlib.sha256("\0".join(sorted(companions)).encode()).hexdigest()[:8]
     return PurePosixPath("runtimes", kind, f"venv-{name}")
 
 
