@@ -130,12 +130,25 @@ def test_models_lists_both_aliases(at: Front) -> None:
     assert {m["id"] for m in answer.json()["data"]} == set(ALIASES.values())
 
 
-def test_no_key_or_a_wrong_key_is_401(at: Front) -> None:
+def test_no_key_is_401_and_a_wrong_key_never_reaches_a_backend(at: Front) -> None:
+    """No key: 401. A wrong key: refused before any backend, with LiteLLM's own status.
+
+    Without a database LiteLLM checks only the master key; any other key is
+    looked up in the key database it does not have and answered ``400
+    no_db_connection`` (1.106.12). Either way the backends' counters do not move.
+    """
     body = {"model": ALIASES[NARROW], "prompt": "Hello", "max_tokens": 2}
+    counter = "llamacpp:prompt_tokens_total"
+    before = {name: _metric(port, counter) for name, port in at.ports.items()}
     assert httpx.get(at.url + "/models", timeout=10).status_code == 401
     assert httpx.post(at.url + "/completions", json=body, timeout=30).status_code == 401
-    wrong = at.headers("sk-" + secrets.token_urlsafe(24))
-    assert httpx.post(at.url + "/completions", json=body, headers=wrong, timeout=30).status_code == 401
+    for key in ("wrong", "sk-" + secrets.token_urlsafe(24)):
+        refused = httpx.post(
+            at.url + "/completions", json=body, headers=at.headers(key), timeout=30
+        )
+        assert refused.status_code in {400, 401}
+        assert refused.json()["error"]["type"] in {"no_db_connection", "auth_error"}
+    assert {name: _metric(port, counter) for name, port in at.ports.items()} == before
 
 
 @pytest.mark.parametrize("target", [NARROW, WIDE])
@@ -220,7 +233,7 @@ def test_a_stopped_backend_is_a_clear_error_and_a_red_row(at: Front, cli: Any) -
     assert wide.problem
     result = cli("status", "--file", str(at.loaded.path), "--no-ssh")
     assert result.code == 1
-    assert "degraded" in result.output and "cannot reach gemma-wide" in result.output
+    assert "degraded" in result.stdout and "cannot reach gemma-wide" in result.stdout
 
 
 def _facts(at: Front) -> Any:
