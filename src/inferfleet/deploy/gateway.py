@@ -169,9 +169,9 @@ def deploy(
     """Bring the gateway to what the fleet says, on this host (its ``gateway.host``)."""
     gateway = render.required(fleet)
     launch = render.gateway_launch(fleet, facts)
+    keys = read_keys(Path(launch.keys_env))  # first: a bad key file installs and writes nothing
     venv = install_engine(gateway, note)
     engine = f"{venv.package} {venv.version}"
-    keys = read_keys(Path(launch.keys_env))
     spec = launch.spec(keys_digest(keys))
     states = backend_states(fleet)
     unhealthy = [name for name, state in states.items() if state != "ok"]

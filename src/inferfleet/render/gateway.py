@@ -257,7 +257,7 @@ def gateway_launch(fleet: Fleet, facts: HostFacts) -> GatewayLaunch:
         "--num_workers", "1",
     ]  # fmt: skip
     files = [InstallFile(config_path, config_yaml(fleet), "config")]
-    keys_env = facts.expand(gateway.keys_env)
+    keys_env = keys_path(gateway, facts)
     launch = GatewayLaunch(
         host=gateway.host,
         bind=gateway.bind,
@@ -275,6 +275,22 @@ def gateway_launch(fleet: Fleet, facts: HostFacts) -> GatewayLaunch:
         unit_path = _unit_path(facts, gateway.scope)
         files.append(InstallFile(unit_path, systemd_unit(launch, facts).text(), "systemd"))
     return launch
+
+
+def keys_path(gateway: Gateway, facts: HostFacts) -> str:
+    """The key file's absolute path on the host: ``~`` is its home, a relative path is
+    relative to the fleet file's folder (as every path in the fleet file)."""
+    path = facts.expand(gateway.keys_env)
+    if not path.startswith("/") and facts.fleet_dir:
+        path = f"{facts.fleet_dir.rstrip('/')}/{path}"
+    if not path.startswith("/"):
+        raise UsageError(
+            f"gateway.keys_env {gateway.keys_env!r} is relative, and the fleet file's folder "
+            "on the host is not known",
+            where="gateway.keys_env",
+            hint="give an absolute path or ~/..., e.g. ~/.config/inferfleet/secrets/gateway.env",
+        )
+    return path
 
 
 def _unit_path(facts: HostFacts, scope: str) -> str:

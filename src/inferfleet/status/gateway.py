@@ -102,7 +102,7 @@ def master_key(loaded: LoadedFleet, environ: Mapping[str, str] | None = None) ->
         from inferfleet.deploy.gateway import read_keys
 
         try:
-            keys = read_keys(Path(host_facts(loaded.root).expand(gateway.keys_env)))
+            keys = read_keys(Path(render.keys_path(gateway, host_facts(loaded.root))))
         except FleetError:
             keys = {}
         if render.MASTER_KEY_ENV in keys:
