@@ -17,7 +17,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ import psutil
 import pytest
 import yaml
 from helpers import free_port
+from helpers.git import git
 from helpers.real_server import state_dir, write_fleet
 
+from inferfleet.backends.process import ProcessBackend
 from inferfleet.deploy import gateway as front
 from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
@@ -82,6 +84,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     data["gateway"]["keys_env"] = str(keys)
     path = write_fleet(folder / "fleet.yaml", data)
     state = folder / "state"
+    # A fleet repository, as users keep one: the key file and the state stay untracked (L-55).
+    (folder / ".gitignore").write_text("gateway.env\nstate/\n")
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", "fleet behind a gateway")
     source = load_fleet(path).fleet.runtimes["llama-cpp"].source
     assert source is not None
     llamacpp_build.install(source)  # cached: built once per machine
@@ -206,6 +213,39 @@ def test_status_shows_the_gateway_reaching_both_backends(at: Front, cli: Any) ->
     assert row.backends == {NARROW: "ok", WIDE: "ok"} and row.unreachable == []
     doc = status.document()
     assert doc["gateway"]["state"] == "healthy"
+
+
+def test_apply_redeploys_the_gateway_alone_when_only_its_section_changed(
+    at: Front, cli: Any
+) -> None:
+    """A new gateway timeout, committed: apply restarts the gateway, keeps both services."""
+    service_pids = {name: _pid(at, name) for name in ALIASES}
+    data = yaml.safe_load(at.loaded.path.read_text())
+    data["gateway"]["timeout"] = "25m"
+    write_fleet(at.loaded.path, data)
+    git(at.folder, "commit", "-q", "-am", "a longer gateway timeout")
+    result = cli("apply", "--file", str(at.loaded.path), "--host", "local", "--json")
+    assert result.code == 0, result.stderr + result.stdout
+    done = {o["service"]: o["outcome"] for o in result.document()["done"]}
+    assert done == {"gateway": "deployed"}
+    assert {name: _pid(at, name) for name in ALIASES} == service_pids
+    pid = _pid(at, render.NAME)
+    assert pid != at.started.pid
+    at.started = replace(at.started, pid=pid)
+    launch = render.gateway_launch(load_fleet(at.loaded.path).fleet, _facts(at))
+    written = yaml.safe_load(Path(launch.config_path).read_text())
+    assert written["litellm_settings"]["request_timeout"] == 1500.0
+    answer = httpx.get(at.url + "/models", headers=at.headers(), timeout=10)
+    assert answer.status_code == 200
+    # The same revision again: the gateway answers with the same digest, kept.
+    again = cli("apply", "--file", str(at.loaded.path), "--host", "local", "-s", NARROW, "--json")
+    assert again.code == 0 and _pid(at, render.NAME) == pid
+
+
+def _pid(at: Front, name: str) -> int:
+    record = ProcessBackend(at.state).records.read(name)
+    assert record is not None
+    return record.pid
 
 
 def test_a_stopped_backend_is_a_clear_error_and_a_red_row(at: Front, cli: Any) -> None:
