@@ -26,6 +26,7 @@ import psutil
 import pytest
 import yaml
 from helpers import free_port
+from helpers.board import board, chromium
 from helpers.git import git
 from helpers.real_server import state_dir, write_fleet
 
@@ -274,6 +275,22 @@ def test_a_stopped_backend_is_a_clear_error_and_a_red_row(at: Front, cli: Any) -
     result = cli("status", "--file", str(at.loaded.path), "--no-ssh")
     assert result.code == 1
     assert "degraded" in result.stdout and "cannot reach gemma-wide" in result.stdout
+
+
+def test_the_board_shows_the_gateway_card_and_the_backend_it_cannot_reach(at: Front) -> None:
+    """After the crash above: the board's gateway card is degraded, gemma-wide marked red."""
+    with (
+        board(at.loaded.path, at.folder / "bench", at.folder / "board.log") as url,
+        chromium() as browser,
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        card = '[data-gateway="local"]'
+        page.wait_for_selector(f'{card} .badge.state[data-state="degraded"]', timeout=60_000)
+        assert page.locator("main h2").all_inner_texts()[0].lower() == "gateway"
+        assert page.locator(f'{card} li.bad[data-backend="{WIDE}"]').count() == 1
+        assert page.locator(f'{card} li.ok[data-backend="{NARROW}"]').count() == 1
+        assert "litellm 1.106.12" in page.locator(card).inner_text()
 
 
 def _facts(at: Front) -> Any:

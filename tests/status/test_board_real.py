@@ -10,30 +10,19 @@ healthy one is also written there (that is how docs/board.png is made).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-import psutil
 import pytest
 from helpers import free_port
 from helpers.bench_summaries import summary, write
-from helpers.real_server import SERVICE, Served, fleet_data, served, wait_for, write_fleet
-
-from inferfleet.io import process
+from helpers.board import board, chromium
+from helpers.real_server import SERVICE, Served, fleet_data, served, write_fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-CHROMIUM = "/usr/bin/chromium"
-BOARD = (
-    "import sys; from inferfleet.cli import app; "
-    "app.VERBS.setdefault('board', ('board_cmd', 'register')); app.main()"
-)
 
 
 def board_fleet(port: int) -> dict[str, Any]:
@@ -50,45 +39,10 @@ def board_fleet(port: int) -> dict[str, Any]:
     return data
 
 
-@contextlib.contextmanager
-def board(fleet: Path, results: Path, log: Path) -> Iterator[str]:
-    port = free_port()
-    argv = [sys.executable, "-c", BOARD, "board", "--file", str(fleet), "--port", str(port)]
-    argv += ["--interval", "0.5", "--results", str(results)]
-    proc = process.spawn_detached(argv, log_path=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for("the board", lambda: _answers(f"{url}/healthz"), timeout=60)
-        yield url
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.terminate(proc, grace=10.0)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2.0).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install --no-install-recommends chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        # The system browser: nothing is ever downloaded (never `playwright install`).
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run"],
-        )  # fmt: skip
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

@@ -245,7 +245,15 @@
 
   function render(doc) {
     const services = doc.services || [];
-    document.getElementById("gateway").hidden = !doc.gateway;
+    // Only a fleet with a gateway gets its section (first: it is the clients' way in).
+    let section = document.getElementById("gateway");
+    if (doc.gateway && !section) {
+      section = el("section", { id: "gateway" }, [
+        el("h2", { text: "Gateway" }), el("div", { cls: "cards", id: "gateway-cards" })]);
+      document.getElementById("llm").before(section);
+    } else if (!doc.gateway && section) {
+      section.remove();
+    }
     if (doc.gateway) fill("gateway-cards", [gatewayCard(doc.gateway)], "");
     fill("llm-cards", services.filter((s) => s.kind === "llm").map(serviceCard), "no LLM endpoints");
     fill("other-cards", services.filter((s) => s.kind !== "llm").map(serviceCard), "no other services");
