@@ -56,7 +56,8 @@ def test_up_installs_the_missing_venv_then_runs_its_api_server(
     fleet_file.write_text(yaml.safe_dump(data, sort_keys=False))
     loaded = load_fleet(fleet_file)
     source = loaded.fleet.runtimes["vl"].source
-    assert source is not None and pinned_venv.installed(pinned_venv.runtime_pin("vllm", source)) is None
+    assert source is not None
+    assert pinned_venv.installed(pinned_venv.runtime_pin("vllm", source)) is None
     notes: list[str] = []
     started = time.monotonic()
     with pytest.raises(HealthError) as info:
