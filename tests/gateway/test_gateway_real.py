@@ -196,13 +196,20 @@ def test_the_installed_config_is_the_fleets_contract_without_a_key(at: Front) ->
     assert at.key not in " ".join(psutil.Process(at.started.pid).cmdline())
 
 
-def test_a_second_up_installs_nothing_and_keeps_the_gateway(at: Front) -> None:
+def test_a_second_up_installs_nothing_and_keeps_the_gateway(at: Front, cli: Any) -> None:
     pin = front.engine_pin(at.loaded.fleet.gateway)
     record, installed_now = pinned_venv.install(pin)
     assert installed_now is False and record.version == "1.106.12"
     again = local.up_gateway(at.loaded, local.Hooks())
     assert again is not None
     assert again.action == "unchanged" and again.pid == at.started.pid
+    # `up` itself: every service kept, then the gateway, kept too (its JSON document).
+    result = cli("up", str(at.loaded.path), "--json", "--no-contract")
+    assert result.code == 0, result.stderr + result.stdout
+    doc = result.document()
+    assert [s["action"] for s in doc["services"]] == ["unchanged", "unchanged"]
+    assert doc["gateway"]["action"] == "unchanged" and doc["gateway"]["pid"] == at.started.pid
+    assert doc["gateway"]["url"] == at.url and doc["gateway"]["engine"] == "litellm 1.106.12"
 
 
 def test_status_shows_the_gateway_reaching_both_backends(at: Front, cli: Any) -> None:
