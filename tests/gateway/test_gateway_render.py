@@ -8,6 +8,7 @@ the real ``systemd-analyze verify``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import ROOT
+from helpers import ROOT, quadlet_generator
 
 from inferfleet.deploy import gateway as front
-from inferfleet.errors import UsageError
+from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render import clients
 from inferfleet.render import gateway as render
@@ -220,3 +221,57 @@ def test_opencode_reads_the_gateway_key_from_the_environment() -> None:
     doc = json.loads(clients.opencode_json(load_fleet(HOMELAB).fleet))
     options = doc["provider"]["inferfleet"]["options"]
     assert options["apiKey"] == "{env:INFERFLEET_GATEWAY_KEY}"
+
+
+IMAGE = "ghcr.io/berriai/litellm@sha256:" + "ab" * 32
+
+
+def test_quadlet_gateway_passes_the_real_quadlet_generator(tmp_path: Path) -> None:
+    """The .container file through Podman's own generator (-dryrun exits 1 on a bad key)."""
+    generator = quadlet_generator()
+    data = fixture_data()
+    data["gateway"].update(backend="quadlet", scope="user")
+    data["gateway"]["engine"]["image"] = IMAGE
+    fleet = loaded_from(tmp_path, data).fleet
+    launch = render.gateway_launch(fleet, FACTS)
+    unit = launch.unit_file
+    assert unit is not None and unit.kind == "quadlet"
+    assert unit.path == "/home/ops/.config/containers/systemd/inferfleet-gateway.container"
+    folder = tmp_path / "quadlet"
+    folder.mkdir()
+    (folder / "inferfleet-gateway.container").write_text(unit.content)
+    result = subprocess.run(
+        [generator, "-user", "-dryrun"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "QUADLET_UNIT_DIRS": str(folder)},
+    )
+    problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
+    assert result.returncode == 0 and not problems, result.stderr
+    service = result.stdout
+    # The image by digest on the host's network, config read-only, keys from the env file.
+    assert IMAGE in service and "--network host" in service
+    assert f"{launch.config_path}:/etc/litellm/config.yaml:ro" in service
+    assert "--env-file /srv/fleet/gateway.env" in service
+    assert "--config /etc/litellm/config.yaml --host 127.0.0.1 --port 4000" in service
+    assert "LITELLM_MASTER_KEY" not in unit.content
+
+
+@pytest.mark.parametrize(
+    ("gateway", "expect"),
+    [
+        ({"backend": "quadlet"}, "give engine.image"),
+        ({"engine": {"image": IMAGE}}, "only run by backend quadlet"),
+        ({"backend": "quadlet", "engine": {"image": "ghcr.io/berriai/litellm:latest"}}, "digest"),
+    ],
+)
+def test_quadlet_needs_a_pinned_image_and_only_quadlet_runs_one(
+    tmp_path: Path, gateway: dict[str, Any], expect: str
+) -> None:
+    data = fixture_data()
+    data["gateway"].update(gateway)
+    with pytest.raises(SpecError) as caught:
+        loaded_from(tmp_path, data)
+    assert expect in caught.value.render()

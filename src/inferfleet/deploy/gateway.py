@@ -170,8 +170,11 @@ def deploy(
     gateway = render.required(fleet)
     launch = render.gateway_launch(fleet, facts)
     keys = read_keys(Path(launch.keys_env))  # first: a bad key file installs and writes nothing
-    venv = install_engine(gateway, note)
-    engine = f"{venv.package} {venv.version}"
+    if launch.image is None:
+        venv = install_engine(gateway, note)
+        engine = f"{venv.package} {venv.version}"
+    else:
+        engine = f"{gateway.engine.package} {gateway.engine.version} ({launch.image})"
     spec = launch.spec(keys_digest(keys))
     states = backend_states(fleet)
     unhealthy = [name for name, state in states.items() if state != "ok"]
@@ -183,7 +186,7 @@ def deploy(
     changed = False
     for file in launch.files:
         changed |= write_if_changed(Path(file.path), file.content, mode=0o644)
-    if launch.backend == "systemd":
+    if launch.backend in {"systemd", "quadlet"}:
         # The unit's digest, keys included, kept beside the records: a changed key restarts it.
         changed |= write_if_changed(state_dir / UNIT_SPEC, spec + "\n", mode=0o600)
         return _deploy_unit(launch, engine, changed, unhealthy, on_state)
@@ -227,9 +230,10 @@ def _deploy_unit(
     unhealthy: list[str],
     on_state: gate.StateFn | None,
 ) -> GatewayResult:
-    """systemd: the unit file installed, restarted when anything it runs changed."""
+    """systemd / Quadlet: the unit (or .container) file installed, restarted when anything it
+    runs changed; a Quadlet unit is generated at daemon-reload and enabled by its [Install]."""
     systemctl = Systemctl(launch.scope)
-    unit = f"{render.UNIT}.service"
+    unit = launch.unit_name
     state = systemctl.show(unit)
     if changed:
         systemctl.daemon_reload()
@@ -238,7 +242,8 @@ def _deploy_unit(
             "unchanged", launch.url + "/v1", state.main_pid, engine, None,
             "already running with this spec", unhealthy,
         )  # fmt: skip
-    systemctl.enable(unit)
+    if launch.backend == "systemd":
+        systemctl.enable(unit)
     systemctl.restart(unit)
     health = wait_unit_healthy(
         systemctl,

@@ -152,6 +152,20 @@ class GatewayEngine(Strict):
         max_length=16,
         description="Package extras; LiteLLM's proxy server needs `proxy`.",
     )
+    image: Text | None = Field(
+        None,
+        description="backend quadlet: LiteLLM's container image of that version, pinned by "
+        "digest (name@sha256:...; L-42).",
+    )
+
+    @model_validator(mode="after")
+    def _image_pinned(self) -> GatewayEngine:
+        if self.image is not None and "@sha256:" not in self.image:
+            raise ValueError(
+                f"image {self.image!r} is not pinned by digest: write name@sha256:<digest> "
+                "(L-42: pin what you run)"
+            )
+        return self
 
 
 class Gateway(Strict):
@@ -181,15 +195,31 @@ class Gateway(Strict):
         description="The pinned LiteLLM package, installed in its own venv under the runtime "
         "cache (L-42).",
     )
-    backend: Literal["process", "systemd"] = Field(
-        "process", description="What runs it: a recorded process, or a systemd unit."
+    backend: Literal["process", "systemd", "quadlet"] = Field(
+        "process",
+        description="What runs it: a recorded process or a systemd unit (the pinned venv), or "
+        "a Quadlet container (engine.image).",
     )
     scope: Literal["system", "user"] = Field(
-        "system", description="systemd backend: a system unit or a user unit."
+        "system", description="systemd and quadlet backends: a system unit or a user unit."
     )
     health_timeout: Duration = Field(
         120.0, description="How long LiteLLM may take to answer /health/readiness (L-34)."
     )
+
+    @model_validator(mode="after")
+    def _image_for_quadlet(self) -> Gateway:
+        if self.backend == "quadlet" and self.engine.image is None:
+            raise ValueError(
+                "backend quadlet runs LiteLLM's container image: give engine.image "
+                "(name@sha256:<digest>), or use backend process or systemd (the pinned venv)"
+            )
+        if self.backend != "quadlet" and self.engine.image is not None:
+            raise ValueError(
+                f"engine.image is only run by backend quadlet; backend {self.backend} runs the "
+                "pinned package in its venv: drop image, or set backend: quadlet"
+            )
+        return self
 
 
 class Proxy(Strict):

@@ -61,6 +61,7 @@ ENGINE_ENV: Final = {
     "HEALTH_CHECK_TIMEOUT_SECONDS": "5",
 }
 STOP_GRACE_S: Final = 10.0
+CONTAINER_CONFIG: Final = "/etc/litellm/config.yaml"  # where a Quadlet gateway reads it
 DIGEST_VERSION: Final = 1
 
 
@@ -166,7 +167,7 @@ def config_yaml(fleet: Fleet) -> str:
 class InstallFile:
     path: str
     content: str
-    kind: str  # config | systemd
+    kind: str  # config | systemd | quadlet
 
     @property
     def sha256(self) -> str:
@@ -188,6 +189,12 @@ class GatewayLaunch:
     config_path: str
     files: list[InstallFile] = field(default_factory=list)
     health_timeout: float = 120.0
+    image: str | None = None  # backend quadlet: LiteLLM's image, by digest
+
+    @property
+    def unit_name(self) -> str:
+        """The systemd unit that runs it (Quadlet generates it from the .container file)."""
+        return f"{UNIT}.service"
 
     @property
     def config(self) -> InstallFile:
@@ -195,7 +202,7 @@ class GatewayLaunch:
 
     @property
     def unit_file(self) -> InstallFile | None:
-        return next((f for f in self.files if f.kind == "systemd"), None)
+        return next((f for f in self.files if f.kind in {"systemd", "quadlet"}), None)
 
     @property
     def url(self) -> str:
@@ -238,7 +245,7 @@ def companions(package: str) -> tuple[str, ...]:
 
 
 def config_dir(facts: HostFacts, gateway: Gateway) -> str:
-    scope = gateway.scope if gateway.backend == "systemd" else "user"
+    scope = gateway.scope if gateway.backend in {"systemd", "quadlet"} else "user"
     return f"{facts.config_dir(scope)}/gateway"
 
 
@@ -246,18 +253,16 @@ def gateway_launch(fleet: Fleet, facts: HostFacts) -> GatewayLaunch:
     """The gateway's launch on its host (facts: that host's paths)."""
     gateway = required(fleet)
     check(fleet)
-    python = f"{facts.cache_dir}/{venv_relpath(gateway) / VENV_PYTHON}"
     folder = config_dir(facts, gateway)
     config_path = f"{folder}/litellm.yaml"
-    argv = [
-        python, "-m", MODULE,
-        "--config", config_path,
-        "--host", gateway.bind,
-        "--port", str(gateway.port),
-        "--num_workers", "1",
-    ]  # fmt: skip
+    listen = ["--host", gateway.bind, "--port", str(gateway.port), "--num_workers", "1"]
+    if gateway.backend == "quadlet":
+        # The image's own entrypoint runs LiteLLM's CLI; the config is mounted read-only.
+        argv = ["--config", CONTAINER_CONFIG, *listen]
+    else:
+        python = f"{facts.cache_dir}/{venv_relpath(gateway) / VENV_PYTHON}"
+        argv = [python, "-m", MODULE, "--config", config_path, *listen]
     files = [InstallFile(config_path, config_yaml(fleet), "config")]
-    keys_env = keys_path(gateway, facts)
     launch = GatewayLaunch(
         host=gateway.host,
         bind=gateway.bind,
@@ -266,14 +271,18 @@ def gateway_launch(fleet: Fleet, facts: HostFacts) -> GatewayLaunch:
         scope=gateway.scope,
         argv=argv,
         env=dict(ENGINE_ENV),
-        keys_env=keys_env,
+        keys_env=keys_path(gateway, facts),
         config_path=config_path,
         files=files,
         health_timeout=float(gateway.health_timeout),
+        image=gateway.engine.image,
     )
     if gateway.backend == "systemd":
         unit_path = _unit_path(facts, gateway.scope)
         files.append(InstallFile(unit_path, systemd_unit(launch, facts).text(), "systemd"))
+    elif gateway.backend == "quadlet":
+        path = f"{_quadlet_dir(facts, gateway.scope)}/{UNIT}.container"
+        files.append(InstallFile(path, quadlet_unit(launch).text(), "quadlet"))
     return launch
 
 
@@ -291,6 +300,45 @@ def keys_path(gateway: Gateway, facts: HostFacts) -> str:
             hint="give an absolute path or ~/..., e.g. ~/.config/inferfleet/secrets/gateway.env",
         )
     return path
+
+
+def _quadlet_dir(facts: HostFacts, scope: str) -> str:
+    if scope == "system":
+        return "/etc/containers/systemd"
+    return f"{facts.home}/.config/containers/systemd"
+
+
+def quadlet_unit(launch: GatewayLaunch) -> UnitFile:
+    """A Quadlet ``.container``: LiteLLM's image by digest (L-42) on the host's network, so it
+    binds the gateway's address itself and reaches loopback services as the process does;
+    the config mounted read-only; the keys from the env file (L-55); a fixed container name
+    that Quadlet replaces (L-36); restarted always and enabled at boot (L-38)."""
+    assert launch.image is not None
+    unit = UnitFile()
+    unit.add(
+        "Unit",
+        "Description",
+        escape_value(f"inferfleet gateway: LiteLLM proxy on {launch.bind}:{launch.port}"),
+    )
+    unit.add("Unit", "StartLimitIntervalSec", 0)
+    c = "Container"
+    unit.add(c, "ContainerName", UNIT)
+    unit.add(c, "Image", launch.image)
+    unit.add(c, "Pull", "missing")
+    unit.add(c, "Exec", command_line(launch.argv))
+    unit.add(c, "Network", "host")
+    unit.add(c, "Volume", escape_value(f"{launch.config_path}:{CONTAINER_CONFIG}:ro"))
+    for key, value in launch.env.items():
+        unit.add(c, "Environment", command_line([f"{key}={value}"]))
+    unit.add(c, "EnvironmentFile", escape_value(launch.keys_env))
+    unit.add(c, "StopTimeout", f"{STOP_GRACE_S:g}")
+    unit.add("Service", "Restart", "always")
+    unit.add("Service", "RestartSec", "5s")
+    unit.add("Service", "TimeoutStartSec", f"{launch.health_timeout + 60:g}s")
+    unit.add("Service", "TimeoutStopSec", f"{STOP_GRACE_S + 15:g}s")
+    target = "multi-user.target" if launch.scope == "system" else "default.target"
+    unit.add("Install", "WantedBy", target)
+    return unit
 
 
 def _unit_path(facts: HostFacts, scope: str) -> str:
