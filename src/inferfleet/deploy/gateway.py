@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.backends import health as gate
+from inferfleet.backends.ports import owned_by
 from inferfleet.backends.process import ProcessBackend, StopResult, alive
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import Systemctl, wait_unit_healthy
@@ -196,7 +197,8 @@ def deploy(
     if before is not None and running is not None and before.spec_hash == spec:
         with http.client(timeout=2.0, plain_http=True) as client:
             probe = gate.probe(client, launch.url + render.READINESS_PATH)
-        if probe.state == "ok":
+        # Kept only when its own process is the one answering (L-33).
+        if probe.state == "ok" and owned_by(launch.port, launch.bind, before.pid):
             return GatewayResult(
                 "unchanged", launch.url + "/v1", before.pid, engine, before.healthy_after_s,
                 "already running with this spec", unhealthy,
