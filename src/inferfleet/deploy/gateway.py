@@ -43,6 +43,8 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Gateway
 from inferfleet.install import pinned_venv
 from inferfleet.io import http
+from inferfleet.io.archive import Archive, Keeper
+from inferfleet.io.become import for_scope
 from inferfleet.io.files import write_if_changed
 from inferfleet.render import gateway as render
 from inferfleet.render.facts import HostFacts
@@ -184,13 +186,18 @@ def deploy(
             "gateway: fronted services not healthy now (it answers for them with an error "
             f"until they are): {', '.join(unhealthy)}"
         )
+    # A unit or config in root's folders is written as the host's `become` says; other bytes
+    # found there are archived first, as for services (nothing is deleted).
+    scope = launch.scope if launch.backend in {"systemd", "quadlet"} else "user"
+    become = for_scope(gateway.host, fleet.hosts[gateway.host].become, scope)
+    keeper = Keeper(Archive(state_dir), service=render.NAME, revision="", become=become)
     changed = False
     for file in launch.files:
-        changed |= write_if_changed(Path(file.path), file.content, mode=0o644)
+        changed |= keeper.replace(Path(file.path), file.content, mode=0o644)
     if launch.backend in {"systemd", "quadlet"}:
         # The unit's digest, keys included, kept beside the records: a changed key restarts it.
         changed |= write_if_changed(state_dir / UNIT_SPEC, spec + "\n", mode=0o600)
-        return _deploy_unit(launch, engine, changed, unhealthy, on_state)
+        return _deploy_unit(launch, Systemctl(scope, become), engine, changed, unhealthy, on_state)
     backend = ProcessBackend(state_dir)
     before = backend.records.read(render.NAME)
     running = None if before is None else alive(before)
@@ -227,6 +234,7 @@ def deploy(
 
 def _deploy_unit(
     launch: render.GatewayLaunch,
+    systemctl: Systemctl,
     engine: str,
     changed: bool,
     unhealthy: list[str],
@@ -234,7 +242,6 @@ def _deploy_unit(
 ) -> GatewayResult:
     """systemd / Quadlet: the unit (or .container) file installed, restarted when anything it
     runs changed; a Quadlet unit is generated at daemon-reload and enabled by its [Install]."""
-    systemctl = Systemctl(launch.scope)
     unit = launch.unit_name
     state = systemctl.show(unit)
     if changed:
