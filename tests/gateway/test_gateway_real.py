@@ -36,6 +36,7 @@ from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import llamacpp_build, pinned_venv
 from inferfleet.io import process
+from inferfleet.io.archive import Archive
 from inferfleet.render import gateway as render
 from inferfleet.render.bundle import render_fleet
 from inferfleet.status import collect
@@ -175,7 +176,7 @@ def test_each_request_reaches_its_own_backend(at: Front, target: str) -> None:
 
 
 def test_the_installed_config_is_the_fleets_contract_without_a_key(at: Front) -> None:
-    launch = render.gateway_launch(at.loaded.fleet, _facts(at))
+    launch = front.gateway_launch(at.loaded.fleet, _facts(at), at.state)
     written = yaml.safe_load(Path(launch.config_path).read_text())
     entries = {m["model_name"]: m for m in written["model_list"]}
     narrow, wide = entries[ALIASES[NARROW]], entries[ALIASES[WIDE]]
@@ -240,9 +241,13 @@ def test_apply_redeploys_the_gateway_alone_when_only_its_section_changed(
     pid = _pid(at, render.NAME)
     assert pid != at.started.pid
     at.started = replace(at.started, pid=pid)
-    launch = render.gateway_launch(load_fleet(at.loaded.path).fleet, _facts(at))
+    launch = front.gateway_launch(load_fleet(at.loaded.path).fleet, _facts(at), at.state)
     written = yaml.safe_load(Path(launch.config_path).read_text())
     assert written["litellm_settings"]["request_timeout"] == 1500.0
+    # The config it replaced was archived first (nothing is deleted).
+    kept = [e.index for e in Archive(at.state).entries() if e.index is not None]
+    old = [i for i in kept if i.service == render.NAME]
+    assert [f.path for i in old for f in i.files] == [launch.config_path]
     answer = httpx.get(at.url + "/models", headers=at.headers(), timeout=10)
     assert answer.status_code == 200
     # The same revision again: the gateway answers with the same digest, kept.

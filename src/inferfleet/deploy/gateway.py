@@ -160,6 +160,14 @@ def backend_states(fleet: Fleet, timeout: float = 2.0) -> dict[str, str]:
     return found
 
 
+def gateway_launch(fleet: Fleet, facts: HostFacts, state_dir: Path) -> render.GatewayLaunch:
+    """The launch as deployed here: a process-backend gateway's config lives in the state dir
+    (beside its record and log); a unit's where the unit reads it (render's path)."""
+    gateway = render.required(fleet)
+    folder = str(state_dir / "gateway") if gateway.backend == "process" else None
+    return render.gateway_launch(fleet, facts, folder=folder)
+
+
 def deploy(
     fleet: Fleet,
     facts: HostFacts,
@@ -171,7 +179,7 @@ def deploy(
 ) -> GatewayResult:
     """Bring the gateway to what the fleet says, on this host (its ``gateway.host``)."""
     gateway = render.required(fleet)
-    launch = render.gateway_launch(fleet, facts)
+    launch = gateway_launch(fleet, facts, state_dir)
     keys = read_keys(Path(launch.keys_env))  # first: a bad key file installs and writes nothing
     if launch.image is None:
         venv = install_engine(gateway, note)

@@ -143,8 +143,10 @@ def render_fleet(
 
 
 def gateway_artifacts(loaded: LoadedFleet, facts: HostFacts) -> list[Artifact]:
-    """The gateway's config (and unit), as ``up``/``apply`` install them on its host."""
+    """The gateway's config (and unit), as ``up``/``apply`` install them on its host; a
+    process-backend gateway keeps its config in the state dir (no fixed install path)."""
     launch = gateway.gateway_launch(loaded.fleet, facts)
+    installed = launch.backend != "process"
     return [
         Artifact(
             f"hosts/{launch.host}/gateway/{PurePosixPath(f.path).name}",
@@ -152,7 +154,7 @@ def gateway_artifacts(loaded: LoadedFleet, facts: HostFacts) -> list[Artifact]:
             "gateway" if f.kind == "config" else f.kind,
             gateway.NAME,
             launch.host,
-            f.path,
+            f.path if installed else None,
         )
         for f in launch.files
     ]

@@ -249,11 +249,15 @@ def config_dir(facts: HostFacts, gateway: Gateway) -> str:
     return f"{facts.config_dir(scope)}/gateway"
 
 
-def gateway_launch(fleet: Fleet, facts: HostFacts) -> GatewayLaunch:
-    """The gateway's launch on its host (facts: that host's paths)."""
+def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None) -> GatewayLaunch:
+    """The gateway's launch on its host (facts: that host's paths).
+
+    ``folder``: where its config goes, when not the default (:func:`config_dir`): a
+    process-backend gateway keeps it in the state dir beside its record and log.
+    """
     gateway = required(fleet)
     check(fleet)
-    folder = config_dir(facts, gateway)
+    folder = config_dir(facts, gateway) if folder is None else folder
     config_path = f"{folder}/litellm.yaml"
     listen = ["--host", gateway.bind, "--port", str(gateway.port), "--num_workers", "1"]
     if gateway.backend == "quadlet":
