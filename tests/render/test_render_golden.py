@@ -57,6 +57,7 @@ def test_goldens_cover_every_artifact_kind() -> None:
         "grafana",
         "client",
         "caddy",
+        "gateway",
     }
 
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from inferfleet.fleetfile.base import EnvName, Name, Strict, Text
+from inferfleet.fleetfile.base import EnvName, ExactVersion, Name, PackageName, Strict, Text
 from inferfleet.fleetfile.quantities import Duration
 
 Level = Literal["loopback", "lan", "public"]
@@ -182,8 +182,49 @@ def _acme_directory(value: str) -> str:
 AcmeDirectory = Annotated[Text, AfterValidator(_acme_directory)]
 
 
+# LiteLLM's proxy as pinned by default (L-42). 1.106.12: the newest release whose `proxy`
+# extra installs from PyPI packages alone (1.110.2's needs a `litellm-proxy` distribution
+# that package indexes and mirrors do not all carry), and before the compromised 1.107.0.
+LITELLM_VERSION = "1.106.12"
+_EXTRA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _extra(value: str) -> str:
+    if not _EXTRA.fullmatch(value):
+        raise ValueError(f"{value!r} is not a package extra such as proxy")
+    return value
+
+
+class GatewayEngine(Strict):
+    """The gateway's engine: a Python package pinned to one version, in a venv of its own."""
+
+    package: PackageName = Field("litellm", description="The LiteLLM distribution.")
+    version: ExactVersion = Field(
+        LITELLM_VERSION, description="Exact version of that package (L-42: pin what you run)."
+    )
+    extras: list[Annotated[Text, AfterValidator(_extra)]] = Field(
+        default_factory=lambda: ["proxy"],
+        max_length=16,
+        description="Package extras; LiteLLM's proxy server needs `proxy`.",
+    )
+    image: Text | None = Field(
+        None,
+        description="backend quadlet: LiteLLM's container image of that version, pinned by "
+        "digest (name@sha256:...; L-42).",
+    )
+
+    @model_validator(mode="after")
+    def _image_pinned(self) -> GatewayEngine:
+        if self.image is not None and "@sha256:" not in self.image:
+            raise ValueError(
+                f"image {self.image!r} is not pinned by digest: write name@sha256:<digest> "
+                "(L-42: pin what you run)"
+            )
+        return self
+
+
 class Gateway(Strict):
-    """The fleet's one OpenAI-compatible endpoint (LiteLLM proxy); deployed by later work."""
+    """The fleet's one OpenAI-compatible endpoint: a LiteLLM proxy deployed next to the services."""
 
     host: Name = Field(description="The host it runs on.")
     bind: Bind = Field("127.0.0.1", description="Address it listens on.")
@@ -204,6 +245,36 @@ class Gateway(Strict):
     timeouts: dict[Name, Duration] = Field(
         default_factory=dict, description="Per-service request timeouts, by service name."
     )
+    engine: GatewayEngine = Field(
+        default_factory=GatewayEngine,
+        description="The pinned LiteLLM package, installed in its own venv under the runtime "
+        "cache (L-42).",
+    )
+    backend: Literal["process", "systemd", "quadlet"] = Field(
+        "process",
+        description="What runs it: a recorded process or a systemd unit (the pinned venv), or "
+        "a Quadlet container (engine.image).",
+    )
+    scope: Literal["system", "user"] = Field(
+        "system", description="systemd and quadlet backends: a system unit or a user unit."
+    )
+    health_timeout: Duration = Field(
+        120.0, description="How long LiteLLM may take to answer /health/readiness (L-34)."
+    )
+
+    @model_validator(mode="after")
+    def _image_for_quadlet(self) -> Gateway:
+        if self.backend == "quadlet" and self.engine.image is None:
+            raise ValueError(
+                "backend quadlet runs LiteLLM's container image: give engine.image "
+                "(name@sha256:<digest>), or use backend process or systemd (the pinned venv)"
+            )
+        if self.backend != "quadlet" and self.engine.image is not None:
+            raise ValueError(
+                f"engine.image is only run by backend quadlet; backend {self.backend} runs the "
+                "pinned package in its venv: drop image, or set backend: quadlet"
+            )
+        return self
 
 
 class Proxy(Strict):
