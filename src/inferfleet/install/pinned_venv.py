@@ -154,15 +154,17 @@ def install(
     phase = on_phase or (lambda _text: None)
     folder = install_dir(pin)
     if folder.exists():
-        _remove_incomplete(folder)
+        remove_incomplete(folder)
     requirement = pin.requirement
     started = time.monotonic()
     with staged_directory(folder) as staged:
         phase(f"creating a virtual environment for {requirement}")
-        _run([sys.executable, "-m", "venv", str(staged)], f"creating the venv for {requirement}")
+        run_step(
+            [sys.executable, "-m", "venv", str(staged)], f"creating the venv for {requirement}"
+        )
         python = staged / VENV_PYTHON
         phase(f"installing {requirement} with pip (vLLM with torch: several GB, minutes)")
-        _run(
+        run_step(
             [
                 str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                 requirement, *pin.companions,
@@ -177,7 +179,7 @@ def install(
         removed = list(found["present"])
         if removed:
             phase(f"removing {', '.join(removed)} (built for another torch; text models need none)")
-            _run(
+            run_step(
                 [str(python), "-m", "pip", "uninstall", "--disable-pip-version-check", "-y",
                  *removed],
                 f"could not uninstall {', '.join(removed)}",
@@ -202,11 +204,17 @@ def install(
     return record, True
 
 
-def _run(
-    argv: list[str], what: str, *, hint: str = "", on_line: LineFn | None = None
+def run_step(
+    argv: list[str],
+    what: str,
+    *,
+    hint: str = "",
+    on_line: LineFn | None = None,
+    timeout: float = PIP_TIMEOUT_S,
 ) -> process.Completed:
+    """One install step (venv, pip, a probe): a failure is RuntimeInstallError naming ``what``."""
     try:
-        return process.run(argv, timeout=PIP_TIMEOUT_S, on_line=on_line)
+        return process.run(argv, timeout=timeout, on_line=on_line)
     except ProcessError as exc:
         raise RuntimeInstallError(
             f"{what}: {exc.message}",
@@ -222,7 +230,7 @@ class _Found(TypedDict):
 
 def _probe(python: Path, package: str, module: str) -> _Found:
     """The installed version, whether the server module is there, which mismatched ones are."""
-    done = _run(
+    done = run_step(
         [str(python), "-c", _PROBE, package, module, *MISMATCHED.get(_canonical(package), ())],
         f"could not inspect the venv's {package}",
     )
@@ -246,6 +254,7 @@ def _relocate_scripts(staged: Path, final: Path) -> None:
             script.write_bytes(data.replace(old, new))
 
 
-def _remove_incomplete(folder: Path) -> None:
-    """A folder without a valid record (damaged, or from an older layout) is reinstalled."""
+def remove_incomplete(folder: Path) -> None:
+    """A cached install without a valid record (damaged, an older layout, another version's
+    leftovers) is removed before it is made again: it was never complete."""
     shutil.rmtree(folder)
