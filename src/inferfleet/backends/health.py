@@ -17,6 +17,11 @@ failure; the wait reports its state again every :data:`PROGRESS_EVERY`
 seconds while it lasts, so a minute of silence is not mistaken for a hang. A
 process that exits during the wait fails the gate at once, with the last
 lines of its log.
+
+A server behind TLS from a local CA (the auth proxy's ``tls internal``) is
+probed over HTTPS trusting only that CA's root (:class:`TlsTarget`): the root
+is written by the server as it starts, so until it exists the server is
+"not listening yet".
 """
 
 from __future__ import annotations
@@ -57,21 +62,34 @@ class Probe:
     detail: str = ""
 
 
-def url_for(bind: str, port: int, path: str) -> str:
+@dataclass(frozen=True)
+class TlsTarget:
+    """An HTTPS listener whose certificate a local CA issues, trusted by its root alone."""
+
+    root: Path  # the CA's root certificate (written by the server when it starts)
+    server_name: str  # the name (or address) its certificate is for: SNI and Host
+
+
+def url_for(bind: str, port: int, path: str, *, scheme: str = "http") -> str:
     host = bind
     if bind in {"0.0.0.0", "::"}:
         host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}{path}"
+    return f"{scheme}://{host}:{port}{path}"
 
 
-def probe(client: httpx.Client, url: str) -> Probe:
-    """One health request, classified."""
+def probe(client: httpx.Client, url: str, *, server_name: str | None = None) -> Probe:
+    """One health request, classified (``server_name``: the TLS name when it is not the URL's)."""
     import httpx
 
     try:
-        response = client.get(url)
+        if server_name is None:
+            response = client.get(url)
+        else:
+            response = client.get(
+                url, headers={"Host": server_name}, extensions={"sni_hostname": server_name}
+            )
     except httpx.TransportError as exc:
         return Probe("down", None, type(exc).__name__)
     if response.status_code == 200:
@@ -79,6 +97,22 @@ def probe(client: httpx.Client, url: str) -> Probe:
     if response.status_code == 503:
         return Probe("loading", 503, response.text[:200])
     return Probe("error", response.status_code, response.text[:200])
+
+
+def probe_tls(url: str, target: TlsTarget, *, timeout: float = 5.0) -> Probe:
+    """One health request over HTTPS, trusting only ``target``'s CA root (down until it exists)."""
+    import ssl
+
+    from inferfleet.io import http
+
+    if not target.root.is_file():
+        return Probe("down", None, f"no CA root at {target.root} yet")
+    try:
+        trusted = ssl.create_default_context(cafile=str(target.root))
+    except (OSError, ssl.SSLError) as exc:
+        return Probe("down", None, f"the CA root does not load: {type(exc).__name__}")
+    with http.client(timeout=timeout, verify=trusted) as client:
+        return probe(client, url, server_name=target.server_name)
 
 
 def wait_healthy(
@@ -92,6 +126,7 @@ def wait_healthy(
     log_path: Path | None = None,
     on_state: StateFn | None = None,
     progress_every: float = PROGRESS_EVERY,
+    tls: TlsTarget | None = None,
 ) -> HealthResult:
     """Wait until the service's own process answers 200 on its health path.
 
@@ -102,7 +137,7 @@ def wait_healthy(
     # the server does, instead of delaying the start.
     from inferfleet.io import http
 
-    url = url_for(bind, port, path)
+    url = url_for(bind, port, path, scheme="http" if tls is None else "https")
     started = time.monotonic()
     deadline = started + timeout
     # Poll fast while a load is likely to finish soon (a small model is up in
@@ -123,7 +158,7 @@ def wait_healthy(
                     hint="read the log lines below; fix the argv or the model and run again",
                     log_tail=tail(log_path),
                 )
-            last = probe(client, url)
+            last = probe(client, url) if tls is None else probe_tls(url, tls)
             polls += 1
             state = last.state
             if state == "ok" and not owned_by(port, bind, proc.pid):

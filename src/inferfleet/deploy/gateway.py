@@ -25,19 +25,15 @@ clear error until they are back, and ``status`` shows which it cannot reach).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.backends import health as gate
-from inferfleet.backends.ports import owned_by
-from inferfleet.backends.process import ProcessBackend, StopResult, alive
+from inferfleet.backends.process import ProcessBackend, StopResult
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.backends.systemd import Systemctl, wait_unit_healthy
-from inferfleet.checks.secret_scan import parse_env_file
+from inferfleet.deploy import frontdoor
 from inferfleet.deploy.starting import start_gated
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Gateway
@@ -48,7 +44,6 @@ from inferfleet.io.become import for_scope
 from inferfleet.io.files import write_if_changed
 from inferfleet.render import gateway as render
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.pipeline import passed_from_caller
 
 Note = Callable[[str], None]
 KEY_PREFIX = "sk-"
@@ -97,39 +92,25 @@ def install_engine(gateway: Gateway, note: Note) -> pinned_venv.InstalledVenv:
 
 def read_keys(path: Path) -> dict[str, str]:
     """The gateway's key file: present, private (mode 600), with an ``sk-`` master key."""
-    where = f"gateway.keys_env ({path})"
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise GatewayKeysError(
-            f"the gateway's key file {path} cannot be read: {exc.strerror}",
-            where=where,
-            hint=f"create it on the gateway's host, untracked, mode 600, with a line "
-            f"{render.MASTER_KEY_ENV}=sk-<a long random string> (L-55)",
-        ) from None
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise GatewayKeysError(
-            f"the gateway's key file {path} is readable by others "
-            f"(mode {stat.S_IMODE(info.st_mode):03o})",
-            where=where,
-            hint=f"chmod 600 {path}: it holds the key every client sends (L-55)",
-        )
-    values = parse_env_file(path)
+    _text, values = frontdoor.read_private_env(
+        path,
+        error=GatewayKeysError,
+        where=f"gateway.keys_env ({path})",
+        create_hint=f"create it on the gateway's host, untracked, mode 600, with a line "
+        f"{render.MASTER_KEY_ENV}=sk-<a long random string> (L-55)",
+    )
     key = values.get(render.MASTER_KEY_ENV, "")
     if not key.startswith(KEY_PREFIX) or len(key) < 16:
         raise GatewayKeysError(
             f"the gateway's key file {path} has no usable {render.MASTER_KEY_ENV}",
-            where=where,
+            where=f"gateway.keys_env ({path})",
             hint=f"add {render.MASTER_KEY_ENV}=sk-<at least 13 random characters>: LiteLLM "
             "only takes keys that start with sk-, and without one its proxy is open",
         )
     return values
 
 
-def keys_digest(values: Mapping[str, str]) -> str:
-    """A digest of the keys (a changed key restarts the gateway); never the keys themselves."""
-    text = "\n".join(f"{k}={v}" for k, v in sorted(values.items()))
-    return hashlib.sha256(text.encode()).hexdigest()
+keys_digest = frontdoor.keys_digest
 
 
 def record_template(launch: render.GatewayLaunch, spec: str, engine: str) -> ServiceRecord:
@@ -207,27 +188,20 @@ def deploy(
         changed |= write_if_changed(state_dir / UNIT_SPEC, spec + "\n", mode=0o600)
         return _deploy_unit(launch, Systemctl(scope, become), engine, changed, unhealthy, on_state)
     backend = ProcessBackend(state_dir)
-    before = backend.records.read(render.NAME)
-    running = None if before is None else alive(before)
-    if before is not None and running is not None and before.spec_hash == spec:
+
+    def answers(_record: ServiceRecord) -> bool:
         with http.client(timeout=2.0, plain_http=True) as client:
-            probe = gate.probe(client, launch.url + render.READINESS_PATH)
-        # Kept only when its own process is the one answering (L-33).
-        if probe.state == "ok" and owned_by(launch.port, launch.bind, before.pid):
-            return GatewayResult(
-                "unchanged", launch.url + "/v1", before.pid, engine, before.healthy_after_s,
-                "already running with this spec", unhealthy,
-            )  # fmt: skip
-    action, reason = "started", ""
-    if before is not None:
-        stopped = stop(state_dir)
-        if stopped.outcome in {"terminated", "killed"}:
-            action = "restarted"
-            reason = "spec changed" if before.spec_hash != spec else "it was not healthy"
-    env = {k: v for k, v in (os.environ if environ is None else environ).items()}
-    process_env = {k: v for k, v in env.items() if passed_from_caller(k)}
-    process_env.update(keys)
-    process_env.update(launch.env)
+            return gate.probe(client, launch.url + render.READINESS_PATH).state == "ok"
+
+    decision = frontdoor.keep_or_stop(
+        backend, render.NAME, spec, answers, grace=render.STOP_GRACE_S
+    )
+    if decision.kept is not None:
+        return GatewayResult(
+            "unchanged", launch.url + "/v1", decision.kept.pid, engine,
+            decision.kept.healthy_after_s, decision.reason, unhealthy,
+        )  # fmt: skip
+    process_env = frontdoor.process_environment(environ, keys, launch.env)
     record, health = start_gated(
         backend,
         record_template(launch, spec, engine),
@@ -236,8 +210,9 @@ def deploy(
         on_state=on_state,
     )
     return GatewayResult(
-        action, launch.url + "/v1", record.pid, engine, round(health.seconds, 3), reason, unhealthy
-    )
+        decision.action, launch.url + "/v1", record.pid, engine, round(health.seconds, 3),
+        decision.reason, unhealthy,
+    )  # fmt: skip
 
 
 def _deploy_unit(

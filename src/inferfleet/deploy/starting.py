@@ -48,6 +48,7 @@ def start_gated(
     timeout: float,
     on_state: Callable[[str, float], None] | None = None,
     then: Callable[[], None] | None = None,
+    tls: gate.TlsTarget | None = None,
 ) -> tuple[ServiceRecord, gate.HealthResult]:
     """Start a server, hold it to the health gate, and stop it again (by pid) on any failure.
 
@@ -67,6 +68,7 @@ def start_gated(
             timeout=timeout,
             log_path=Path(record.log),
             on_state=on_state,
+            tls=tls,
         )
         if then is not None:
             then()

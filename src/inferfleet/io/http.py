@@ -54,12 +54,15 @@ def client(
     timeout: float = 10.0,
     base_url: str = "",
     plain_http: bool = False,
+    verify: ssl.SSLContext | None = None,
 ) -> httpx.Client:
     """A synchronous client with explicit timeouts; proxies only for ``remote``.
 
     ``plain_http``: every URL it is given is ``http://`` (a health gate polling
     its own server while that server loads): the CA bundle is not loaded, and
     an ``https://`` URL fails verification instead of being trusted.
+    ``verify``: the certificates to trust instead of the environment's (a
+    local CA's root, e.g. the auth proxy's).
     """
     return httpx.Client(
         base_url=base_url,
@@ -67,7 +70,7 @@ def client(
         headers={"User-Agent": USER_AGENT},
         follow_redirects=False,  # see send(): several lessons read the first answer (L-02)
         trust_env=purpose == "remote",
-        verify=_trusting_nothing() if plain_http else tls_context(),
+        verify=verify or (_trusting_nothing() if plain_http else tls_context()),
     )
 
 

@@ -36,6 +36,9 @@ What it says:
   request timeout (default 600 s) before its response headers (a non-streamed
   completion answers only when done); no write timeout, so a long stream is
   never cut; request headers within 10 s and bodies within 60 s.
+- **Its own health**: ``/healthz`` answers 200 ``ok`` without a key (before
+  the auth): the deploy's health gate and ``status`` ask it over TLS; it says
+  nothing about the upstreams.
 - **Health**: Caddy polls each upstream's health path every 10 s and answers
   503 at once while it is down, instead of holding the client on a dead
   socket.
@@ -66,6 +69,7 @@ COPY_HEADERS: dict[Outpost, tuple[str, ...]] = {
 }  # fmt: skip
 # Authentik's login flow comes back through the proxy under this path.
 AUTHENTIK_OUTPOST_PATH = "/outpost.goauthentik.io/*"
+HEALTH_PATH = "/healthz"  # Caddy's own answer, unauthenticated: the proxy is up
 GATEWAY_HEALTH_PATH = "/health/liveliness"  # LiteLLM proxy: alive, without a key
 DEFAULT_TIMEOUT_S = 600.0  # before response headers, when no gateway states one
 HEALTH_INTERVAL = "10s"
@@ -297,7 +301,8 @@ def caddyfile(fleet: Fleet, host: str) -> str:
             *tls,
             Block("request_body", [_line("max_size", MAX_BODY)]),
             # In a route, directives run in the order written: auth, then the routes.
-            Block("route", [*auth, *_routes(fleet, proxy)]),
+            Block("route", [_line("respond", HEALTH_PATH, "ok", "200"), *auth,
+                            *_routes(fleet, proxy)]),  # fmt: skip
         ],
     )
     header = [
