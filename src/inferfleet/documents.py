@@ -576,12 +576,25 @@ class UpGateway(TypedDict):
     unhealthy_backends: list[str]  # fronted services not healthy when it started
 
 
+class UpProxy(TypedDict):
+    """The auth proxy (Caddy) ``up`` brought up after the gateway (issue 18)."""
+
+    action: str  # started | restarted | unchanged
+    url: str  # https://name:port, what clients use
+    pid: int | None
+    engine: str  # "caddy v2.11.7"
+    seconds_to_healthy: float | None
+    root: str  # the local CA root clients trust (tls internal), else ""
+    reason: str
+
+
 class UpDocument(TypedDict):
     schema: Literal["inferfleet.up/v1"]
     file: str
     services: list[UpService]
     pending: NotRequired[list[str]]  # not started: an earlier service's contract failed
     gateway: NotRequired[UpGateway]  # when the fleet's gateway runs on this machine
+    proxy: NotRequired[UpProxy]  # when the fleet's auth proxy runs on this machine
 
 
 class DownService(TypedDict):
@@ -673,6 +686,18 @@ class StatusGateway(TypedDict):
     detail: str
 
 
+class StatusProxy(TypedDict):
+    """The auth proxy's row (issue 18): Caddy up or not, and whether its upstreams answer."""
+
+    host: str
+    url: str  # https://name:port
+    state: str  # healthy | degraded | down | unhealthy | foreign
+    pid: int | None
+    engine: str | None  # "caddy v2.11.7" (this machine's record)
+    upstreams: dict[str, str]  # gateway or service -> ok | what answered through Caddy
+    detail: str
+
+
 class StatusDocument(TypedDict):
     """``status --json`` and the board's ``/api/status`` (which adds ``inferfleet``)."""
 
@@ -685,6 +710,7 @@ class StatusDocument(TypedDict):
     services: list[StatusService]
     notes: list[str]
     gateway: NotRequired[StatusGateway]  # when the fleet declares one
+    proxy: NotRequired[StatusProxy]  # when the fleet declares one
 
 
 # --------------------------------------------------------------------------- probe, bench

@@ -27,7 +27,7 @@ is written by the server as it starts, so until it exists the server is
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,7 +66,8 @@ class Probe:
 class TlsTarget:
     """An HTTPS listener whose certificate a local CA issues, trusted by its root alone."""
 
-    root: Path  # the CA's root certificate (written by the server when it starts)
+    root: Path | None  # the local CA's root (written by the server as it starts); None:
+    # the CAs of the environment (a publicly issued certificate)
     server_name: str  # the name (or address) its certificate is for: SNI and Host
 
 
@@ -79,16 +80,27 @@ def url_for(bind: str, port: int, path: str, *, scheme: str = "http") -> str:
     return f"{scheme}://{host}:{port}{path}"
 
 
-def probe(client: httpx.Client, url: str, *, server_name: str | None = None) -> Probe:
-    """One health request, classified (``server_name``: the TLS name when it is not the URL's)."""
+def probe(
+    client: httpx.Client,
+    url: str,
+    *,
+    server_name: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Probe:
+    """One health request, classified (``server_name``: the TLS name when it is not the URL's;
+    ``headers``: e.g. the key of a route behind auth)."""
     import httpx
 
     try:
-        if server_name is None:
+        if server_name is None and headers is None:
             response = client.get(url)
+        elif server_name is None:
+            response = client.get(url, headers=dict(headers or {}))
         else:
             response = client.get(
-                url, headers={"Host": server_name}, extensions={"sni_hostname": server_name}
+                url,
+                headers={**(headers or {}), "Host": server_name},
+                extensions={"sni_hostname": server_name},
             )
     except httpx.TransportError as exc:
         return Probe("down", None, type(exc).__name__)
@@ -99,20 +111,30 @@ def probe(client: httpx.Client, url: str, *, server_name: str | None = None) -> 
     return Probe("error", response.status_code, response.text[:200])
 
 
-def probe_tls(url: str, target: TlsTarget, *, timeout: float = 5.0) -> Probe:
-    """One health request over HTTPS, trusting only ``target``'s CA root (down until it exists)."""
+def probe_tls(
+    url: str,
+    target: TlsTarget,
+    *,
+    timeout: float = 5.0,
+    headers: Mapping[str, str] | None = None,
+) -> Probe:
+    """One health request over HTTPS, trusting only ``target``'s CA root (down until it
+    exists), or the environment's CAs when it has none."""
     import ssl
 
     from inferfleet.io import http
 
-    if not target.root.is_file():
+    if target.root is None:
+        trusted = http.tls_context()
+    elif not target.root.is_file():
         return Probe("down", None, f"no CA root at {target.root} yet")
-    try:
-        trusted = ssl.create_default_context(cafile=str(target.root))
-    except (OSError, ssl.SSLError) as exc:
-        return Probe("down", None, f"the CA root does not load: {type(exc).__name__}")
+    else:
+        try:
+            trusted = ssl.create_default_context(cafile=str(target.root))
+        except (OSError, ssl.SSLError) as exc:
+            return Probe("down", None, f"the CA root does not load: {type(exc).__name__}")
     with http.client(timeout=timeout, verify=trusted) as client:
-        return probe(client, url, server_name=target.server_name)
+        return probe(client, url, server_name=target.server_name, headers=headers)
 
 
 def wait_healthy(

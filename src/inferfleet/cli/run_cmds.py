@@ -102,7 +102,7 @@ def up(
     shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
     """
     from inferfleet.deploy import local
-    from inferfleet.documents import UpDocument, UpGateway, document_of
+    from inferfleet.documents import UpDocument, UpGateway, UpProxy, document_of
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out, example=True)
@@ -121,6 +121,7 @@ def up(
         pending = [n for n in names if n not in {r.service for r in results}]
         # The front door opens once the services it fronts are up and done (issue 18).
         gateway = None if failing or pending or service else local.up_gateway(loaded, hooks)
+        proxy = None if failing or pending or service else local.up_proxy(loaded, hooks)
     if json_out:
         doc = UpDocument(
             schema="inferfleet.up/v1",
@@ -130,11 +131,19 @@ def up(
         )
         if gateway is not None:
             doc["gateway"] = document_of(UpGateway, gateway)
+        if proxy is not None:
+            doc["proxy"] = document_of(UpProxy, proxy)
         out.emit(doc)
     else:
         _print_up(out, results)
         if gateway is not None:
             _print_gateway(out, gateway)
+        if proxy is not None:
+            out.line(
+                f"proxy: [green]healthy[/green] {esc(proxy.url)} (pid {proxy.pid or '-'}, "
+                f"{esc(proxy.engine)}, {proxy.action})"
+                + (f"; clients trust the CA root {esc(proxy.root)}" if proxy.root else "")
+            )
     if failing:
         first = failing[0]
         raise ContractFailingError(
@@ -217,12 +226,14 @@ def down(
     loaded = resolve_fleet(file, out)
     names = local.local_services(loaded, service)
     # The front door closes first: it never answers for services already stopped.
+    door = None if service is not None else local.down_proxy(loaded, grace=grace)
     front = None if service is not None else local.down_gateway(loaded, grace=grace)
     results = [
         local.down(loaded, name, grace=grace, on_wait=lambda t: out.note(esc(t))) for name in names
     ]
-    if front is not None and front.outcome != "not-running":
-        results.append(front)
+    for stopped in (door, front):
+        if stopped is not None and stopped.outcome != "not-running":
+            results.append(stopped)
     if json_out:
         out.emit(
             DownDocument(

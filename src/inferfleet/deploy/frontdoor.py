@@ -29,6 +29,8 @@ from inferfleet.backends.records import ServiceRecord
 from inferfleet.errors import UsageError
 from inferfleet.render.pipeline import passed_from_caller
 
+Note = Callable[[str], None]
+
 
 def read_private_env(
     path: Path, *, error: type[UsageError], where: str, create_hint: str

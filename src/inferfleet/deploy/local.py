@@ -49,6 +49,7 @@ from inferfleet.runtimes.registry import traits
 
 if TYPE_CHECKING:
     from inferfleet.deploy.gateway import GatewayResult
+    from inferfleet.deploy.proxy import ProxyResult
     from inferfleet.probe.minimal import Check
 
 
@@ -334,6 +335,37 @@ def down_gateway(loaded: LoadedFleet, *, grace: float = 10.0) -> StopResult | No
     if fleet.gateway is None or not gateway_is_here(loaded):
         return None
     return gateway.stop(paths.state_dir(fleet.hosts[fleet.gateway.host]), grace=grace)
+
+
+def proxy_is_here(loaded: LoadedFleet) -> bool:
+    proxy = loaded.fleet.proxy
+    return proxy is not None and loaded.fleet.hosts[proxy.host].is_local(proxy.host)
+
+
+def up_proxy(loaded: LoadedFleet, hooks: Hooks) -> ProxyResult | None:
+    """The auth proxy of this machine, after the gateway it fronts (issue 18)."""
+    from inferfleet.deploy import proxy
+
+    fleet = loaded.fleet
+    if fleet.proxy is None or not proxy_is_here(loaded):
+        return None
+    host = fleet.proxy.host
+    state_dir = paths.state_dir(fleet.hosts[host])
+    with _host_lock(loaded, host, state_dir) as lock:
+        lock.acquire("up of the proxy", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
+        return proxy.deploy(
+            fleet, host_facts(loaded.root), state_dir, note=hooks.note, on_state=hooks.health_state
+        )
+
+
+def down_proxy(loaded: LoadedFleet, *, grace: float = 10.0) -> StopResult | None:
+    """Stop this machine's auth proxy by its recorded pid (L-43)."""
+    from inferfleet.deploy import proxy
+
+    fleet = loaded.fleet
+    if fleet.proxy is None or not proxy_is_here(loaded):
+        return None
+    return proxy.stop(paths.state_dir(fleet.hosts[fleet.proxy.host]), grace=grace)
 
 
 # ---------------------------------------------------------------- down

@@ -301,8 +301,9 @@ def caddyfile(fleet: Fleet, host: str) -> str:
             *tls,
             Block("request_body", [_line("max_size", MAX_BODY)]),
             # In a route, directives run in the order written: auth, then the routes.
-            Block("route", [_line("respond", HEALTH_PATH, "ok", "200"), *auth,
-                            *_routes(fleet, proxy)]),  # fmt: skip
+            Block(
+                "route", [_line("respond", HEALTH_PATH, "ok", "200"), *auth, *_routes(fleet, proxy)]
+            ),  # fmt: skip
         ],
     )
     header = [

@@ -291,16 +291,20 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None)
 
 
 def keys_path(gateway: Gateway, facts: HostFacts) -> str:
-    """The key file's absolute path on the host: ``~`` is its home, a relative path is
+    """The gateway's key file's absolute path on the host (:func:`key_file_path`)."""
+    return key_file_path(gateway.keys_env, facts, where="gateway.keys_env")
+
+
+def key_file_path(value: str, facts: HostFacts, *, where: str) -> str:
+    """A key file's absolute path on the host: ``~`` is its home, a relative path is
     relative to the fleet file's folder (as every path in the fleet file)."""
-    path = facts.expand(gateway.keys_env)
+    path = facts.expand(value)
     if not path.startswith("/") and facts.fleet_dir:
         path = f"{facts.fleet_dir.rstrip('/')}/{path}"
     if not path.startswith("/"):
         raise UsageError(
-            f"gateway.keys_env {gateway.keys_env!r} is relative, and the fleet file's folder "
-            "on the host is not known",
-            where="gateway.keys_env",
+            f"{where} {value!r} is relative, and the fleet file's folder on the host is not known",
+            where=where,
             hint="give an absolute path or ~/..., e.g. ~/.config/inferfleet/secrets/gateway.env",
         )
     return path

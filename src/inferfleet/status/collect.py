@@ -32,6 +32,7 @@ from inferfleet.status.gateway import GatewayRow, master_key, read_gateway
 from inferfleet.status.group import member_states
 from inferfleet.status.group import summary as group_summary
 from inferfleet.status.model import FleetStatus, ServiceRow
+from inferfleet.status.proxy import ProxyRow, proxy_key, read_proxy
 from inferfleet.status.revisions import HostView, RepoState
 
 MAX_WORKERS = 16
@@ -95,12 +96,14 @@ class Collector:
             groups = {n: pool.submit(self._members, n) for n in services if n in fleet.groups}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
             front: Future[GatewayRow | None] = pool.submit(self._gateway)
+            door: Future[ProxyRow | None] = pool.submit(self._proxy)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
             group_states = {n: f.result() for n, f in groups.items()}
             index = bench.result()
             gateway_row = front.result()
+            proxy_row = door.result()
 
         rows = []
         host_rows = []
@@ -149,6 +152,7 @@ class Collector:
             services=rows,
             notes=notes,
             gateway=gateway_row,
+            proxy=proxy_row,
         )
 
     # ------------------------------------------------------------ parts
@@ -227,6 +231,12 @@ class Collector:
             return None
         with http.client(timeout=self.options.timeout) as client:
             return read_gateway(self.loaded, client, master_key(self.loaded))
+
+    def _proxy(self) -> ProxyRow | None:
+        """The auth proxy's row: Caddy's own /healthz, then its upstreams through it."""
+        if self.loaded.fleet.proxy is None:
+            return None
+        return read_proxy(self.loaded, proxy_key(self.loaded))
 
     def _local(self, name: str) -> Local:
         try:

@@ -18,6 +18,7 @@ from inferfleet.documents import (
 )
 from inferfleet.status.bench import BenchFigures
 from inferfleet.status.gateway import GatewayRow
+from inferfleet.status.proxy import ProxyRow
 
 SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 
@@ -129,12 +130,16 @@ class FleetStatus:
     services: list[ServiceRow]
     notes: list[str] = field(default_factory=list)
     gateway: GatewayRow | None = None
+    proxy: ProxyRow | None = None
 
     def problems(self) -> list[ServiceRow]:
         return [row for row in self.services if row.problem]
 
     def gateway_problem(self) -> bool:
-        return self.gateway is not None and self.gateway.problem
+        """The front door (the gateway, or the auth proxy before it) is not healthy."""
+        return (self.gateway is not None and self.gateway.problem) or (
+            self.proxy is not None and self.proxy.problem
+        )
 
     def document(self, *, version: str | None = None) -> StatusDocument:
         """The ``inferfleet.status/v2`` document; the board stamps inferfleet's ``version``."""
@@ -149,6 +154,8 @@ class FleetStatus:
         )
         if self.gateway is not None:
             doc["gateway"] = self.gateway.to_json()
+        if self.proxy is not None:
+            doc["proxy"] = self.proxy.to_json()
         if version is not None:
             doc["inferfleet"] = version
         return doc

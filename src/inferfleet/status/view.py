@@ -10,6 +10,7 @@ from inferfleet.output import Output, esc
 from inferfleet.status.bench import BenchFigures
 from inferfleet.status.gateway import GatewayRow
 from inferfleet.status.model import FleetStatus, Revision, ServiceRow
+from inferfleet.status.proxy import ProxyRow
 
 STATE_STYLE = {
     "healthy": "green",
@@ -128,6 +129,30 @@ def gateway_table(out: Output, row: GatewayRow) -> None:
         out.line(f"  gateway: {esc(row.detail)}")
 
 
+def proxy_table(out: Output, row: ProxyRow) -> None:
+    """The auth proxy: its state, and each upstream as reached through it."""
+    reach = ", ".join(
+        _styled(name, "green" if state == "ok" else "red") for name, state in row.upstreams.items()
+    )
+    out.table(
+        None,
+        ["proxy", "host", "health", "pid", "engine", "upstreams", "url"],
+        [
+            [
+                "proxy",
+                esc(row.host),
+                _styled(row.state, GATEWAY_STYLE.get(row.state, "red")),
+                "-" if row.pid is None else str(row.pid),
+                esc(row.engine or "-"),
+                reach or "-",
+                esc(row.url),
+            ]
+        ],
+    )
+    if row.detail:
+        out.line(f"  proxy: {esc(row.detail)}")
+
+
 def show(out: Output, status: FleetStatus) -> None:
     """Print the status in human form (nothing in --json or quiet mode)."""
     out.table(None, SERVICE_COLUMNS, [service_cells(r) for r in status.services])
@@ -152,5 +177,7 @@ def show(out: Output, status: FleetStatus) -> None:
     out.table(None, HOST_COLUMNS, host_rows)
     if status.gateway is not None:
         gateway_table(out, status.gateway)
+    if status.proxy is not None:
+        proxy_table(out, status.proxy)
     for note in status.notes:
         out.line(f"[dim]{esc(note)}[/dim]")
