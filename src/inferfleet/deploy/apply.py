@@ -20,7 +20,7 @@ included): it stays running, its marker records the revision with
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -299,39 +299,43 @@ def _gateway_step(
     result: ApplyResult,
     emit: Emit,
 ) -> None:
-    """The gateway on its host, after the run's services are healthy (issue 18).
+    """The gateway, then the auth proxy in front of it, each on its own host, after the run's
+    services are healthy (issue 18).
 
-    Only when nothing failed (its backends are up) and only on its own host;
-    a gateway whose digest is unchanged and that answers is kept as it is.
+    Only when nothing failed (their backends are up) and only on their own
+    host; one whose digest is unchanged and that answers is kept as it is.
     """
-    gateway = at.fleet.gateway
-    if gateway is None or gateway.host != options.host or options.dry_run:
-        return
-    if result.failed is not None or options.services:
+    if options.dry_run or result.failed is not None or options.services:
         return
     from inferfleet.deploy import gateway as front
+    from inferfleet.deploy import proxy as door
     from inferfleet.deploy.facts import host_facts
 
-    started = time.monotonic()
-    try:
-        done = front.deploy(
-            at.fleet,
-            host_facts(root),
-            state_dir,
-            note=lambda text: emit({"event": "step", "kind": "gateway", "detail": text}),
+    def noter(kind: str) -> Callable[[str], None]:
+        return lambda text: emit({"event": "step", "kind": kind, "detail": text})
+
+    gateway, proxy = at.fleet.gateway, at.fleet.proxy
+    steps: list[tuple[str, Callable[..., front.GatewayResult | door.ProxyResult]]] = []
+    if gateway is not None and gateway.host == options.host:
+        steps.append(("gateway", front.deploy))
+    if proxy is not None and proxy.host == options.host:
+        steps.append(("proxy", door.deploy))
+    for name, deploy in steps:
+        started = time.monotonic()
+        try:
+            done = deploy(at.fleet, host_facts(root), state_dir, note=noter(name))
+        except FleetError as exc:
+            result.failed = failure_json(name, exc)
+            emit({"event": "failed", **result.failed, "pending": []})
+            return
+        outcome = Outcome(
+            name,
+            "kept" if done.action == "unchanged" else "deployed",
+            round(time.monotonic() - started, 3),
+            done.seconds_to_healthy,
         )
-    except FleetError as exc:
-        result.failed = failure_json("gateway", exc)
-        emit({"event": "failed", **result.failed, "pending": []})
-        return
-    outcome = Outcome(
-        "gateway",
-        "kept" if done.action == "unchanged" else "deployed",
-        round(time.monotonic() - started, 3),
-        done.seconds_to_healthy,
-    )
-    result.done.append(outcome)
-    emit({"event": "done", **outcome.__dict__})
+        result.done.append(outcome)
+        emit({"event": "done", **outcome.__dict__})
 
 
 def contract_failure(service: str, verdict: Verdict) -> ContractFailingError:
