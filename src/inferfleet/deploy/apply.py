@@ -307,6 +307,14 @@ def _gateway_step(
     """
     if options.dry_run or result.failed is not None or options.services:
         return
+    gateway, proxy = at.fleet.gateway, at.fleet.proxy
+    here = [
+        name
+        for name, part in (("gateway", gateway), ("proxy", proxy))
+        if part is not None and part.host == options.host
+    ]
+    if not here:
+        return  # a host without a front door loads none of its machinery
     from inferfleet.deploy import gateway as front
     from inferfleet.deploy import proxy as door
     from inferfleet.deploy.facts import host_facts
@@ -314,13 +322,12 @@ def _gateway_step(
     def noter(kind: str) -> Callable[[str], None]:
         return lambda text: emit({"event": "step", "kind": kind, "detail": text})
 
-    gateway, proxy = at.fleet.gateway, at.fleet.proxy
-    steps: list[tuple[str, Callable[..., front.GatewayResult | door.ProxyResult]]] = []
-    if gateway is not None and gateway.host == options.host:
-        steps.append(("gateway", front.deploy))
-    if proxy is not None and proxy.host == options.host:
-        steps.append(("proxy", door.deploy))
-    for name, deploy in steps:
+    deploys: dict[str, Callable[..., front.GatewayResult | door.ProxyResult]] = {
+        "gateway": front.deploy,
+        "proxy": door.deploy,
+    }
+    for name in here:
+        deploy = deploys[name]
         started = time.monotonic()
         try:
             done = deploy(at.fleet, host_facts(root), state_dir, note=noter(name))
