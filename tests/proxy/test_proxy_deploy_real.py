@@ -23,6 +23,7 @@ import psutil
 import pytest
 import yaml
 from helpers import free_port
+from helpers.git import git
 from helpers.real_server import state_dir, write_fleet
 
 from inferfleet.backends.process import ProcessBackend
@@ -98,6 +99,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
     }
     path = write_fleet(folder / "fleet.yaml", data)
     state = folder / "state"
+    # A fleet repository, as users keep one: key files and state stay untracked (L-55).
+    (folder / ".gitignore").write_text("*.env\nstate/\n")
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", "fleet behind a gateway and an auth proxy")
     source = load_fleet(path).fleet.runtimes["llama-cpp"].source
     assert source is not None
     llamacpp_build.install(source)  # cached: built once per machine
@@ -196,10 +202,9 @@ def test_a_second_up_keeps_caddy(at: Door, cli: Any) -> None:
     assert _pids(at) == before
 
 
-def _variant(at: Door, name: str, keys_text: str) -> LoadedFleet:
+def _variant(at: Door, folder: Path, keys_text: str) -> LoadedFleet:
     """The module's fleet with another proxy key file (in a folder of its own)."""
-    folder = at.folder / name
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     data = yaml.safe_load(at.loaded.path.read_text())
     data["proxy"]["keys_env"] = str(_private(folder / "proxy.env", keys_text))
     return load_fleet(write_fleet(folder / "fleet.yaml", data))
@@ -214,12 +219,12 @@ def _variant(at: Door, name: str, keys_text: str) -> LoadedFleet:
     ],
 )
 def test_bad_keys_are_refused_before_anything_is_written(
-    at: Door, name: str, spare: str | None, main: str | None, message: str
+    at: Door, tmp_path: Path, name: str, spare: str | None, main: str | None, message: str
 ) -> None:
     config = door.folder(at.state) / "Caddyfile"
     before, pids = config.read_bytes(), _pids(at)
     lines = [f"{MAIN_KEY}={main or at.key}"] + ([] if spare is None else [f"{SPARE_KEY}={spare}"])
-    loaded = _variant(at, name, "\n".join(lines) + "\n")
+    loaded = _variant(at, tmp_path / name, "\n".join(lines) + "\n")
     with pytest.raises(door.ProxyKeysError, match=message) as caught:
         door.deploy(loaded.fleet, host_facts(loaded.root), at.state)
     assert "proxy.keys_env" in (caught.value.where or "")
@@ -227,8 +232,8 @@ def test_bad_keys_are_refused_before_anything_is_written(
     assert config.read_bytes() == before and _pids(at) == pids
 
 
-def test_a_key_file_others_can_read_is_refused(at: Door) -> None:
-    loaded = _variant(at, "open", f"{MAIN_KEY}={at.key}\n{SPARE_KEY}={'z' * 32}\n")
+def test_a_key_file_others_can_read_is_refused(at: Door, tmp_path: Path) -> None:
+    loaded = _variant(at, tmp_path, f"{MAIN_KEY}={at.key}\n{SPARE_KEY}={'z' * 32}\n")
     assert loaded.fleet.proxy is not None and loaded.fleet.proxy.keys_env is not None
     Path(loaded.fleet.proxy.keys_env).chmod(0o644)
     with pytest.raises(door.ProxyKeysError, match="readable by others"):
@@ -250,15 +255,19 @@ def test_a_new_key_restarts_caddy_alone(at: Door) -> None:
     assert answer.status_code == 200, answer.text
 
 
-def test_a_changed_caddyfile_restarts_caddy_alone(at: Door) -> None:
-    """A route to the service itself (proxy.services): the Caddyfile changes, nothing else."""
+def test_apply_restarts_caddy_alone_when_its_caddyfile_changed(at: Door, cli: Any) -> None:
+    """A route to the service itself (proxy.services), committed: the Caddyfile changes,
+    nothing else; apply keeps the gateway and redeploys Caddy."""
     before = _pids(at)
     data = yaml.safe_load(at.loaded.path.read_text())
     data["proxy"]["services"] = [SERVICE]
     write_fleet(at.loaded.path, data)
+    git(at.folder, "commit", "-q", "-am", "the service behind the proxy too")
     at.loaded = load_fleet(at.loaded.path)
-    again = local.up_proxy(at.loaded, local.Hooks())
-    assert again is not None and again.action == "restarted"
+    result = cli("apply", "--file", str(at.loaded.path), "--host", "local", "--json")
+    assert result.code == 0, result.stderr + result.stdout
+    done = {o["service"]: o["outcome"] for o in result.document()["done"]}
+    assert done == {"gateway": "kept", "proxy": "deployed"}
     after = _pids(at)
     assert after[door.NAME] != before[door.NAME]
     assert after[SERVICE] == before[SERVICE] and after["gateway"] == before["gateway"]
@@ -268,6 +277,14 @@ def test_a_changed_caddyfile_restarts_caddy_alone(at: Door) -> None:
     assert at.get(f"/{SERVICE}/v1/models").status_code == 401
     row = collect(at.loaded).proxy
     assert row is not None and row.upstreams == {SERVICE: "ok", "gateway": "ok"}, row.detail
+    # The same revision again: Caddy's digest is unchanged, it is kept.
+    again = cli("apply", "--file", str(at.loaded.path), "--host", "local", "--json")
+    assert again.code == 0, again.stderr + again.stdout
+    assert {o["service"]: o["outcome"] for o in again.document()["done"]} == {
+        "gateway": "kept",
+        "proxy": "kept",
+    }
+    assert _pids(at) == after
 
 
 def test_down_stops_the_proxy_the_gateway_and_the_service_by_pid(at: Door, cli: Any) -> None:
