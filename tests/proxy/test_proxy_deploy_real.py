@@ -200,6 +200,10 @@ def test_a_second_up_keeps_caddy(at: Door, cli: Any) -> None:
     assert doc["proxy"]["action"] == "unchanged" and doc["proxy"]["pid"] == before[door.NAME]
     assert doc["gateway"]["action"] == "unchanged"
     assert _pids(at) == before
+    shown = cli("up", str(at.loaded.path), "--no-contract")
+    assert shown.code == 0, shown.stderr + shown.stdout
+    assert f"proxy: healthy {at.url} (pid {before[door.NAME]}" in shown.stdout
+    assert str(door.ca_root(at.state)) in shown.stdout.replace("\n", "")
 
 
 def _variant(at: Door, folder: Path, keys_text: str) -> LoadedFleet:
