@@ -21,6 +21,7 @@ lines of its log.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,12 +32,14 @@ import psutil
 
 from inferfleet.backends.ports import listeners, owned_by
 from inferfleet.errors import HealthError
+from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io import process
 
 if TYPE_CHECKING:
     import httpx
 
 StateFn = Callable[[str, float], None]
+TCP_TIMEOUT = 2.0  # seconds to connect to an RPC worker's port
 FAST_POLL = 0.025  # seconds between health polls during the first FAST_PHASE seconds
 FAST_PHASE = 30.0
 SLOW_POLL = 0.5
@@ -63,12 +66,22 @@ def url_for(bind: str, port: int, path: str) -> str:
         host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
     if ":" in host:
         host = f"[{host}]"
+    if path == TCP_HEALTH:
+        return f"tcp://{host}:{port}"
     return f"http://{host}:{port}{path}"
 
 
 def probe(client: httpx.Client, url: str) -> Probe:
-    """One health request, classified."""
+    """One health request, classified.
+
+    A ``tcp://`` URL (an RPC worker: it speaks no HTTP) is healthy when its
+    port accepts a connection; the callers still require that its own process
+    owns the port (L-33).
+    """
     import httpx
+
+    if url.startswith("tcp://"):
+        return connect(url)
 
     try:
         response = client.get(url)
@@ -79,6 +92,16 @@ def probe(client: httpx.Client, url: str) -> Probe:
     if response.status_code == 503:
         return Probe("loading", 503, response.text[:200])
     return Probe("error", response.status_code, response.text[:200])
+
+
+def connect(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` probe: ok when the port accepts a connection."""
+    address, _, port = url.removeprefix("tcp://").rpartition(":")
+    try:
+        with socket.create_connection((address.strip("[]"), int(port)), timeout=TCP_TIMEOUT):
+            return Probe("ok", None)
+    except OSError as exc:
+        return Probe("down", None, exc.strerror or type(exc).__name__)
 
 
 def wait_healthy(

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, StringConstraints, TypeAdapter, ValidationError
@@ -260,6 +260,7 @@ def _actions_here(
     # Only a dry run needs the renderers and gates on this side.
     from inferfleet.deploy.actions import retire_actions, service_actions
     from inferfleet.deploy.gates import gates_for
+    from inferfleet.deploy.rpc import shape_reader
     from inferfleet.render.facts import HostFacts
     from inferfleet.render.pipeline import service_launch
 
@@ -273,7 +274,13 @@ def _actions_here(
             continue
         assert report.facts is not None
         facts = HostFacts(**report.facts)
-        desired = service_launch(fleet, root, item.service, facts)
+        desired = service_launch(
+            fleet,
+            root,
+            item.service,
+            facts,
+            shape_of=shape_reader(fleet, root / PurePosixPath(side.head.fleet_path).name),
+        )
         gates = gates_for(desired, fleet, root, facts)
         found += service_actions(desired, state, gates, side.revision)
     return found
