@@ -37,6 +37,7 @@ from inferfleet.budget.placement import (
     place_weights,
     split_points,
 )
+from inferfleet.documents import BudgetRpc, BudgetRpcPool
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,27 @@ class RpcSplit:
         """llama.cpp's names of the devices, for ``--device`` (RPC ones first)."""
         return [pool.runtime_name for pool in self.pools[1:]]
 
-    def fits(self) -> list[str]:
+    def to_json(self, service: str) -> BudgetRpc:
+        pools: list[BudgetRpcPool] = [
+            {
+                "label": pool.label,
+                "device": pool.runtime_name,
+                "layers": layers,
+                "weights_bytes": weights,
+                "memory_bytes": pool.memory,
+                "fits": weights <= pool.memory,
+            }
+            for pool, layers, weights in zip(self.pools, self.layers, self.weights, strict=True)
+        ]
+        return {
+            "service": service,
+            "n_gpu_layers": self.n_gpu_layers,
+            "tensor_split": list(self.tensor_split),
+            "pools": pools,
+            "fits": not self.overflows(),
+        }
+
+    def overflows(self) -> list[str]:
         """What does not fit: one line per pool whose weights exceed its memory."""
         return [
             f"{pool.label} ({pool.runtime_name}) holds {weights / 2**20:,.1f} MiB of weights "

@@ -107,7 +107,7 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                     host_bills[name] = found.host_bytes
             elif kind in ENGINE_SHARES:
                 engines.append((name, kind))
-            elif traits(kind).gguf:
+            elif traits(kind).gguf and not service.rpc:  # a split: rpc-split-fit
                 try:
                     budgets[name] = plan(fleet_request(fleet, ctx.root, name, shape_of))
                 except FleetError as exc:

@@ -13,6 +13,7 @@ from inferfleet.checks import (  # noqa: F401 - imported for their @rule registr
     fleet_secrets,
     kvcache,
     memory,
+    rpc,
     speculative,
     templates,
     tensors,

@@ -37,6 +37,7 @@ from inferfleet.documents import Failure
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.fleetfile.rpc import worker_hosts_first
 from inferfleet.io.files import private_dir
 
 if TYPE_CHECKING:
@@ -333,7 +334,13 @@ def deploy(
         args.append("--drain")
     for name in services:
         args += ["--service", name]
-    return _parallel(hosts, lambda host: run_apply(side, host, args, on_event))
+    # RPC workers' hosts first: a split server starts once its workers answer.
+    first, then = worker_hosts_first(side.head.fleet, list(hosts))
+    runs = {}
+    for wave in (first, then):
+        for run in _parallel(wave, lambda host: run_apply(side, host, args, on_event)):
+            runs[run.host] = run
+    return [runs[host] for host in hosts]
 
 
 def rollback(

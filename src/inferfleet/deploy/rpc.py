@@ -23,7 +23,6 @@ from inferfleet.budget.shape import ModelShape, model_shape
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_address
-from inferfleet.hub.headers import ModelSources
 
 
 def shape_reader(fleet: Fleet, path: Path) -> ShapeOf:
@@ -31,6 +30,8 @@ def shape_reader(fleet: Fleet, path: Path) -> ShapeOf:
 
     ``path`` is the fleet file (its folder is what model paths are relative to).
     """
+    from inferfleet.hub.headers import ModelSources  # the Hub stack, only when asked
+
     loaded = LoadedFleet(fleet, path, str(path))
     seen: dict[str, ModelShape] = {}
 

@@ -70,6 +70,17 @@ def worker_of(fleet: Fleet, unit: str) -> tuple[str, RpcWorker] | None:
     return found[0], fleet.services[found[0]].rpc[found[1]]
 
 
+def worker_hosts_first(fleet: Fleet, hosts: list[str]) -> tuple[list[str], list[str]]:
+    """``hosts`` in two waves: those running an RPC worker, then the others.
+
+    A deploy applies the first wave before the second, so a split server
+    starts once its workers answer (and its host's apply refuses to start it
+    while one does not, naming the worker).
+    """
+    workers = {worker.host for service in fleet.services.values() for worker in service.rpc}
+    return [h for h in hosts if h in workers], [h for h in hosts if h not in workers]
+
+
 def worker_address(fleet: Fleet, worker: RpcWorker) -> str:
     """Where the worker listens and where the service's server reaches it."""
     if worker.bind is not None:

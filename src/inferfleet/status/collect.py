@@ -19,9 +19,11 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
+from inferfleet.deploy.rpc import WorkerState, worker_states
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.groups import deploy_units, members, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io import http
 from inferfleet.render.endpoints import reachable_address
 from inferfleet.status import revisions
@@ -92,11 +94,14 @@ class Collector:
             readings = {n: pool.submit(self._reading, n) for n in services}
             locals_ = {n: pool.submit(self._local, n) for n in services if self._is_local(n)}
             groups = {n: pool.submit(self._members, n) for n in services if n in fleet.groups}
+            split = [n for n in services if n in fleet.services and fleet.services[n].rpc]
+            rpc = {n: pool.submit(worker_states, fleet, n) for n in split}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
             group_states = {n: f.result() for n, f in groups.items()}
+            rpc_states = {n: f.result() for n, f in rpc.items()}
             index = bench.result()
 
         rows = []
@@ -123,6 +128,7 @@ class Collector:
                 for name in ours
             ]
             mine = [_with_members(row, group_states.get(row.service)) for row in mine]
+            mine = [_with_workers(row, rpc_states.get(row.service)) for row in mine]
             rows += mine
             host_rows.append(
                 host_row(
@@ -201,6 +207,9 @@ class Collector:
     def _reading(self, name: str) -> Reading:
         fleet = self.loaded.fleet
         service = unit_service(fleet, name)
+        if service.health.path == TCP_HEALTH:  # an RPC worker: its port, not HTTP
+            answer = gate.connect(gate.url_for(service.bind, service.port, TCP_HEALTH))
+            return Reading("healthy" if answer.state == "ok" else "down", answer.detail)
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
         with http.client(timeout=self.options.timeout) as client:
             return read(
@@ -223,6 +232,17 @@ class Collector:
         except FleetError as exc:
             # A corrupt record or an unreadable unit is this row's problem, not the table's.
             return Local("unknown", detail=f"cannot read its state here: {exc.render()}")
+
+
+def _with_workers(row: ServiceRow, states: list[WorkerState] | None) -> ServiceRow:
+    """A server split over RPC workers is unhealthy while one of them does not answer:
+    its next request would need the layers that worker holds."""
+    if not states or row.state not in {"healthy", "contract-failing"}:
+        return row
+    lost = [state.message for state in states if not state.reachable]
+    if not lost:
+        return row
+    return replace(row, state="unhealthy", detail="; ".join(lost))
 
 
 def _with_members(row: ServiceRow, states: dict[str, str] | str | None) -> ServiceRow:
