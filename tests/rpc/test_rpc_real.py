@@ -92,7 +92,8 @@ def test_a_model_split_over_an_rpc_worker_serves_and_reports_it(
 
     status = json.loads(cli("status", "--file", file, "--json").stdout)
     rows = {row["service"]: row for row in status["services"]}
-    assert rows[SERVICE]["state"] == "healthy" and rows[UNIT]["state"] == "healthy"
+    assert rows[SERVICE]["state"] == "healthy", rows[SERVICE]
+    assert rows[UNIT]["state"] == "healthy", rows[UNIT]["detail"]
 
     # The worker dies: the service is red, and says which worker.
     os.kill(worker["pid"], signal.SIGKILL)

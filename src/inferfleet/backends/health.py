@@ -74,15 +74,14 @@ def url_for(bind: str, port: int, path: str) -> str:
 def probe(client: httpx.Client, url: str) -> Probe:
     """One health request, classified.
 
-    A ``tcp://`` URL (an RPC worker: it speaks no HTTP) is healthy when its
-    port accepts a connection; the callers still require that its own process
-    owns the port (L-33).
+    A ``tcp://`` URL is an RPC worker's (it speaks no HTTP): healthy when a
+    socket listens on that address and port of this host (:func:`listening`);
+    the callers still require that its own process owns it (L-33).
     """
     import httpx
 
     if url.startswith("tcp://"):
-        return connect(url)
-
+        return listening(url)
     try:
         response = client.get(url)
     except httpx.TransportError as exc:
@@ -94,11 +93,32 @@ def probe(client: httpx.Client, url: str) -> Probe:
     return Probe("error", response.status_code, response.text[:200])
 
 
-def connect(url: str) -> Probe:
-    """A ``tcp://ADDRESS:PORT`` probe: ok when the port accepts a connection."""
+def _endpoint(url: str) -> tuple[str, int]:
     address, _, port = url.removeprefix("tcp://").rpartition(":")
+    return address.strip("[]"), int(port)
+
+
+def listening(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` of this host: ok when a socket listens there.
+
+    Never a connection: ``ggml-rpc-server`` serves one client at a time with a
+    listen backlog of 1 (b11434 ``transport.cpp``), so a probe's connection
+    would wait in its queue behind the server it serves, and fill it.
+    """
+    address, port = _endpoint(url)
+    if listeners(port, address):
+        return Probe("ok", None)
+    return Probe("down", None, f"nothing listens on {address}:{port}")
+
+
+def connect(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` elsewhere: ok when the port accepts a connection.
+
+    For a host whose sockets cannot be read from here; an RPC worker busy with
+    its server may leave the connection queued (it still counts as accepted).
+    """
     try:
-        with socket.create_connection((address.strip("[]"), int(port)), timeout=TCP_TIMEOUT):
+        with socket.create_connection(_endpoint(url), timeout=TCP_TIMEOUT):
             return Probe("ok", None)
     except OSError as exc:
         return Probe("down", None, exc.strerror or type(exc).__name__)

@@ -293,11 +293,11 @@ def _run_actions(
     ran: Ran,
     writer: archived.Restorer,
 ) -> None:
-    if desired.service.rpc and any(a.kind in {"start", "restart"} for a in actions):
-        _workers_answer(ctx, desired)
     for action in actions:
         _step(ctx, action)
         kind = action.kind
+        if kind in {"start", "restart"} and desired.service.rpc:
+            _workers_answer(ctx, desired)  # after the old server let go of them
         if kind in {"write-settings", "install"} and replaced:
             # The files this deploy will change, archived together in one entry first.
             archived.announce(ctx.emit, desired.name, keeper.keep_replaced(replaced))
