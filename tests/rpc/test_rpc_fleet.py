@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rpc_fleet import SERVICE, WORKER_PORT, rpc_data, write
+from helpers.rpc_fleet import SERVICE, WORKER_PORT, rpc_data, write
 
 from inferfleet.checks.engine import LocalSources, run_checks
 from inferfleet.errors import SpecError

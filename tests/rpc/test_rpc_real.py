@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 from deploy_hosts import Lab
-from rpc_fleet import SERVICE, WORKER_PORT
+from helpers.rpc_fleet import SERVICE, WORKER_PORT
 
 from inferfleet.budget.memreport import parse_log
 from inferfleet.fleetfile.rpc import worker_unit

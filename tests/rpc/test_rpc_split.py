@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rpc_fleet import SERVICE, rpc_data, write
+from helpers.rpc_fleet import SERVICE, rpc_data, write
 
 from inferfleet.budget.errors import BudgetError
 from inferfleet.budget.rpc import Pool, rpc_split
