@@ -197,7 +197,8 @@ def down(
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
-    names = local.local_services(loaded, service)
+    # The reverse of up's order: a split server stops before its RPC workers.
+    names = local.local_services(loaded, service)[::-1]
     results = [
         local.down(loaded, name, grace=grace, on_wait=lambda t: out.note(esc(t))) for name in names
     ]
