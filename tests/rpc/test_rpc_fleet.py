@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +10,13 @@ import pytest
 from helpers.rpc_fleet import SERVICE, WORKER_PORT, rpc_data, write
 
 from inferfleet.checks.engine import LocalSources, run_checks
-from inferfleet.errors import SpecError
+from inferfleet.deploy.rpc import shape_reader
+from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_hosts_first, worker_unit
+from inferfleet.render.bundle import render_fleet
 from inferfleet.render.exposure import ExposureError, worker_listen_address
 from inferfleet.render.facts import default_facts
 from inferfleet.render.pipeline import service_launch
@@ -158,3 +161,31 @@ def test_the_build_key_covers_the_built_in_flags_and_targets() -> None:
     )
     assert build_relpath(extra) != key
     assert rpc_relpath(source) == key / "bin" / "ggml-rpc-server"
+
+
+def test_every_launch_of_a_split_service_carries_its_split(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, rpc_data(worker_memory="3GiB"))
+    fleet = loaded.fleet
+    facts = default_facts(fleet.hosts["h1"])
+    with pytest.raises(UsageError) as caught:
+        service_launch(fleet, loaded.root, SERVICE, facts)  # no header: no launch at all
+    assert "needs the model's header" in caught.value.message
+    shape_of = shape_reader(fleet, loaded.path)  # the real model's header, from its package
+    argv = service_launch(fleet, loaded.root, SERVICE, facts, shape_of=shape_of).argv
+    at = argv.index("--rpc")
+    assert argv[at : at + 8] == [
+        "--rpc",
+        f"10.250.7.2:{WORKER_PORT}",
+        "--device",
+        "RPC0",
+        "--n-gpu-layers",
+        "14",  # 19 slots, a quarter of the memory here: 5 stay on h1
+        "--tensor-split",
+        "1",
+    ]
+    assert "none" not in argv  # not the CPU-only device flags
+    rendered = render_fleet(loaded, SERVICE, shape_of=shape_of)
+    [argv_file] = [a for a in rendered if a.path.endswith(f"{SERVICE}.argv.json")]
+    assert json.loads(argv_file.content)["argv"] == argv
+    with pytest.raises(UsageError):
+        render_fleet(loaded, SERVICE)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from inferfleet.budget.shape import model_shape
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
 from inferfleet.render.rpc import service_split
@@ -23,12 +22,8 @@ def rpc_split_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
     for name, service in fleet.services.items():
         if not service.rpc or service.model is None or service.model not in fleet.models:
             continue
-        facts = ctx.header(service.model)
-        if isinstance(facts, str):
-            yield Skip(name, f"the RPC split of service {name!r} is not sized: {facts}")
-            continue
         try:
-            split = service_split(fleet, name, model_shape(facts))
+            split = service_split(fleet, name, ctx.shape_of(service.model))
         except FleetError as exc:
             yield Skip(name, f"the RPC split of service {name!r} is not sized: {exc.message}")
             continue

@@ -52,7 +52,9 @@ def _artifacts(
                 hint="run `inferfleet check` for all of them and fix them (or --no-check)",
             )
     overrides = None if facts is None else load_facts(facts, loaded.fleet, loaded.repo_subdir)
-    return render_fleet(loaded, service, overrides)
+    from inferfleet.deploy.rpc import shape_reader  # a split service's layers (its header)
+
+    return render_fleet(loaded, service, overrides, shape_reader(loaded.fleet, loaded.path))
 
 
 def render(

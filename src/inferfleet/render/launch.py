@@ -91,6 +91,10 @@ def resolve(
     if name not in fleet.services:
         return _rpc_worker(fleet, name, facts)
     service = fleet.services[name]
+    if service.rpc and rpc_args is None:
+        from inferfleet.render.rpc import rpc_launch_args
+
+        rpc_launch_args(fleet, name, None)  # refuses: a split service needs its split
     host = fleet.hosts[service.host]
     bind = listen_address(fleet, name)  # refuses a bind its exposure does not allow (L-58)
     if service.kind == "container":

@@ -28,7 +28,7 @@ from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
-from inferfleet.render.rpc import server_rpc_args, service_split
+from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.render.secrets import flag_secrets
 
 UNIT_KINDS = {"systemd", "quadlet"}
@@ -178,22 +178,6 @@ def service_launch(
         model_files=model_files,
         image=resolved.image,
     )
-
-
-def rpc_launch_args(fleet: Fleet, name: str, shape_of: ShapeOf | None) -> list[str]:
-    """The split flags of service ``name`` over its RPC workers, from its model's header."""
-    service = fleet.services[name]
-    assert service.model is not None
-    if shape_of is None:
-        raise UsageError(
-            f"service {name!r} is split over RPC workers: its launch needs the model's "
-            "header (its layers), which is not read here",
-            where=f"service {name}",
-            hint="run it where the model's files are (apply, up), or fetch the model first "
-            f"(inferfleet models fetch {service.model})",
-        )
-    split = service_split(fleet, name, shape_of(service.model))
-    return server_rpc_args(fleet, name, split)
 
 
 def served_models(fleet: Fleet, name: str) -> list[str]:

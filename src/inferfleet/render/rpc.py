@@ -9,9 +9,10 @@ on the server's side, in ``--rpc`` order.
 
 from __future__ import annotations
 
+from inferfleet.budget.fleet import ShapeOf
 from inferfleet.budget.rpc import Pool, RpcSplit, rpc_split
 from inferfleet.budget.shape import ModelShape
-from inferfleet.errors import SpecError
+from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.rpc import worker_address, worker_of
 from inferfleet.render.exposure import worker_listen_address
@@ -19,7 +20,14 @@ from inferfleet.render.facts import HostFacts
 from inferfleet.runtimes.llamacpp import device_name
 from inferfleet.runtimes.pinned import rpc_relpath
 
-__all__ = ["endpoints", "server_rpc_args", "service_split", "split_pools", "worker_argv"]
+__all__ = [
+    "endpoints",
+    "rpc_launch_args",
+    "server_rpc_args",
+    "service_split",
+    "split_pools",
+    "worker_argv",
+]
 
 
 def worker_argv(fleet: Fleet, unit: str, facts: HostFacts) -> list[str]:
@@ -108,3 +116,23 @@ def server_rpc_args(fleet: Fleet, name: str, split: RpcSplit) -> list[str]:
         "--tensor-split",
         ",".join(f"{share:g}" for share in split.tensor_split),
     ]
+
+
+def rpc_launch_args(fleet: Fleet, name: str, shape_of: ShapeOf | None) -> list[str]:
+    """The split flags of service ``name`` over its RPC workers, from its model's header.
+
+    Every launch of a split service passes them (apply, up, show, render,
+    check's argv rules): without the header there is no launch, never one
+    without the split.
+    """
+    service = fleet.services[name]
+    assert service.model is not None
+    if shape_of is None:
+        raise UsageError(
+            f"service {name!r} is split over RPC workers: its launch needs the model's "
+            "header (its layers), which is not read here",
+            where=f"service {name}",
+            hint="run it where the model's header can be read (its files, package or Hub "
+            f"repository), e.g. after inferfleet models fetch {service.model}",
+        )
+    return server_rpc_args(fleet, name, service_split(fleet, name, shape_of(service.model)))
