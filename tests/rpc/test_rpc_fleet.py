@@ -189,3 +189,19 @@ def test_every_launch_of_a_split_service_carries_its_split(tmp_path: Path) -> No
     assert json.loads(argv_file.content)["argv"] == argv
     with pytest.raises(UsageError):
         render_fleet(loaded, SERVICE)
+
+
+def test_a_systemd_worker_unit_runs_the_rpc_server(tmp_path: Path) -> None:
+    data = rpc_data()
+    data["services"][SERVICE]["backend"] = "systemd"
+    loaded = _load(tmp_path, data)
+    rendered = render_fleet(loaded, UNIT)
+    [unit] = [a for a in rendered if a.kind == "systemd"]
+    assert unit.host == "h2" and unit.path.endswith(f"inferfleet-{UNIT}.service")
+    assert "Description=inferfleet split.rpc.h2: llama.cpp serving rpc worker of split" in (
+        unit.content
+    )
+    [start] = [line for line in unit.content.splitlines() if line.startswith("ExecStart=")]
+    assert start.endswith(
+        f"/bin/ggml-rpc-server --host 10.250.7.2 --port {WORKER_PORT} --device CPU"
+    )

@@ -109,6 +109,7 @@ def worker_service(fleet: Fleet, unit: str) -> Service:
             "bind": worker_address(fleet, worker),
             "devices": [worker.device],
             "rpc": [],
+            "alias": f"rpc worker of {name}",  # what its unit's description says it serves
             "group": None,
             "metrics": False,
             "speculative": None,
