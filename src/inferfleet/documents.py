@@ -584,11 +584,24 @@ class UpService(TypedDict):
     evidence: list[str]  # the failed contract checks, first first
 
 
+class UpGateway(TypedDict):
+    """The gateway ``up`` brought up after the services (issue 18)."""
+
+    action: str  # started | restarted | unchanged
+    url: str  # its base URL (.../v1)
+    pid: int | None
+    engine: str  # "litellm 1.106.12"
+    seconds_to_healthy: float | None
+    reason: str
+    unhealthy_backends: list[str]  # fronted services not healthy when it started
+
+
 class UpDocument(TypedDict):
     schema: Literal["inferfleet.up/v1"]
     file: str
     services: list[UpService]
     pending: NotRequired[list[str]]  # not started: an earlier service's contract failed
+    gateway: NotRequired[UpGateway]  # when the fleet's gateway runs on this machine
 
 
 class DownService(TypedDict):
@@ -667,6 +680,19 @@ class StatusHost(TypedDict):
     healthy: int
 
 
+class StatusGateway(TypedDict):
+    """The gateway's row (issue 18): up or not, and which fronted backends it reaches."""
+
+    host: str
+    url: str  # the base URL clients use (.../v1)
+    state: str  # healthy | degraded | down | unhealthy | foreign
+    pid: int | None
+    engine: str | None  # "litellm 1.106.12" (this machine's record)
+    backends: dict[str, str]  # service -> ok | the error LiteLLM reports
+    unreachable: list[str]  # services it cannot reach
+    detail: str
+
+
 class StatusDocument(TypedDict):
     """``status --json`` and the board's ``/api/status`` (which adds ``inferfleet``)."""
 
@@ -678,6 +704,7 @@ class StatusDocument(TypedDict):
     hosts: list[StatusHost]
     services: list[StatusService]
     notes: list[str]
+    gateway: NotRequired[StatusGateway]  # when the fleet declares one
 
 
 # --------------------------------------------------------------------------- probe, bench

@@ -256,11 +256,16 @@ def test_the_base_fleet_passes_every_rule(tmp_path: Path) -> None:
     assert report.rules_run == len(catalogue())
 
 
+# The Kubernetes export's rules: their cases are in tests/kube/test_kube_checks.py.
+KUBE_RULES = {"kube-gpu-request", "kube-model-volume", "kube-image-not-pinned"}
+
+
 def test_every_rule_has_a_case() -> None:
     covered = (
         (set(CASES) | set(HEADER_RULES) | FLAG_LIST_RULES | FIT_RULES | COLLISION_RULES)
         | set(SOURCE_RULES)
         | EXPOSURE_RULES
+        | KUBE_RULES
         | RPC_RULES
     )
     assert covered == {r.id for r in catalogue()}

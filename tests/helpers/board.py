@@ -1,4 +1,7 @@
-"""The board served by its real CLI, and the system's chromium driven by Playwright."""
+"""The board as users run it (``inferfleet board`` in its own process) and the system Chromium.
+
+Both stopped whatever happens: the board by its pid (L-43), the browser by Playwright.
+"""
 
 from __future__ import annotations
 
@@ -26,21 +29,20 @@ BOARD = (
 
 @contextlib.contextmanager
 def board(fleet: Path, results: Path, log: Path) -> Iterator[str]:
-    """``inferfleet board`` for ``fleet`` on a free loopback port; stopped by pid."""
     port = free_port()
     argv = [sys.executable, "-c", BOARD, "board", "--file", str(fleet), "--port", str(port)]
     argv += ["--interval", "0.5", "--results", str(results)]
     proc = process.spawn_detached(argv, log_path=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for("the board", lambda: _answers(f"{url}/healthz"), timeout=60)
+        wait_for("the board", lambda: answers(f"{url}/healthz"), timeout=60)
         yield url
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.terminate(proc, grace=10.0)
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=2.0).status_code == 200
     except httpx.TransportError:
@@ -49,12 +51,12 @@ def _answers(url: str) -> bool:
 
 @contextlib.contextmanager
 def chromium() -> Iterator[Any]:
-    """Debian's chromium under Playwright; nothing is downloaded (never `playwright install`)."""
     if shutil.which(CHROMIUM) is None:
         pytest.fail(f"{CHROMIUM} is missing: apt-get install --no-install-recommends chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        # The system browser: nothing is ever downloaded (never `playwright install`).
         launched = playwright.chromium.launch(
             executable_path=CHROMIUM,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",

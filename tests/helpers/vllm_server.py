@@ -32,7 +32,7 @@ from helpers import FIXTURES, free_port, tiny_llama
 from helpers.real_server import state_dir
 from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
-from inferfleet.install import vllm_venv
+from inferfleet.install import pinned_venv
 from inferfleet.io import process
 
 FLEET = FIXTURES / "fleets" / "vllm-cpu.yaml"
@@ -79,7 +79,7 @@ def runtime_installed() -> bool:
     loaded = load_fleet(FLEET)
     source = loaded.fleet.runtimes[RUNTIME].source
     assert source is not None
-    return vllm_venv.installed("vllm", source) is not None
+    return pinned_venv.installed(pinned_venv.runtime_pin("vllm", source)) is not None
 
 
 @dataclass

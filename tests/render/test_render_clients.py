@@ -22,7 +22,8 @@ def test_providers_file_is_the_per_slot_contract() -> None:
     coder = by_id["qwen3-coder-30b"]
     # 32768 per slot over 3 slots: clients get the slot, never the 98304 pool (L-25).
     assert coder["context_window"] == 32768 and coder["concurrency"] == 3
-    assert coder["base_url"] == "http://192.168.1.22:8080/v1"  # bind 0.0.0.0: the host address
+    # The gateway fronts every llm service of homelab: the client's URL is the front door.
+    assert coder["base_url"] == "http://127.0.0.1:4000/v1" and coder["via_gateway"] is True
     assert coder["max_tokens"] + coder["compaction_threshold"] <= coder["context_window"]  # L-26
     vision = by_id["qwen3.5-35b-a3b"]
     assert vision["input"] == ["text", "image"]
@@ -39,7 +40,9 @@ def test_litellm_model_list() -> None:
     entries = {m["model_name"]: m for m in doc["model_list"]}
     coder = entries["qwen3-coder-30b"]
     assert coder["litellm_params"]["model"] == "openai/qwen3-coder-30b"
-    assert coder["litellm_params"]["api_base"] == "http://192.168.1.22:8080/v1"
+    assert coder["litellm_params"]["api_base"] == "http://127.0.0.1:4000/v1"  # the gateway
+    # The key is read from the client's environment at start, never written here (L-55).
+    assert coder["litellm_params"]["api_key"] == "os.environ/INFERFLEET_GATEWAY_KEY"
     assert coder["litellm_params"]["max_parallel_requests"] == 3
     info = coder["model_info"]
     assert info["max_input_tokens"] == 20000 and info["max_output_tokens"] == 8192
@@ -51,14 +54,19 @@ def test_litellm_model_list() -> None:
 def test_opencode_providers() -> None:
     doc = json.loads(artifact("homelab", "clients/opencode.json"))
     assert doc["$schema"] == "https://opencode.ai/config.json"
-    coder = doc["provider"]["inferfleet-coder"]
-    assert coder["npm"] == "@ai-sdk/openai-compatible"
-    assert coder["options"]["baseURL"] == "http://192.168.1.22:8080/v1"
-    model = coder["models"]["qwen3-coder-30b"]
+    # One provider for the front door holds every fronted model (homelab: all of them).
+    assert set(doc["provider"]) == {"inferfleet"}
+    front = doc["provider"]["inferfleet"]
+    assert front["npm"] == "@ai-sdk/openai-compatible"
+    assert front["options"] == {
+        "baseURL": "http://127.0.0.1:4000/v1",
+        "apiKey": "{env:INFERFLEET_GATEWAY_KEY}",
+    }
+    model = front["models"]["qwen3-coder-30b"]
     # OpenCode compacts from limit.input when it is below context - output.
     assert model["limit"] == {"context": 32768, "output": 8192, "input": 20000}
     assert model["tool_call"] is True
-    vision = doc["provider"]["inferfleet-vision"]["models"]["qwen3.5-35b-a3b"]
+    vision = front["models"]["qwen3.5-35b-a3b"]
     assert vision["modalities"]["input"] == ["text", "image"] and vision["attachment"] is True
     assert vision["interleaved"] == {"field": "reasoning_content"}  # L-45
     assert vision["variants"]["high"] == {"reasoningEffort": "high"}  # L-46

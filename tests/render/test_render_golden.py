@@ -56,6 +56,8 @@ def test_goldens_cover_every_artifact_kind() -> None:
         "rules",
         "grafana",
         "client",
+        "caddy",
+        "gateway",
     }
 
 

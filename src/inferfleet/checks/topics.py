@@ -11,6 +11,7 @@ from inferfleet.checks import (  # noqa: F401 - imported for their @rule registr
     exposure,
     fit,
     fleet_secrets,
+    kubernetes,
     kvcache,
     memory,
     rpc,

@@ -27,6 +27,15 @@ from inferfleet.render.settings import render_service_settings
 
 ServiceArg = typer.Argument(None, help="Only this service's artifacts (default: all).")
 OutOpt = typer.Option(..., "--out", "-o", help="Directory of rendered artifacts.")
+TargetOpt = typer.Option(
+    "hosts",
+    "--target",
+    help="hosts: units, env files, monitoring and client configs for the SSH hosts; "
+    "kubernetes: manifests and a kustomization for a cluster (needs kubernetes: in the fleet).",
+)
+NamespaceOpt = typer.Option(
+    None, "--namespace", help="kubernetes: the namespace (default: kubernetes.namespace)."
+)
 FactsOpt = typer.Option(
     None, "--facts", help="YAML of host facts per host: user, home, cache_dir (default: derived)."
 )
@@ -38,19 +47,24 @@ def register(app: typer.Typer) -> None:
     app.command("render-settings")(settings)
 
 
+def _check(loaded: LoadedFleet) -> None:
+    """Refuse a fleet that fails `check` (render's default)."""
+    report = run_checks(loaded, flags=runtime_flags.flag_source())
+    if report.errors:
+        first = report.errors[0]
+        raise UsageError(
+            f"the fleet fails {len(report.errors)} check rule(s), first {first.rule} "
+            f"({first.lesson}): {first.message}",
+            where=str(loaded.path),
+            hint="run `inferfleet check` for all of them and fix them (or --no-check)",
+        )
+
+
 def _artifacts(
     loaded: LoadedFleet, service: str | None, facts: Path | None, check: bool
 ) -> list[Artifact]:
     if check:
-        report = run_checks(loaded, flags=runtime_flags.flag_source())
-        if report.errors:
-            first = report.errors[0]
-            raise UsageError(
-                f"the fleet fails {len(report.errors)} check rule(s), first {first.rule} "
-                f"({first.lesson}): {first.message}",
-                where=str(loaded.path),
-                hint="run `inferfleet check` for all of them and fix them (or --no-check)",
-            )
+        _check(loaded)
     overrides = None if facts is None else load_facts(facts, loaded.fleet, loaded.repo_subdir)
     from inferfleet.deploy.rpc import shape_reader  # a split service's layers (its header)
 
@@ -63,12 +77,28 @@ def render(
     file: Path | None = FleetOpt,
     facts: Path | None = FactsOpt,
     no_check: bool = typer.Option(False, "--no-check", help="Render even if check fails."),
+    target: str = TargetOpt,
+    namespace: str | None = NamespaceOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Write every artifact (units, env files, monitoring, client configs) to --out."""
     out = Output(json_mode=json_out)
+    if target not in {"hosts", "kubernetes"}:
+        raise UsageError(f"unknown --target {target!r}", hint="use hosts or kubernetes")
+    if target == "hosts" and namespace is not None:
+        raise UsageError("--namespace is for --target kubernetes")
     loaded = resolve_fleet(file, out)
-    artifacts = _artifacts(loaded, service, facts, not no_check)
+    if target == "kubernetes":
+        if service is not None or facts is not None:
+            raise UsageError(
+                "--target kubernetes renders the whole fleet for a cluster; "
+                "a SERVICE and --facts are for the hosts"
+            )
+        if not no_check:
+            _check(loaded)
+        artifacts = _kube_artifacts(out, loaded, namespace)
+    else:
+        artifacts = _artifacts(loaded, service, facts, not no_check)
     write_bundle(artifacts, out_dir, only=service)
     if json_out:
         out.emit(
@@ -85,6 +115,21 @@ def render(
         return
     rows = [[esc(a.path), a.kind, esc(a.install or "-")] for a in artifacts]
     out.table(f"rendered into {esc(out_dir)}", ["file", "kind", "installs to"], rows)
+
+
+def _kube_artifacts(out: Output, loaded: LoadedFleet, namespace: str | None) -> list[Artifact]:
+    """The cluster's manifests, with memory requests where the budget can size them."""
+    from inferfleet.hub.headers import ModelSources
+    from inferfleet.render.kube.bundle import render_kubernetes
+    from inferfleet.render.kube.memory import memory_requests
+
+    with ModelSources(loaded) as sources:
+        sized, unsized = memory_requests(
+            loaded.fleet, loaded.root, sources.header, sources.safetensors
+        )
+    for name, reason in unsized.items():
+        out.note(f"no memory request for {esc(name)}: {esc(reason)}")
+    return render_kubernetes(loaded, namespace, sized)
 
 
 def diff(

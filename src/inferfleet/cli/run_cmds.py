@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from inferfleet.deploy import local
+    from inferfleet.deploy.gateway import GatewayResult
     from inferfleet.documents import UpService
 
 
@@ -101,7 +102,7 @@ def up(
     shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
     """
     from inferfleet.deploy import local
-    from inferfleet.documents import UpDocument
+    from inferfleet.documents import UpDocument, UpGateway, document_of
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out, example=True)
@@ -116,19 +117,24 @@ def up(
     hooks, progress = _hooks(out)
     with progress if progress is not None else contextlib.nullcontext():
         results = local.up(loaded, names, hooks, contract=not no_contract)
-    failing = [r for r in results if r.contract_failing]
-    pending = [n for n in names if n not in {r.service for r in results}]
+        failing = [r for r in results if r.contract_failing]
+        pending = [n for n in names if n not in {r.service for r in results}]
+        # The front door opens once the services it fronts are up and done (issue 18).
+        gateway = None if failing or pending or service else local.up_gateway(loaded, hooks)
     if json_out:
-        out.emit(
-            UpDocument(
-                schema="inferfleet.up/v1",
-                file=str(loaded.path),
-                services=[_up_json(r) for r in results],
-                pending=pending,
-            )
+        doc = UpDocument(
+            schema="inferfleet.up/v1",
+            file=str(loaded.path),
+            services=[_up_json(r) for r in results],
+            pending=pending,
         )
+        if gateway is not None:
+            doc["gateway"] = document_of(UpGateway, gateway)
+        out.emit(doc)
     else:
         _print_up(out, results)
+        if gateway is not None:
+            _print_gateway(out, gateway)
     if failing:
         first = failing[0]
         raise ContractFailingError(
@@ -174,6 +180,18 @@ def _print_up(out: Output, results: list[local.UpResult]) -> None:
             out.line(f"  {mark} {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})")
 
 
+def _print_gateway(out: Output, g: GatewayResult) -> None:
+    seconds = "-" if g.seconds_to_healthy is None else f"{g.seconds_to_healthy:.2f}s"
+    out.line(
+        f"gateway: [green]healthy[/green] {esc(g.url)} (pid {g.pid or '-'}, {esc(g.engine)}, "
+        f"ready in {seconds}, {g.action})"
+    )
+    if g.unhealthy_backends:
+        out.line(
+            "  [yellow]not healthy behind it:[/yellow] " + esc(", ".join(g.unhealthy_backends))
+        )
+
+
 def _up_json(r: local.UpResult) -> UpService:
     from inferfleet.documents import MinimalCheck, UpService, document_of
 
@@ -199,9 +217,13 @@ def down(
     loaded = resolve_fleet(file, out)
     # The reverse of up's order: a split server stops before its RPC workers.
     names = local.local_services(loaded, service)[::-1]
+    # The front door closes first: it never answers for services already stopped.
+    front = None if service is not None else local.down_gateway(loaded, grace=grace)
     results = [
         local.down(loaded, name, grace=grace, on_wait=lambda t: out.note(esc(t))) for name in names
     ]
+    if front is not None and front.outcome != "not-running":
+        results.append(front)
     if json_out:
         out.emit(
             DownDocument(
@@ -248,7 +270,7 @@ def status(
         if watch <= 0:
             break
         time.sleep(watch)
-    if current.problems():
+    if current.problems() or current.gateway_problem():
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -19,10 +19,13 @@ from inferfleet.documents import (
 )
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
-from inferfleet.install import llamacpp_build, vllm_venv
+from inferfleet.install import llamacpp_build, pinned_venv
+from inferfleet.install.pinned_venv import Pin, runtime_pin
 from inferfleet.output import Output, esc
 from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
+
+GATEWAY_KIND = "gateway"
 
 app = typer.Typer(
     help="Install and inspect runtimes (llama.cpp builds, vLLM venvs).", no_args_is_help=True
@@ -73,18 +76,23 @@ def _source_for(
 def install(
     kind: str = typer.Argument(
         ...,
-        help="Runtime kind: llama.cpp (built from source) or vllm (a pinned package in a venv).",
+        help="Runtime kind: llama.cpp (built from source), vllm (a pinned package in a venv), "
+        "or gateway (the fleet's pinned LiteLLM, in a venv).",
     ),
     runtime: str | None = typer.Option(None, "--runtime", help="Runtime name in the fleet file."),
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Build llama-server, or install a pinned vLLM package in its own venv, once; later calls
-    are instant. pip reads PIP_INDEX_URL, PIP_FIND_LINKS and PIP_NO_INDEX as usual."""
+    """Build llama-server, or install a pinned vLLM package (or the gateway's LiteLLM: kind
+    `gateway`) in its own venv, once; later calls are instant. pip reads PIP_INDEX_URL,
+    PIP_FIND_LINKS and PIP_NO_INDEX as usual."""
     out = Output(json_mode=json_out)
+    if kind == GATEWAY_KIND:
+        _install_gateway(file, out, json_out)
+        return
     name, source = _source_for(kind, runtime, file, out)
     if pinned.is_venv(kind):
-        _install_venv(kind, name, source, out, json_out)
+        _install_venv(runtime_pin(kind, source), name, out, json_out)
         return
     if out.human:
         progress = steps_progress(out)
@@ -118,11 +126,25 @@ def install(
     )
 
 
-def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json_out: bool) -> None:
-    """`runtime install vllm`: the pinned package in its venv, pip's progress shown."""
+def _install_gateway(file: Path | None, out: Output, json_out: bool) -> None:
+    """`runtime install gateway`: the fleet's pinned LiteLLM in its venv (issue 18)."""
+    from inferfleet.deploy.gateway import engine_pin
+
+    loaded = resolve_fleet(file, out)
+    if loaded.fleet.gateway is None:
+        raise UsageError(
+            f"{loaded.path} declares no gateway",
+            hint="add gateway: {host: ..., keys_env: ..., engine: {package: litellm, "
+            "version: ...}}",
+        )
+    _install_venv(engine_pin(loaded.fleet.gateway), GATEWAY_KIND, out, json_out)
+
+
+def _install_venv(pin: Pin, name: str, out: Output, json_out: bool) -> None:
+    """`runtime install vllm|gateway`: the pinned package in its venv, pip's progress shown."""
     if out.human:
         progress = steps_progress(out)
-        task = progress.add_task(f"installing {source.package} {source.version}", total=None)
+        task = progress.add_task(f"installing {pin.requirement}", total=None)
 
         def on_line(line: str) -> None:
             words = line.strip()
@@ -130,11 +152,13 @@ def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json
                 progress.update(task, description=esc(words[:90]))
 
         with progress:
-            record, now = vllm_venv.install(
-                kind, source, on_phase=note_above(progress), on_line=on_line
+            record, now = pinned_venv.install(
+                pin,
+                on_phase=note_above(progress),
+                on_line=on_line,
             )
     else:
-        record, now = vllm_venv.install(kind, source)
+        record, now = pinned_venv.install(pin)
     if json_out:
         out.emit(
             document_of(
@@ -153,7 +177,7 @@ def _install_venv(kind: str, name: str, source: RuntimeSource, out: Output, json
 def _installed(kind: str, rt: Runtime) -> tuple[str | None, str | None]:
     """(program, version) of a runtime installed here, or Nones."""
     if rt.source is not None and pinned.is_venv(kind):
-        venv = vllm_venv.installed(kind, rt.source)
+        venv = pinned_venv.installed(pinned_venv.runtime_pin(kind, rt.source))
         return (None, None) if venv is None else (venv.python, venv.version_text)
     if not traits(kind).pinned_build:
         return None, None

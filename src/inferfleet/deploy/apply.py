@@ -248,6 +248,7 @@ def _apply(
     result.fleet_at, result.state_dir = at, state_dir
     emit({"event": "plan", "host": options.host, "revision": revision, "selected": result.selected})
     if not chosen:
+        _gateway_step(at, root, options, state_dir, result, emit)
         return result
     # Imported only when there is work: a no-op apply (most hosts of most
     # deploys) does not pay for the renderers, backends and HTTP client.
@@ -286,7 +287,51 @@ def _apply(
                 result.pending = [i.service for i in chosen[index + 1 :]]
                 emit({"event": "failed", **result.failed, "pending": result.pending})
                 break
+    _gateway_step(at, root, options, state_dir, result, emit)
     return result
+
+
+def _gateway_step(
+    at: FleetAtRevision,
+    root: Path,
+    options: ApplyOptions,
+    state_dir: Path,
+    result: ApplyResult,
+    emit: Emit,
+) -> None:
+    """The gateway on its host, after the run's services are healthy (issue 18).
+
+    Only when nothing failed (its backends are up) and only on its own host;
+    a gateway whose digest is unchanged and that answers is kept as it is.
+    """
+    gateway = at.fleet.gateway
+    if gateway is None or gateway.host != options.host or options.dry_run:
+        return
+    if result.failed is not None or options.services:
+        return
+    from inferfleet.deploy import gateway as front
+    from inferfleet.deploy.facts import host_facts
+
+    started = time.monotonic()
+    try:
+        done = front.deploy(
+            at.fleet,
+            host_facts(root),
+            state_dir,
+            note=lambda text: emit({"event": "step", "kind": "gateway", "detail": text}),
+        )
+    except FleetError as exc:
+        result.failed = failure_json("gateway", exc)
+        emit({"event": "failed", **result.failed, "pending": []})
+        return
+    outcome = Outcome(
+        "gateway",
+        "kept" if done.action == "unchanged" else "deployed",
+        round(time.monotonic() - started, 3),
+        done.seconds_to_healthy,
+    )
+    result.done.append(outcome)
+    emit({"event": "done", **outcome.__dict__})
 
 
 def contract_failure(service: str, verdict: Verdict) -> ContractFailingError:

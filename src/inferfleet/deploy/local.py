@@ -43,12 +43,13 @@ from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource, Service
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.install import llamacpp_build, vllm_venv
+from inferfleet.install import llamacpp_build, pinned_venv
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
 if TYPE_CHECKING:
+    from inferfleet.deploy.gateway import GatewayResult
     from inferfleet.probe.minimal import Check
 
 
@@ -177,10 +178,10 @@ def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, buil
 
 def _venv_version(kind: str, source: RuntimeSource, hooks: Hooks, *, install: bool) -> str:
     """A pinned Python package's venv (vLLM): installed once when missing (L-42)."""
-    done = vllm_venv.installed(kind, source)
+    done = pinned_venv.installed(pinned_venv.runtime_pin(kind, source))
     if done is None and install:
         hooks.note(f"{source.package} {source.version} is not installed yet; installing it once")
-        done, _ = vllm_venv.install(kind, source, on_phase=hooks.note)
+        done, _ = pinned_venv.install(pinned_venv.runtime_pin(kind, source), on_phase=hooks.note)
     return "" if done is None else f"{done.package} {done.version}"
 
 
@@ -298,6 +299,44 @@ def _host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[Host
     state_dir.mkdir(parents=True, exist_ok=True)
     with HostLock(state_dir / LOCK_NAME, host) as lock:
         yield lock
+
+
+# ---------------------------------------------------------------- the gateway
+
+
+def gateway_is_here(loaded: LoadedFleet) -> bool:
+    gateway = loaded.fleet.gateway
+    return gateway is not None and loaded.fleet.hosts[gateway.host].is_local(gateway.host)
+
+
+def up_gateway(loaded: LoadedFleet, hooks: Hooks) -> GatewayResult | None:
+    """The gateway of this machine, after the services of the run are healthy (issue 18)."""
+    from inferfleet.deploy import gateway
+
+    fleet = loaded.fleet
+    if fleet.gateway is None or not gateway_is_here(loaded):
+        return None
+    host = fleet.gateway.host
+    state_dir = paths.state_dir(fleet.hosts[host])
+    with _host_lock(loaded, host, state_dir) as lock:
+        lock.acquire("up of the gateway", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
+        return gateway.deploy(
+            fleet,
+            host_facts(loaded.root),
+            state_dir,
+            note=hooks.note,
+            on_state=hooks.health_state,
+        )
+
+
+def down_gateway(loaded: LoadedFleet, *, grace: float = 10.0) -> StopResult | None:
+    """Stop this machine's process-backend gateway by its recorded pid (L-43)."""
+    from inferfleet.deploy import gateway
+
+    fleet = loaded.fleet
+    if fleet.gateway is None or not gateway_is_here(loaded):
+        return None
+    return gateway.stop(paths.state_dir(fleet.hosts[fleet.gateway.host]), grace=grace)
 
 
 # ---------------------------------------------------------------- down

@@ -152,6 +152,29 @@ def _finite(value: float) -> float:
 
 FiniteFloat = Annotated[float, AfterValidator(_finite)]
 
+# A Python package pinned to one exact version (L-42): `runtime install`'s venvs and builds.
+_PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.+!_-]{0,62}[A-Za-z0-9])?$")
+
+
+def _package_name(value: str) -> str:
+    if not _PACKAGE_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a package name (letters, digits, '.', '_', '-')")
+    return value
+
+
+def _exact_version(value: str) -> str:
+    if not _VERSION_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not one exact version (e.g. 0.32.0; no ranges, spaces or URLs)"
+        )
+    return value
+
+
+PackageName = Annotated[Text, AfterValidator(_package_name)]
+ExactVersion = Annotated[Text, AfterValidator(_exact_version)]
+
+
 # Bounds on counts: far above any real deployment, far below what overflows a float.
 MAX_TOKENS = 1 << 24  # 16M tokens of context
 MAX_COUNT = 4096  # devices, tensor-parallel ranks, draft tokens

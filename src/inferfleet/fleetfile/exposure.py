@@ -15,9 +15,9 @@ Written as a word (``exposure: loopback``) or a mapping with the reason
 ``gateway:`` and ``proxy:`` declare the fleet's front door (issue 18): the
 gateway is the one OpenAI-compatible endpoint for every model, holding its API
 keys in an untracked env file; the proxy puts authentication (bearer keys, or
-an Authentik/Authelia outpost) and TLS in front of it. Here they are fields
-that ``check`` judges exposures against; rendering and deploying them is
-later work.
+an Authentik/Authelia outpost) and TLS in front of it. ``check`` judges
+exposures against them; the proxy's Caddyfile is rendered by
+:mod:`inferfleet.render.caddy`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from inferfleet.fleetfile.base import Name, Strict, Text
+from inferfleet.fleetfile.base import EnvName, ExactVersion, Name, PackageName, Strict, Text
 from inferfleet.fleetfile.quantities import Duration
 
 Level = Literal["loopback", "lan", "public"]
@@ -115,7 +115,22 @@ def _dns_name(value: str) -> str:
 DnsName = Annotated[Text, AfterValidator(_dns_name)]
 
 
+# Characters with a meaning in a Caddyfile (quotes, placeholders, comments, token breaks):
+# a URL that reaches the rendered Caddyfile carries none of them.
+_CADDYFILE_SYNTAX = re.compile(r"[\s\"'`{}#\\]")
+
+
+def _no_caddyfile_syntax(field: str, value: str) -> None:
+    found = _CADDYFILE_SYNTAX.search(value)
+    if found is not None:
+        raise ValueError(
+            f"{field} must be a plain URL; {found.group(0)!r} would change the proxy's "
+            "Caddyfile (percent-encode it)"
+        )
+
+
 def _outpost_url(value: str) -> str:
+    _no_caddyfile_syntax("forward_auth", value)
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError(f"forward_auth must be the http(s) URL of the auth outpost, not {value!r}")
@@ -126,9 +141,90 @@ def _outpost_url(value: str) -> str:
 
 OutpostUrl = Annotated[Text, AfterValidator(_outpost_url)]
 
+Outpost = Literal["authentik", "authelia"]
+# The verification endpoints each outpost serves for Caddy (their Caddy guides): the
+# outpost is told by the path of the forward_auth URL unless stated.
+OUTPOST_PATHS: dict[str, Outpost] = {
+    "/outpost.goauthentik.io/auth/caddy": "authentik",
+    "/api/authz/forward-auth": "authelia",
+    "/api/verify": "authelia",  # Authelia before 4.38
+}
+DEFAULT_KEY_NAME = "INFERFLEET_PROXY_KEY"
+
+
+def outpost_of(url: str) -> Outpost | None:
+    """authentik | authelia from the path of an outpost URL; None when it does not say."""
+    return OUTPOST_PATHS.get(urlsplit(url).path.rstrip("/"))
+
+
+_EMAIL = re.compile(r"^[^@\s\x00-\x1f\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$")
+
+
+def _email(value: str) -> str:
+    if not _EMAIL.match(value):
+        raise ValueError(f"{value!r} is not an email address such as admin@example.org")
+    return value
+
+
+Email = Annotated[Text, AfterValidator(_email)]
+
+
+def _acme_directory(value: str) -> str:
+    _no_caddyfile_syntax("acme_ca", value)
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"acme_ca must be the https URL of an ACME directory, not {value!r}")
+    if parts.username or parts.password:
+        raise ValueError("acme_ca must not carry credentials in the URL (L-55)")
+    return value
+
+
+AcmeDirectory = Annotated[Text, AfterValidator(_acme_directory)]
+
+
+# LiteLLM's proxy as pinned by default (L-42). 1.106.12: the newest release whose `proxy`
+# extra installs from PyPI packages alone (1.110.2's needs a `litellm-proxy` distribution
+# that package indexes and mirrors do not all carry), and before the compromised 1.107.0.
+LITELLM_VERSION = "1.106.12"
+_EXTRA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _extra(value: str) -> str:
+    if not _EXTRA.fullmatch(value):
+        raise ValueError(f"{value!r} is not a package extra such as proxy")
+    return value
+
+
+class GatewayEngine(Strict):
+    """The gateway's engine: a Python package pinned to one version, in a venv of its own."""
+
+    package: PackageName = Field("litellm", description="The LiteLLM distribution.")
+    version: ExactVersion = Field(
+        LITELLM_VERSION, description="Exact version of that package (L-42: pin what you run)."
+    )
+    extras: list[Annotated[Text, AfterValidator(_extra)]] = Field(
+        default_factory=lambda: ["proxy"],
+        max_length=16,
+        description="Package extras; LiteLLM's proxy server needs `proxy`.",
+    )
+    image: Text | None = Field(
+        None,
+        description="backend quadlet: LiteLLM's container image of that version, pinned by "
+        "digest (name@sha256:...; L-42).",
+    )
+
+    @model_validator(mode="after")
+    def _image_pinned(self) -> GatewayEngine:
+        if self.image is not None and "@sha256:" not in self.image:
+            raise ValueError(
+                f"image {self.image!r} is not pinned by digest: write name@sha256:<digest> "
+                "(L-42: pin what you run)"
+            )
+        return self
+
 
 class Gateway(Strict):
-    """The fleet's one OpenAI-compatible endpoint (LiteLLM proxy); deployed by later work."""
+    """The fleet's one OpenAI-compatible endpoint: a LiteLLM proxy deployed next to the services."""
 
     host: Name = Field(description="The host it runs on.")
     bind: Bind = Field("127.0.0.1", description="Address it listens on.")
@@ -149,10 +245,40 @@ class Gateway(Strict):
     timeouts: dict[Name, Duration] = Field(
         default_factory=dict, description="Per-service request timeouts, by service name."
     )
+    engine: GatewayEngine = Field(
+        default_factory=GatewayEngine,
+        description="The pinned LiteLLM package, installed in its own venv under the runtime "
+        "cache (L-42).",
+    )
+    backend: Literal["process", "systemd", "quadlet"] = Field(
+        "process",
+        description="What runs it: a recorded process or a systemd unit (the pinned venv), or "
+        "a Quadlet container (engine.image).",
+    )
+    scope: Literal["system", "user"] = Field(
+        "system", description="systemd and quadlet backends: a system unit or a user unit."
+    )
+    health_timeout: Duration = Field(
+        120.0, description="How long LiteLLM may take to answer /health/readiness (L-34)."
+    )
+
+    @model_validator(mode="after")
+    def _image_for_quadlet(self) -> Gateway:
+        if self.backend == "quadlet" and self.engine.image is None:
+            raise ValueError(
+                "backend quadlet runs LiteLLM's container image: give engine.image "
+                "(name@sha256:<digest>), or use backend process or systemd (the pinned venv)"
+            )
+        if self.backend != "quadlet" and self.engine.image is not None:
+            raise ValueError(
+                f"engine.image is only run by backend quadlet; backend {self.backend} runs the "
+                "pinned package in its venv: drop image, or set backend: quadlet"
+            )
+        return self
 
 
 class Proxy(Strict):
-    """The auth proxy (Caddy) in front of the gateway; deployed by later work."""
+    """The auth proxy (Caddy) in front of the gateway: rendered by render/caddy.py."""
 
     host: Name = Field(description="The host it runs on.")
     bind: Bind = Field(description="Address it listens on.")
@@ -166,14 +292,37 @@ class Proxy(Strict):
     keys_env: Text | None = Field(
         None, description="bearer: untracked mode-600 env file with the accepted keys (L-55)."
     )
+    key_names: list[EnvName] = Field(
+        default_factory=lambda: [DEFAULT_KEY_NAME],
+        min_length=1,
+        max_length=64,
+        description="bearer: names of the variables in keys_env that each hold one accepted "
+        "key (one per client, or old and new while rotating); the rendered Caddyfile names "
+        "them, never their values.",
+    )
     forward_auth: OutpostUrl | None = Field(
-        None, description="forward_auth: URL of the outpost's auth endpoint."
+        None,
+        description="forward_auth: URL of the outpost's auth endpoint, e.g. "
+        "http://outpost:9000/outpost.goauthentik.io/auth/caddy (Authentik) or "
+        "http://authelia:9091/api/authz/forward-auth (Authelia).",
+    )
+    outpost: Outpost | None = Field(
+        None,
+        description="forward_auth: authentik | authelia, which decides the headers copied "
+        "to the upstream; default: told by the URL's path.",
     )
     tls: Literal["internal", "acme"] = Field(
         "internal", description="internal: a local CA for the LAN; acme: public certificates."
     )
     names: list[DnsName] = Field(
         default_factory=list, description="DNS names it answers for (acme needs at least one)."
+    )
+    acme_email: Email | None = Field(
+        None, description="acme: the account's contact address (expiry notices)."
+    )
+    acme_ca: AcmeDirectory | None = Field(
+        None,
+        description="acme: the CA's ACME directory URL; default Let's Encrypt (then ZeroSSL).",
     )
     services: list[Name] = Field(
         default_factory=list,
@@ -187,8 +336,20 @@ class Proxy(Strict):
             raise ValueError("bearer auth needs keys_env: the env file holding the accepted keys")
         if self.auth == "forward_auth" and self.forward_auth is None:
             raise ValueError("forward_auth needs the outpost URL (forward_auth: https://...)")
+        if (
+            self.auth == "forward_auth"
+            and self.forward_auth is not None
+            and self.outpost is None
+            and outpost_of(self.forward_auth) is None
+        ):
+            raise ValueError(
+                "the forward_auth URL's path names neither outpost: state it with "
+                "outpost: authentik or outpost: authelia (it decides the copied headers)"
+            )
         if self.tls == "acme" and not self.names:
             raise ValueError("acme certificates need the DNS names the proxy answers for (names)")
+        if self.tls != "acme" and (self.acme_email is not None or self.acme_ca is not None):
+            raise ValueError("acme_email and acme_ca apply to tls: acme only")
         if self.exposure.level == "loopback":
             raise ValueError(
                 "an auth proxy exists to be reached from the network: give it exposure lan "

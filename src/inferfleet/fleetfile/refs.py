@@ -63,9 +63,45 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
         errors.extend(_option_refs(fleet, name, known))
     errors.extend(_main_refs(fleet))
     errors.extend(_front_refs(fleet, known))
+    errors.extend(_kubernetes_refs(fleet, known))
     errors.extend(_port_clashes(fleet))
     errors.extend(group_errors(fleet))
     errors.extend(rpc_errors(fleet))
+    return errors
+
+
+def _kubernetes_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Ref]:
+    """The kubernetes section's images name runtimes and its volumes name models."""
+    target = fleet.kubernetes
+    if target is None:
+        return []
+    errors: list[Ref] = []
+    for name in target.images:
+        if name not in fleet.runtimes:
+            errors.append(
+                (
+                    ("kubernetes", "images", name),
+                    f"kubernetes.images names runtime {name!r}, which is not in runtimes",
+                    known("runtimes", list(fleet.runtimes)),
+                )
+            )
+        elif fleet.runtimes[name].image is not None:
+            errors.append(
+                (
+                    ("kubernetes", "images", name),
+                    f"runtime {name!r} already runs from image {fleet.runtimes[name].image!r}",
+                    "drop it from kubernetes.images: the runtime's own image is exported",
+                )
+            )
+    for name in target.volumes:
+        if name not in fleet.models:
+            errors.append(
+                (
+                    ("kubernetes", "volumes", name),
+                    f"kubernetes.volumes names model {name!r}, which is not in models",
+                    known("models", list(fleet.models)),
+                )
+            )
     return errors
 
 

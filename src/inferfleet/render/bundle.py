@@ -11,7 +11,11 @@ in): same input, same bytes. Layout of an output directory::
     monitoring/prometheus.yml              scrape jobs (+ rule_files)
     monitoring/rules/inferfleet.rules.yml  recording + alert rules
     monitoring/grafana/inferfleet-fleet.json
+    hosts/<host>/gateway/litellm.yaml      the gateway's LiteLLM config (keys by reference)
+    hosts/<host>/gateway/inferfleet-gateway.service   gateway backend: systemd
     clients/providers.json · clients/litellm.yaml · clients/opencode.json
+    hosts/<proxy host>/caddy/Caddyfile     the auth proxy (when the fleet declares proxy:)
+    clients/openwebui.env
     MANIFEST.json                          every file, its sha256 and install path
 """
 
@@ -22,13 +26,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from inferfleet.budget.fleet import ShapeOf
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.render import clients, grafana, prometheus, quadlet, systemd
+from inferfleet.render import caddy, clients, gateway, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
 from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, facts_for
@@ -43,7 +47,7 @@ MANIFEST_SCHEMA = "inferfleet.render/v1"
 class Artifact:
     path: str  # relative to the output directory, POSIX separators
     content: str
-    kind: str  # argv | env | preset | systemd | quadlet | prometheus | rules | grafana | client
+    kind: str  # argv env preset systemd quadlet prometheus rules grafana client caddy gateway
     service: str | None = None
     host: str | None = None
     install: str | None = None  # where it goes on the host, when it is installed there
@@ -114,7 +118,18 @@ def fleet_artifacts(loaded: LoadedFleet) -> list[Artifact]:
         Artifact("clients/providers.json", clients.providers_json(fleet), "client"),
         Artifact("clients/litellm.yaml", clients.litellm_yaml(fleet), "client"),
         Artifact("clients/opencode.json", clients.opencode_json(fleet), "client"),
+        *_proxy_artifacts(loaded),
+        Artifact("clients/openwebui.env", clients.openwebui_env(fleet), "client"),
     ]
+
+
+def _proxy_artifacts(loaded: LoadedFleet) -> list[Artifact]:
+    """The auth proxy's Caddyfile on its host (keys stay in keys_env: L-55)."""
+    proxy = loaded.fleet.proxy
+    if proxy is None:
+        return []
+    text = caddy.caddyfile(loaded.fleet, proxy.host)
+    return [Artifact(f"hosts/{proxy.host}/caddy/Caddyfile", text, "caddy", host=proxy.host)]
 
 
 def render_fleet(
@@ -143,7 +158,27 @@ def render_fleet(
         found += service_artifacts(resolved)
     if only is None:
         found += fleet_artifacts(loaded)
+        if fleet.gateway is not None:
+            found += gateway_artifacts(loaded, host_facts[fleet.gateway.host])
     return sorted(found, key=lambda a: a.path)
+
+
+def gateway_artifacts(loaded: LoadedFleet, facts: HostFacts) -> list[Artifact]:
+    """The gateway's config (and unit), as ``up``/``apply`` install them on its host; a
+    process-backend gateway keeps its config in the state dir (no fixed install path)."""
+    launch = gateway.gateway_launch(loaded.fleet, facts)
+    installed = launch.backend != "process"
+    return [
+        Artifact(
+            f"hosts/{launch.host}/gateway/{PurePosixPath(f.path).name}",
+            f.content,
+            "gateway" if f.kind == "config" else f.kind,
+            gateway.NAME,
+            launch.host,
+            f.path if installed else None,
+        )
+        for f in launch.files
+    ]
 
 
 def _entry(artifact: Artifact) -> dict[str, str]:

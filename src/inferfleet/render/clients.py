@@ -10,10 +10,21 @@ fit inside it; reasoning text is where the runtime puts it (L-45); the
   in front of a fleet as the one OpenAI endpoint (Open WebUI, scripts,
   agents), routing by model name; its ``model_info`` carries the window and
   output limits it enforces before a request reaches a slot.
-- ``opencode.json``: an OpenCode provider config. OpenCode is an open-source
-  coding agent commonly pointed at llama.cpp/vLLM; it compacts long sessions
-  from ``limit.context``/``limit.output``, exactly where a pool-sized window
-  overflows a slot (L-25, L-26).
+- ``opencode.json``: an OpenCode provider config: the coding-agent format.
+  OpenCode is an open-source coding agent commonly pointed at llama.cpp/vLLM,
+  and the one whose config carries the whole contract: it compacts long
+  sessions from ``limit.context``/``limit.output``, exactly where a
+  pool-sized window overflows a slot (L-25, L-26), and it reads the key from
+  the environment (``{env:NAME}``), so the file holds none (L-55).
+- ``openwebui.env``: Open WebUI's ``OPENAI_API_BASE_URLS`` /
+  ``OPENAI_API_KEYS`` (``;``-separated, one key per URL, in order).
+
+With a gateway (issue 18) every format points at the front door for the
+services it fronts: one base URL, one key (:data:`GATEWAY_KEY_ENV` in the
+client's environment; the gateway's ``LITELLM_MASTER_KEY``). A key is never
+written into a rendered file (L-55); Open WebUI does not expand variables in
+its settings (L-54), so its snippet carries a placeholder to replace when it
+is installed.
 """
 
 from __future__ import annotations
@@ -25,16 +36,24 @@ import yaml
 
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.render.endpoints import (
+    client_base_url,
     compaction_threshold,
     endpoint,
+    gateway_url,
     llm_services,
     reasoning_field,
 )
+from inferfleet.render.exposure import gateway_services
 
 PROVIDERS_SCHEMA = "inferfleet.providers/v1"
 OPENCODE_SCHEMA = "https://opencode.ai/config.json"
 # OpenCode's `interleaved.field` knows only these two names.
 _OPENCODE_FIELDS = {"reasoning_content", "reasoning_details"}
+# Where a client keeps the gateway's key: its own environment, never a rendered file (L-55).
+GATEWAY_KEY_ENV = "INFERFLEET_GATEWAY_KEY"
+OPENWEBUI_KEY_PLACEHOLDER = "REPLACE-WITH-THE-GATEWAY-KEY"
+# Fleet endpoints need no key; the OpenAI client insists on one.
+NO_KEY = "none"
 
 
 def _reasons(service: Service) -> bool:
@@ -45,6 +64,7 @@ def _reasons(service: Service) -> bool:
 
 def providers(fleet: Fleet) -> dict[str, Any]:
     entries = []
+    fronted = set(gateway_services(fleet))
     for name in llm_services(fleet):
         service = fleet.services[name]
         ep = endpoint(fleet, name)
@@ -54,7 +74,8 @@ def providers(fleet: Fleet) -> dict[str, Any]:
                 "service": name,
                 "host": ep.host,
                 "runtime": ep.runtime,
-                "base_url": ep.base_url,
+                "base_url": client_base_url(fleet, name),
+                "via_gateway": name in fronted,
                 "api": "chat" if service.client.chat else "completions",
                 "context_window": ep.ctx_per_slot,
                 "max_tokens": service.client.max_tokens,
@@ -69,37 +90,75 @@ def providers(fleet: Fleet) -> dict[str, Any]:
     return {"schema": PROVIDERS_SCHEMA, "providers": entries}
 
 
+def model_entry(fleet: Fleet, name: str, *, api_base: str, api_key: str = NO_KEY) -> dict[str, Any]:
+    """One LiteLLM ``model_list`` entry: the alias, where it is served, and its contract
+    (per-slot window, L-25; max_tokens and the compaction threshold inside it, L-26).
+    The client config and the gateway's own config both take their entries from here."""
+    service = fleet.services[name]
+    ep = endpoint(fleet, name)
+    info: dict[str, Any] = {
+        "mode": "chat" if service.client.chat else "completion",
+        "max_tokens": service.client.max_tokens,
+        "max_input_tokens": compaction_threshold(service),
+        "max_output_tokens": service.client.max_tokens,
+        "context_window": ep.ctx_per_slot or 0,
+        "supports_vision": "image" in service.client.input,
+        "supports_function_calling": service.client.tools,
+        "supports_reasoning": _reasons(service),
+    }
+    return {
+        "model_name": ep.alias,
+        "litellm_params": {
+            "model": f"openai/{ep.alias}",
+            "api_base": api_base,
+            "api_key": api_key,
+            "max_parallel_requests": ep.parallel,
+        },
+        "model_info": info,
+    }
+
+
 def litellm(fleet: Fleet) -> dict[str, Any]:
+    """A LiteLLM ``model_list`` for a client-side LiteLLM: through the gateway when there is
+    one (its key read from the environment at start, ``os.environ/``), else direct."""
+    fronted = set(gateway_services(fleet))
     models = []
     for name in llm_services(fleet):
-        service = fleet.services[name]
-        ep = endpoint(fleet, name)
-        info: dict[str, Any] = {
-            "mode": "chat" if service.client.chat else "completion",
-            "max_input_tokens": compaction_threshold(service),
-            "max_output_tokens": service.client.max_tokens,
-            "supports_vision": "image" in service.client.input,
-            "supports_function_calling": service.client.tools,
-            "supports_reasoning": _reasons(service),
-        }
-        models.append(
-            {
-                "model_name": ep.alias,
-                "litellm_params": {
-                    "model": f"openai/{ep.alias}",
-                    "api_base": ep.base_url,
-                    # Fleet endpoints need no key; the OpenAI client insists on one.
-                    "api_key": "none",
-                    "max_parallel_requests": ep.parallel,
-                },
-                "model_info": info,
-            }
-        )
+        key = f"os.environ/{GATEWAY_KEY_ENV}" if name in fronted else NO_KEY
+        models.append(model_entry(fleet, name, api_base=client_base_url(fleet, name), api_key=key))
     return {"model_list": models}
+
+
+def openwebui(fleet: Fleet) -> dict[str, str]:
+    """Open WebUI's OpenAI connections: the gateway once, plus every service it does not front."""
+    fronted = set(gateway_services(fleet))
+    urls: list[str] = []
+    keys: list[str] = []
+    front = gateway_url(fleet)
+    if front is not None and fronted:
+        urls.append(front)
+        keys.append(OPENWEBUI_KEY_PLACEHOLDER)
+    for name in llm_services(fleet):
+        if name not in fronted:
+            urls.append(endpoint(fleet, name).base_url)
+            keys.append(NO_KEY)
+    return {"OPENAI_API_BASE_URLS": ";".join(urls), "OPENAI_API_KEYS": ";".join(keys)}
+
+
+def openwebui_env(fleet: Fleet) -> str:
+    lines = [
+        "# Open WebUI's OpenAI-compatible connections, rendered by inferfleet.",
+        "# OPENAI_API_KEYS holds one key per URL, in order. Open WebUI does not expand",
+        f"# variables here (L-54): replace {OPENWEBUI_KEY_PLACEHOLDER} with the gateway's",
+        "# key (LITELLM_MASTER_KEY of its keys_env) where this file is installed, never in git.",
+    ]
+    lines += [f"{key}={value}" for key, value in openwebui(fleet).items()]
+    return "\n".join(lines) + "\n"
 
 
 def opencode(fleet: Fleet) -> dict[str, Any]:
     provider: dict[str, Any] = {}
+    fronted = set(gateway_services(fleet))
     for name in llm_services(fleet):
         service = fleet.services[name]
         if not service.client.chat:
@@ -126,6 +185,22 @@ def opencode(fleet: Fleet) -> dict[str, Any]:
                 level: {"reasoningEffort": value}
                 for level, value in service.client.reasoning_effort.items()
             }
+        if name in fronted:
+            # One provider for the front door, every fronted model in it.
+            gateway = provider.setdefault(
+                "inferfleet",
+                {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "inferfleet gateway",
+                    "options": {
+                        "baseURL": client_base_url(fleet, name),
+                        "apiKey": f"{{env:{GATEWAY_KEY_ENV}}}",
+                    },
+                    "models": {},
+                },
+            )
+            gateway["models"][ep.alias] = model
+            continue
         provider[f"inferfleet-{name}"] = {
             "npm": "@ai-sdk/openai-compatible",
             "name": f"inferfleet {name}",

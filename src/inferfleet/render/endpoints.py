@@ -10,6 +10,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from inferfleet.fleetfile.fleet import Fleet, Service
+from inferfleet.render.exposure import gateway_services
 from inferfleet.runtimes.registry import traits
 
 
@@ -70,3 +71,26 @@ def compaction_threshold(service: Service) -> int:
     if service.client.compaction_threshold is not None:
         return service.client.compaction_threshold
     return max(window - service.client.max_tokens, 0)
+
+
+def gateway_url(fleet: Fleet) -> str | None:
+    """The gateway's base URL (``.../v1``) as clients reach it, or None without a gateway."""
+    gateway = fleet.gateway
+    if gateway is None:
+        return None
+    address = gateway.bind
+    if ipaddress.ip_address(address).is_unspecified:
+        host = fleet.hosts.get(gateway.host)
+        address = (host.address if host is not None else None) or gateway.host
+    if ":" in address:
+        address = f"[{address}]"
+    return f"http://{address}:{gateway.port}/v1"
+
+
+def client_base_url(fleet: Fleet, name: str) -> str:
+    """Where a client sends requests for service ``name``: the gateway when it fronts the
+    service (one URL, one key for every model), else the service itself."""
+    url = gateway_url(fleet)
+    if url is not None and name in gateway_services(fleet):
+        return url
+    return endpoint(fleet, name).base_url

@@ -155,11 +155,14 @@ def alert_rules(fleet: Fleet | None = None) -> list[dict[str, Any]]:
     ]
 
 
+def rule_groups(fleet: Fleet) -> list[dict[str, Any]]:
+    """The recording and alert rule groups (a rules file's, or a PrometheusRule's spec)."""
+    return [
+        {"name": "inferfleet-recording", "rules": recording_rules(fleet)},
+        {"name": "inferfleet-alerts", "rules": alert_rules(fleet)},
+    ]
+
+
 def rules_file(fleet: Fleet) -> str:
-    doc = {
-        "groups": [
-            {"name": "inferfleet-recording", "rules": recording_rules(fleet)},
-            {"name": "inferfleet-alerts", "rules": alert_rules(fleet)},
-        ]
-    }
+    doc = {"groups": rule_groups(fleet)}
     return "# Rendered by inferfleet from the fleet file.\n" + dump(doc)

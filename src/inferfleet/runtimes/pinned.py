@@ -77,9 +77,25 @@ def rpc_relpath(source: RuntimeSource) -> PurePosixPath:
     return build_relpath(source) / "bin" / RPC_BINARY
 
 
+def package_venv_relpath(
+    kind: str,
+    package: str,
+    version: str,
+    extras: tuple[str, ...] = (),
+    companions: tuple[str, ...] = (),
+) -> PurePosixPath:
+    """The virtual environment of a pinned Python package: one per kind, package, version,
+    set of extras and companion pins (``venv-litellm-proxy-1.106.12-<digest>`` holds
+    ``litellm[proxy]`` and its companions)."""
+    name = "-".join([package, *sorted(extras), version])
+    if companions:
+        name += "-" + hashlib.sha256("\0".join(sorted(companions)).encode()).hexdigest()[:8]
+    return PurePosixPath("runtimes", kind, f"venv-{name}")
+
+
 def venv_relpath(kind: str, source: RuntimeSource) -> PurePosixPath:
-    """The virtual environment of a pinned Python package: one per kind, package and version."""
-    return PurePosixPath("runtimes", kind, f"venv-{source.package}-{source.version}")
+    """The virtual environment of a pinned runtime package (vLLM)."""
+    return package_venv_relpath(kind, source.package, source.version)
 
 
 def server_relpath(kind: str, source: RuntimeSource) -> PurePosixPath:

@@ -31,6 +31,7 @@ from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
 from inferfleet.status.endpoint import Reading, read
+from inferfleet.status.gateway import GatewayRow, master_key, read_gateway
 from inferfleet.status.group import member_states
 from inferfleet.status.group import summary as group_summary
 from inferfleet.status.model import FleetStatus, ServiceRow
@@ -96,11 +97,13 @@ class Collector:
             locals_ = {n: pool.submit(self._local, n) for n in services if self._is_local(n)}
             groups = {n: pool.submit(self._members, n) for n in services if n in fleet.groups}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
+            front: Future[GatewayRow | None] = pool.submit(self._gateway)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
             group_states = {n: f.result() for n, f in groups.items()}
             index = bench.result()
+            gateway_row = front.result()
 
         rows: list[ServiceRow] = []
         per_host: dict[str, tuple[HostView, bool]] = {}
@@ -151,6 +154,7 @@ class Collector:
             hosts=host_rows,
             services=rows,
             notes=notes,
+            gateway=gateway_row,
         )
 
     # ------------------------------------------------------------ parts
@@ -253,6 +257,13 @@ class Collector:
         fleet = self.loaded.fleet
         aliases = [s.alias or n for n, s in members(fleet, name).items()]
         return member_states(base_url(self.loaded, name), aliases, self.options.timeout)
+
+    def _gateway(self) -> GatewayRow | None:
+        """The front door's row: asked of LiteLLM itself (status.gateway)."""
+        if self.loaded.fleet.gateway is None:
+            return None
+        with http.client(timeout=self.options.timeout) as client:
+            return read_gateway(self.loaded, client, master_key(self.loaded))
 
     def _local(self, name: str) -> Local:
         try:

@@ -17,6 +17,7 @@ from inferfleet.documents import (
     document_of,
 )
 from inferfleet.status.bench import BenchFigures
+from inferfleet.status.gateway import GatewayRow
 
 SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 
@@ -127,9 +128,13 @@ class FleetStatus:
     hosts: list[HostRow]
     services: list[ServiceRow]
     notes: list[str] = field(default_factory=list)
+    gateway: GatewayRow | None = None
 
     def problems(self) -> list[ServiceRow]:
         return [row for row in self.services if row.problem]
+
+    def gateway_problem(self) -> bool:
+        return self.gateway is not None and self.gateway.problem
 
     def document(self, *, version: str | None = None) -> StatusDocument:
         """The ``inferfleet.status/v2`` document; the board stamps inferfleet's ``version``."""
@@ -142,6 +147,8 @@ class FleetStatus:
             services=[s.to_json() for s in self.services],
             notes=list(self.notes),
         )
+        if self.gateway is not None:
+            doc["gateway"] = self.gateway.to_json()
         if version is not None:
             doc["inferfleet"] = version
         return doc

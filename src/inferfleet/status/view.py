@@ -8,6 +8,7 @@ from __future__ import annotations
 from inferfleet.fleetfile.quantities import format_duration
 from inferfleet.output import Output, esc
 from inferfleet.status.bench import BenchFigures
+from inferfleet.status.gateway import GatewayRow
 from inferfleet.status.model import FleetStatus, Revision, ServiceRow
 
 STATE_STYLE = {
@@ -100,6 +101,33 @@ def service_cells(row: ServiceRow) -> list[str]:
     ]
 
 
+GATEWAY_STYLE = {"healthy": "green", "degraded": "red", "down": "red", "unhealthy": "red"}
+
+
+def gateway_table(out: Output, row: GatewayRow) -> None:
+    """The front door: its state, and each fronted backend as LiteLLM reaches it."""
+    reach = ", ".join(
+        _styled(name, "green" if state == "ok" else "red") for name, state in row.backends.items()
+    )
+    out.table(
+        None,
+        ["gateway", "host", "health", "pid", "engine", "backends", "url"],
+        [
+            [
+                "gateway",
+                esc(row.host),
+                _styled(row.state, GATEWAY_STYLE.get(row.state, "red")),
+                "-" if row.pid is None else str(row.pid),
+                esc(row.engine or "-"),
+                reach or "-",
+                esc(row.url),
+            ]
+        ],
+    )
+    if row.detail:
+        out.line(f"  gateway: {esc(row.detail)}")
+
+
 def show(out: Output, status: FleetStatus) -> None:
     """Print the status in human form (nothing in --json or quiet mode)."""
     out.table(None, SERVICE_COLUMNS, [service_cells(r) for r in status.services])
@@ -122,5 +150,7 @@ def show(out: Output, status: FleetStatus) -> None:
         for h in status.hosts
     ]
     out.table(None, HOST_COLUMNS, host_rows)
+    if status.gateway is not None:
+        gateway_table(out, status.gateway)
     for note in status.notes:
         out.line(f"[dim]{esc(note)}[/dim]")

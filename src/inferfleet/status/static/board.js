@@ -221,6 +221,26 @@
     return card;
   }
 
+  // The front door (issue 18): its state, and each fronted backend as LiteLLM reaches it.
+  function gatewayCard(gw) {
+    const card = el("article", { cls: "card " + tone(gw.state), "data-gateway": gw.host });
+    card.appendChild(el("div", { cls: "top" }, [
+      el("span", { cls: "name", text: "gateway" }), badge(gw.state, "state")]));
+    const reach = el("ul", { cls: "backends" }, Object.entries(gw.backends || {}).map(
+      ([name, state]) => el("li", { cls: state === "ok" ? "ok" : "bad", "data-backend": name,
+        text: name + ": " + (state === "ok" ? "reached" : state) })));
+    card.appendChild(facts([
+      ["host", gw.host],
+      ["url", gw.url],
+      ["pid", gw.pid === null ? "-" : gw.pid],
+      ["engine", gw.engine || "-"],
+    ]));
+    card.appendChild(reach);
+    const n = notes(gw.detail ? [gw.detail] : []);
+    if (n) card.appendChild(n);
+    return card;
+  }
+
   function fill(id, cards, emptyText) {
     const box = document.getElementById(id);
     box.replaceChildren(...(cards.length ? cards : [el("p", { cls: "empty", text: emptyText })]));
@@ -228,6 +248,16 @@
 
   function render(doc) {
     const services = doc.services || [];
+    // Only a fleet with a gateway gets its section (first: it is the clients' way in).
+    let section = document.getElementById("gateway");
+    if (doc.gateway && !section) {
+      section = el("section", { id: "gateway" }, [
+        el("h2", { text: "Gateway" }), el("div", { cls: "cards", id: "gateway-cards" })]);
+      document.getElementById("llm").before(section);
+    } else if (!doc.gateway && section) {
+      section.remove();
+    }
+    if (doc.gateway) fill("gateway-cards", [gatewayCard(doc.gateway)], "");
     fill("llm-cards", services.filter((s) => s.kind === "llm").map(serviceCard), "no LLM endpoints");
     fill("other-cards", services.filter((s) => s.kind !== "llm").map(serviceCard), "no other services");
     fill("host-cards", (doc.hosts || []).map(hostCard), "no hosts");

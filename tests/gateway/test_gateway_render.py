@@ -1,0 +1,277 @@
+"""The gateway rendered from the fleet, its key file gate, and client configs at the front door.
+
+Pure renders of the example fleets and small fleets built here (no server);
+the key file gate on real files with real modes; the systemd unit through
+the real ``systemd-analyze verify``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import ROOT, quadlet_generator
+
+from inferfleet.deploy import gateway as front
+from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.loader import load_fleet
+from inferfleet.render import clients
+from inferfleet.render import gateway as render
+from inferfleet.render.bundle import render_fleet
+from inferfleet.render.facts import HostFacts, default_facts
+
+HOMELAB = ROOT / "examples" / "homelab" / "fleet.yaml"
+FIXTURE = ROOT / "tests" / "fixtures" / "fleets" / "gateway.yaml"
+FACTS = HostFacts(
+    user="ops", home="/home/ops", cache_dir="/home/ops/.cache/inferfleet", fleet_dir="/srv/fleet"
+)
+
+
+def fixture_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(FIXTURE.read_text())
+    return data
+
+
+def loaded_from(tmp_path: Path, data: dict[str, Any]) -> Any:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_fleet(path)
+
+
+def test_homelab_config_fronts_every_llm_service_at_its_real_address() -> None:
+    fleet = load_fleet(HOMELAB).fleet
+    config = render.config(fleet)
+    entries = {m["model_name"]: m for m in config["model_list"]}
+    assert list(entries) == ["qwen3-30b-a3b", "qwen3.5-35b-a3b", "qwen3-coder-30b"]
+    # chat is on atlas with the gateway, on loopback; vision binds nova's LAN address
+    # (exposure lan); coder binds 0.0.0.0 on forge: reached at forge's address (L-58).
+    apis = {alias: e["litellm_params"]["api_base"] for alias, e in entries.items()}
+    assert apis == {
+        "qwen3-30b-a3b": "http://127.0.0.1:8000/v1",
+        "qwen3.5-35b-a3b": "http://192.168.1.21:8080/v1",
+        "qwen3-coder-30b": "http://192.168.1.22:8080/v1",
+    }
+    coder = entries["qwen3-coder-30b"]
+    # The client contract: the per-slot window (L-25) and max_tokens inside it (L-26).
+    assert coder["model_info"]["context_window"] == 32768
+    assert coder["model_info"]["max_tokens"] == 8192
+    assert coder["model_info"]["max_input_tokens"] + coder["model_info"]["max_tokens"] <= 32768
+    # gateway.timeout: 20m, for every request and for a stream's next chunk.
+    assert coder["litellm_params"]["timeout"] == coder["litellm_params"]["stream_timeout"] == 1200
+    assert config["general_settings"] == {"master_key": "os.environ/LITELLM_MASTER_KEY"}
+    assert config["litellm_settings"]["num_retries"] == 0
+
+
+def test_per_service_timeouts_and_a_chosen_subset(tmp_path: Path) -> None:
+    data = fixture_data()
+    data["gateway"]["services"] = ["gemma-wide"]
+    data["gateway"]["timeouts"] = {"gemma-wide": "45m"}
+    fleet = loaded_from(tmp_path, data).fleet
+    (entry,) = render.config(fleet)["model_list"]
+    assert entry["model_name"] == "gemma3-270m-wide"
+    assert entry["litellm_params"]["timeout"] == 2700.0
+    # Client configs: the fronted alias through the gateway, the other one direct.
+    by_id = {p["id"]: p for p in clients.providers(fleet)["providers"]}
+    assert by_id["gemma3-270m-wide"]["base_url"] == "http://127.0.0.1:4000/v1"
+    assert by_id["gemma3-270m"]["base_url"] == "http://127.0.0.1:8080/v1"
+    env = clients.openwebui(fleet)
+    assert env["OPENAI_API_BASE_URLS"] == "http://127.0.0.1:4000/v1;http://127.0.0.1:8080/v1"
+    assert env["OPENAI_API_KEYS"] == f"{clients.OPENWEBUI_KEY_PLACEHOLDER};none"
+
+
+def test_without_a_gateway_clients_go_direct(tmp_path: Path) -> None:
+    data = fixture_data()
+    del data["gateway"]
+    fleet = loaded_from(tmp_path, data).fleet
+    assert {m["litellm_params"]["api_base"] for m in clients.litellm(fleet)["model_list"]} == {
+        "http://127.0.0.1:8080/v1",
+        "http://127.0.0.1:8081/v1",
+    }
+    env = clients.openwebui(fleet)
+    assert env == {
+        "OPENAI_API_BASE_URLS": "http://127.0.0.1:8080/v1;http://127.0.0.1:8081/v1",
+        "OPENAI_API_KEYS": "none;none",
+    }
+    # Completion-only endpoints are no chat providers for OpenCode.
+    assert clients.opencode(fleet)["provider"] == {}
+    paths = {a.path for a in render_fleet(loaded_from(tmp_path, data))}
+    assert not [p for p in paths if "/gateway/" in p]
+
+
+def test_rendered_gateway_files_name_the_key_file_never_a_key(tmp_path: Path) -> None:
+    data = fixture_data()
+    data["gateway"]["backend"] = "systemd"
+    loaded = loaded_from(tmp_path, data)
+    artifacts = {a.path: a for a in render_fleet(loaded)}
+    config = artifacts["hosts/local/gateway/litellm.yaml"]
+    unit = artifacts["hosts/local/gateway/inferfleet-gateway.service"]
+    assert config.install == "/etc/inferfleet/gateway/litellm.yaml"
+    assert unit.install == "/etc/systemd/system/inferfleet-gateway.service"
+    assert "EnvironmentFile=" in unit.content and "LITELLM_MASTER_KEY" not in unit.content
+    assert "os.environ/LITELLM_MASTER_KEY" in config.content
+    assert "sk-" not in "".join(a.content for a in artifacts.values())
+
+
+def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (Debian package systemd; scripts/test)")
+    data = fixture_data()
+    data["gateway"]["backend"] = "systemd"
+    fleet = loaded_from(tmp_path, data).fleet
+    launch = render.gateway_launch(fleet, FACTS)
+    root = tmp_path / "root"
+    library = root / "usr/lib/systemd/system"
+    shutil.copytree("/usr/lib/systemd/system", library, symlinks=True)
+    python = root / launch.argv[0].lstrip("/")
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    unit = launch.unit_file
+    assert unit is not None
+    path = root / unit.path.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(unit.content)
+    result = subprocess.run(
+        [analyze, f"--root={root}", "verify", "--man=no", unit.path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", unit.content
+    # keys_env: gateway.env, relative to the fleet file's folder on the host.
+    assert "EnvironmentFile=/srv/fleet/gateway.env" in unit.content
+    assert "ExecStart=/home/ops/.cache/inferfleet/runtimes/litellm/venv-litellm-proxy-" in (
+        unit.content
+    )
+
+
+def test_a_launch_digest_moves_with_config_and_keys_only() -> None:
+    fleet = load_fleet(HOMELAB).fleet
+    facts = default_facts(fleet.hosts["atlas"])
+    one, two = render.gateway_launch(fleet, facts), render.gateway_launch(fleet, facts)
+    assert one.spec("a") == two.spec("a")  # byte-stable
+    assert one.spec("a") != one.spec("b")  # a changed key restarts it
+    longer = fleet.model_copy(
+        update={"gateway": fleet.gateway.model_copy(update={"timeout": 1800.0})}
+    )
+    assert render.gateway_launch(longer, facts).spec("a") != one.spec("a")
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "expect"),
+    [
+        (None, 0o600, "cannot be read"),
+        ("LITELLM_MASTER_KEY=sk-0123456789abcdef\n", 0o644, "readable by others"),
+        ("OTHER=1\n", 0o600, "no usable LITELLM_MASTER_KEY"),
+        ("LITELLM_MASTER_KEY=0123456789abcdef0\n", 0o600, "no usable LITELLM_MASTER_KEY"),
+        ("LITELLM_MASTER_KEY=sk-short\n", 0o600, "no usable LITELLM_MASTER_KEY"),
+    ],
+)
+def test_the_key_file_gate(tmp_path: Path, content: str | None, mode: int, expect: str) -> None:
+    path = tmp_path / "gateway.env"
+    if content is not None:
+        path.write_text(content)
+        path.chmod(mode)
+    with pytest.raises(front.GatewayKeysError) as caught:
+        front.read_keys(path)
+    assert expect in caught.value.message
+    assert caught.value.hint
+
+
+def test_a_bad_key_file_stops_the_deploy_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing half-written: no venv, no config, no record, no process when the keys are wrong."""
+    data = fixture_data()
+    keys = tmp_path / "gateway.env"
+    keys.write_text("LITELLM_MASTER_KEY=sk-0123456789abcdef\n")
+    keys.chmod(0o644)
+    data["gateway"]["keys_env"] = str(keys)
+    fleet = loaded_from(tmp_path, data).fleet
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(cache))
+    facts = HostFacts(user="ops", home=str(tmp_path / "home"), cache_dir=str(cache))
+    state = tmp_path / "state"
+    with pytest.raises(front.GatewayKeysError, match="readable by others"):
+        front.deploy(fleet, facts, state)
+    assert not cache.exists() and not state.exists() and not (tmp_path / "home").exists()
+
+
+def test_fleets_the_gateway_cannot_front_are_refused(tmp_path: Path) -> None:
+    data = fixture_data()
+    data["services"]["gemma-wide"]["alias"] = "gemma3-270m"
+    with pytest.raises(UsageError, match="both serve the alias"):
+        render.config(loaded_from(tmp_path, data).fleet)
+    data = fixture_data()
+    data["services"]["gateway"] = data["services"].pop("gemma-wide")
+    data["gateway"]["timeouts"] = {}
+    with pytest.raises(UsageError, match="the name of the gateway's unit"):
+        render.config(loaded_from(tmp_path, data).fleet)
+
+
+def test_opencode_reads_the_gateway_key_from_the_environment() -> None:
+    doc = json.loads(clients.opencode_json(load_fleet(HOMELAB).fleet))
+    options = doc["provider"]["inferfleet"]["options"]
+    assert options["apiKey"] == "{env:INFERFLEET_GATEWAY_KEY}"
+
+
+IMAGE = "ghcr.io/berriai/litellm@sha256:" + "ab" * 32
+
+
+def test_quadlet_gateway_passes_the_real_quadlet_generator(tmp_path: Path) -> None:
+    """The .container file through Podman's own generator (-dryrun exits 1 on a bad key)."""
+    generator = quadlet_generator()
+    data = fixture_data()
+    data["gateway"].update(backend="quadlet", scope="user")
+    data["gateway"]["engine"]["image"] = IMAGE
+    fleet = loaded_from(tmp_path, data).fleet
+    launch = render.gateway_launch(fleet, FACTS)
+    unit = launch.unit_file
+    assert unit is not None and unit.kind == "quadlet"
+    assert unit.path == "/home/ops/.config/containers/systemd/inferfleet-gateway.container"
+    folder = tmp_path / "quadlet"
+    folder.mkdir()
+    (folder / "inferfleet-gateway.container").write_text(unit.content)
+    result = subprocess.run(
+        [generator, "-user", "-dryrun"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "QUADLET_UNIT_DIRS": str(folder)},
+    )
+    problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
+    assert result.returncode == 0 and not problems, result.stderr
+    service = result.stdout
+    # The image by digest on the host's network, config read-only, keys from the env file.
+    assert IMAGE in service and "--network host" in service
+    assert f"{launch.config_path}:/etc/litellm/config.yaml:ro" in service
+    assert "--env-file /srv/fleet/gateway.env" in service
+    assert "--config /etc/litellm/config.yaml --host 127.0.0.1 --port 4000" in service
+    assert "LITELLM_MASTER_KEY" not in unit.content
+
+
+@pytest.mark.parametrize(
+    ("gateway", "expect"),
+    [
+        ({"backend": "quadlet"}, "give engine.image"),
+        ({"engine": {"image": IMAGE}}, "only run by backend quadlet"),
+        ({"backend": "quadlet", "engine": {"image": "ghcr.io/berriai/litellm:latest"}}, "digest"),
+    ],
+)
+def test_quadlet_needs_a_pinned_image_and_only_quadlet_runs_one(
+    tmp_path: Path, gateway: dict[str, Any], expect: str
+) -> None:
+    data = fixture_data()
+    data["gateway"].update(gateway)
+    with pytest.raises(SpecError) as caught:
+        loaded_from(tmp_path, data)
+    assert expect in caught.value.render()
