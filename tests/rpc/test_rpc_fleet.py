@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from helpers.rpc_fleet import SERVICE, WORKER_PORT, rpc_data, write
 
+from inferfleet.backends import health as gate
 from inferfleet.checks.engine import LocalSources, run_checks
 from inferfleet.deploy.rpc import shape_reader
 from inferfleet.errors import SpecError, UsageError
@@ -205,3 +208,18 @@ def test_a_systemd_worker_unit_runs_the_rpc_server(tmp_path: Path) -> None:
     assert start.endswith(
         f"/bin/ggml-rpc-server --host 10.250.7.2 --port {WORKER_PORT} --device CPU"
     )
+
+
+def test_a_worker_port_is_healthy_when_a_socket_listens_never_by_connecting() -> None:
+    with socket.socket() as server, httpx.Client() as client:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        url = gate.url_for("127.0.0.1", port, TCP_HEALTH)
+        assert url == f"tcp://127.0.0.1:{port}"
+        assert gate.probe(client, url).state == "down"  # bound, not listening
+        server.listen(1)
+        assert gate.probe(client, url).state == "ok"
+        # nothing connected: the one slot of a worker's queue stays free for its server
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()

@@ -33,7 +33,7 @@ from inferfleet.budget.errors import BudgetError
 from inferfleet.budget.placement import (
     LayerMap,
     LayerPlacement,
-    _f32,
+    f32,
     place_weights,
     split_points,
 )
@@ -129,7 +129,7 @@ def rpc_split(
         if il < on_host:
             layer_map.append([(0, 1.0)])
         else:
-            k = bisect.bisect_right(points, _f32((il - on_host) / offloaded))
+            k = bisect.bisect_right(points, f32((il - on_host) / offloaded))
             layer_map.append([(1 + min(k, last), 1.0)])
     pools = (host, *devices)
     placed = place_weights(
