@@ -111,6 +111,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         _needs_llama_server,
     ),
     Benchmark(
+        "capacity",
+        "Swap cold load and RPC split decode",
+        ("--runs", "5", "--tokens", "64"),
+        _needs_llama_server,
+    ),
+    Benchmark(
         "bench_vs_reference",
         "`bench` against a reference client",
         ("--prompts", "4", "--out", "benchmarks/results/vs-reference"),  # gitignored

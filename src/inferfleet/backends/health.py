@@ -21,6 +21,7 @@ lines of its log.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,12 +32,14 @@ import psutil
 
 from inferfleet.backends.ports import listeners, owned_by
 from inferfleet.errors import HealthError
+from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io import process
 
 if TYPE_CHECKING:
     import httpx
 
 StateFn = Callable[[str, float], None]
+TCP_TIMEOUT = 2.0  # seconds to connect to an RPC worker's port
 FAST_POLL = 0.025  # seconds between health polls during the first FAST_PHASE seconds
 FAST_PHASE = 30.0
 SLOW_POLL = 0.5
@@ -63,13 +66,22 @@ def url_for(bind: str, port: int, path: str) -> str:
         host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
     if ":" in host:
         host = f"[{host}]"
+    if path == TCP_HEALTH:
+        return f"tcp://{host}:{port}"
     return f"http://{host}:{port}{path}"
 
 
 def probe(client: httpx.Client, url: str) -> Probe:
-    """One health request, classified."""
+    """One health request, classified.
+
+    A ``tcp://`` URL is an RPC worker's (it speaks no HTTP): healthy when a
+    socket listens on that address and port of this host (:func:`listening`);
+    the callers still require that its own process owns it (L-33).
+    """
     import httpx
 
+    if url.startswith("tcp://"):
+        return listening(url)
     try:
         response = client.get(url)
     except httpx.TransportError as exc:
@@ -79,6 +91,37 @@ def probe(client: httpx.Client, url: str) -> Probe:
     if response.status_code == 503:
         return Probe("loading", 503, response.text[:200])
     return Probe("error", response.status_code, response.text[:200])
+
+
+def _endpoint(url: str) -> tuple[str, int]:
+    address, _, port = url.removeprefix("tcp://").rpartition(":")
+    return address.strip("[]"), int(port)
+
+
+def listening(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` of this host: ok when a socket listens there.
+
+    Never a connection: ``ggml-rpc-server`` serves one client at a time with a
+    listen backlog of 1 (b11434 ``transport.cpp``), so a probe's connection
+    would wait in its queue behind the server it serves, and fill it.
+    """
+    address, port = _endpoint(url)
+    if listeners(port, address):
+        return Probe("ok", None)
+    return Probe("down", None, f"nothing listens on {address}:{port}")
+
+
+def connect(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` elsewhere: ok when the port accepts a connection.
+
+    For a host whose sockets cannot be read from here; an RPC worker busy with
+    its server may leave the connection queued (it still counts as accepted).
+    """
+    try:
+        with socket.create_connection(_endpoint(url), timeout=TCP_TIMEOUT):
+            return Probe("ok", None)
+    except OSError as exc:
+        return Probe("down", None, exc.strerror or type(exc).__name__)
 
 
 def wait_healthy(
