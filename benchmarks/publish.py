@@ -105,6 +105,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("deploy_overhead", "Deploy and plan overhead", ("--runs", "7"), _needs_root),
     Benchmark("up_overhead", "`up` over a bare llama-server", ("--runs", "5"), _needs_llama_server),
     Benchmark(
+        "front_door",
+        "Front door: gateway and auth proxy hops",
+        ("--rounds", "10"),
+        _needs_llama_server,
+    ),
+    Benchmark(
+        "capacity",
+        "Swap cold load and RPC split decode",
+        ("--runs", "5", "--tokens", "64"),
+        _needs_llama_server,
+    ),
+    Benchmark(
         "bench_vs_reference",
         "`bench` against a reference client",
         ("--prompts", "4", "--out", "benchmarks/results/vs-reference"),  # gitignored

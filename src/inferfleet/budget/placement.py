@@ -47,7 +47,7 @@ class Target:
 LayerMap = list[list[tuple[int, float]]]
 
 
-def _f32(value: float) -> float:
+def f32(value: float) -> float:
     """Round to float32: llama.cpp computes the split points in float, and a
     layer on a boundary must land where the server puts it."""
     return float(struct.unpack("f", struct.pack("f", value))[0])
@@ -62,16 +62,16 @@ def split_points(shares: Sequence[float]) -> list[float]:
         )
     running, cumulative = 0.0, []
     for share in shares:
-        running = _f32(running + _f32(share))
+        running = f32(running + f32(share))
         cumulative.append(running)
-    return [_f32(point / running) for point in cumulative]
+    return [f32(point / running) for point in cumulative]
 
 
 def layer_slots(n_layer: int, points: Sequence[float]) -> list[int]:
     """Device position (in the GPU list) of each block and of the output layer."""
     slots = n_layer + 1
     last = len(points) - 1
-    return [min(bisect.bisect_right(points, _f32(il / slots)), last) for il in range(slots)]
+    return [min(bisect.bisect_right(points, f32(il / slots)), last) for il in range(slots)]
 
 
 @dataclass(frozen=True)

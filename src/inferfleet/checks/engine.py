@@ -20,12 +20,15 @@ from typing import Literal, Protocol
 from inferfleet.artifacts.locate import main_path, model_dir
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel, folder_reader, read_model
+from inferfleet.budget.errors import BudgetError
+from inferfleet.budget.shape import ModelShape, model_shape
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
 from inferfleet.render.facts import facts_for
 from inferfleet.render.launch import resolve
+from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.runtimes.flags import Arg, FlagSource, parse_args
 from inferfleet.runtimes.registry import RuntimeTraits, traits
 
@@ -317,6 +320,13 @@ class CheckContext:
             self._headers[model_name] = self.sources.header(model_name)
         return self._headers[model_name]
 
+    def shape_of(self, model_name: str) -> ModelShape:
+        """The model's shape for sizing (a split over RPC workers), or BudgetError."""
+        found = self.header(model_name)
+        if isinstance(found, str):
+            raise BudgetError(found)
+        return model_shape(found)
+
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and headers, or why not (asked once per model)."""
         if model_name not in self._safetensors:
@@ -368,7 +378,11 @@ class Subject:
         """
         facts = facts_for(self.ctx.fleet, fleet_subdir=self.ctx.loaded.repo_subdir)
         try:
-            return resolve(self.ctx.fleet, self.ctx.root, self.name, facts[self.service.host]).argv
+            split = None
+            if self.service.rpc:  # the split the launch passes, from the header rules read
+                split = rpc_launch_args(self.ctx.fleet, self.name, self.ctx.shape_of)
+            host = facts[self.service.host]
+            return resolve(self.ctx.fleet, self.ctx.root, self.name, host, rpc_args=split).argv
         except FleetError as exc:
             return f"service {self.name!r}: its launch cannot be built: {exc.message}"
 

@@ -18,6 +18,7 @@ from inferfleet.render.exposure import (
     is_loopback,
     listeners,
     problems,
+    rpc_problems,
 )
 
 
@@ -32,6 +33,13 @@ def _problems(ctx: CheckContext, kind: ProblemKind) -> Iterator[Hit]:
 def bind_beyond_exposure(ctx: CheckContext) -> Iterator[Hit]:
     """a server listens beyond loopback without an exposure that allows it"""
     yield from _problems(ctx, "bind")
+
+
+@rule("rpc-worker-bind", "L-58", "error")
+def rpc_worker_bind(ctx: CheckContext) -> Iterator[Hit]:
+    """an RPC worker listens beyond the fleet's private network (it has no authentication)"""
+    for found in rpc_problems(ctx.fleet):
+        yield Hit(found.service, found.field, found.message, found.hint)
 
 
 @rule("lan-exposure-without-reason", "L-58", "error")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.st_model import is_safetensors_model
-from inferfleet.budget import MIB, BudgetError, ModelShape, model_shape, plan
+from inferfleet.budget import MIB, plan
 from inferfleet.budget.fleet import (
     ENGINE_SHARES,
     Pool,
@@ -83,11 +83,7 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
     """the services sharing a device need more memory than it has"""
     fleet = ctx.fleet
 
-    def shape_of(model: str) -> ModelShape:
-        facts = ctx.header(model)
-        if isinstance(facts, str):
-            raise BudgetError(facts)
-        return model_shape(facts)
+    shape_of = ctx.shape_of
 
     for host_name in fleet.hosts:
         budgets: dict[str, Budget] = {}
@@ -107,7 +103,7 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                     host_bills[name] = found.host_bytes
             elif kind in ENGINE_SHARES:
                 engines.append((name, kind))
-            elif traits(kind).gguf:
+            elif traits(kind).gguf and not service.rpc:  # a split: rpc-split-fit
                 try:
                     budgets[name] = plan(fleet_request(fleet, ctx.root, name, shape_of))
                 except FleetError as exc:

@@ -14,6 +14,7 @@ from inferfleet.checks import (  # noqa: F401 - imported for their @rule registr
     kubernetes,
     kvcache,
     memory,
+    rpc,
     speculative,
     templates,
     tensors,

@@ -40,16 +40,24 @@ from inferfleet.budget.report import (
     group_document,
     solution_document,
 )
+from inferfleet.budget.rpc import RpcSplit
 from inferfleet.budget.shape import ModelShape
 from inferfleet.budget.vllm_service import VllmBudget, vllm_budget, vllm_document
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.documents import BudgetDocument, BudgetService, BudgetSkip, BudgetVllm
+from inferfleet.documents import (
+    BudgetDocument,
+    BudgetRpc,
+    BudgetService,
+    BudgetSkip,
+    BudgetVllm,
+)
 from inferfleet.errors import EXIT_FAILED, EXIT_USAGE, FleetError, UsageError
 from inferfleet.fleetfile.fleet import HubSource, PathSource
 from inferfleet.fleetfile.groups import members
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.headers import ModelSources
 from inferfleet.output import Output, esc
+from inferfleet.render.rpc import service_split
 from inferfleet.runtimes.registry import traits
 
 
@@ -203,6 +211,27 @@ def _vllm_human(out: Output, result: VllmBudget) -> None:
     )
     for note in result.notes:
         out.line(f"  [yellow]note:[/] {esc(note)}")
+
+
+def rpc_split_of(loaded: LoadedFleet, sources: ModelSources, name: str) -> RpcSplit:
+    """The split the service's server will run with (the launch passes the same)."""
+    model = loaded.fleet.services[name].model
+    assert model is not None
+    return service_split(loaded.fleet, name, read_shape(sources, model))
+
+
+def _split_human(out: Output, name: str, split: RpcSplit) -> None:
+    shares = ",".join(f"{share:g}" for share in split.tensor_split)
+    out.line(
+        f"[bold]{esc(name)}[/]: split over RPC workers: --n-gpu-layers {split.n_gpu_layers} "
+        f"--tensor-split {shares} (devices {', '.join(split.devices)})"
+    )
+    for pool, layers, weights in zip(split.pools, split.layers, split.weights, strict=True):
+        verdict = "[green]fits[/]" if weights <= pool.memory else "[red]does not fit[/]"
+        out.line(
+            f"  {esc(pool.label)} ({esc(pool.runtime_name)}): {layers} layers, weights "
+            f"{size(weights)} of {size(pool.memory)}: {verdict}"
+        )
 
 
 def build_request(
@@ -394,6 +423,22 @@ def _budget(
     all_fit = True
     unsized = False
     results: dict[str, Budget] = {}
+    split_documents: list[BudgetRpc] = []
+    for name in [n for n in names if loaded.fleet.services[n].rpc]:
+        names.remove(name)  # its model is split over RPC workers: sized per device below
+        try:
+            split = rpc_split_of(loaded, sources, name)
+        except FleetError as exc:
+            if service is not None:
+                raise
+            skipped.append([name, exc.render()])
+            unsized = True
+            continue
+        all_fit = all_fit and not split.overflows()
+        if json_out:
+            split_documents.append(split.to_json(name))
+        else:
+            _split_human(out, name, split)
     for name in names:
         try:
             request = build_request(loaded, sources, name, ctx=ctx, headroom_mib=headroom)
@@ -455,6 +500,7 @@ def _budget(
                 vllm=engine_documents,
                 skipped=[BudgetSkip(service=s, reason=r) for s, r in skipped],
                 groups=[group_document(g) for g in groups],
+                rpc=split_documents,
             )
         )
     else:

@@ -246,7 +246,11 @@ def service_detail(loaded: LoadedFleet, name: str) -> ShowServiceDocument:
     else:
         facts = facts_for(fleet, fleet_subdir=loaded.repo_subdir)[svc.host]
     # The one launch pipeline: exactly what up / apply run and render writes.
-    launch = service_launch(fleet, loaded.root, name, facts)
+    from inferfleet.deploy.rpc import shape_reader
+
+    launch = service_launch(
+        fleet, loaded.root, name, facts, shape_of=shape_reader(fleet, loaded.path)
+    )
     data = ShowServiceDocument(
         schema="inferfleet.show/v1",
         file=str(loaded.path),

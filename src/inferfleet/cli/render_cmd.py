@@ -66,7 +66,9 @@ def _artifacts(
     if check:
         _check(loaded)
     overrides = None if facts is None else load_facts(facts, loaded.fleet, loaded.repo_subdir)
-    return render_fleet(loaded, service, overrides)
+    from inferfleet.deploy.rpc import shape_reader  # a split service's layers (its header)
+
+    return render_fleet(loaded, service, overrides, shape_reader(loaded.fleet, loaded.path))
 
 
 def render(

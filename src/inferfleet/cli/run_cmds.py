@@ -224,7 +224,8 @@ def down(
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
-    names = local.local_services(loaded, service)
+    # The reverse of up's order: a split server stops before its RPC workers.
+    names = local.local_services(loaded, service)[::-1]
     # The front door closes first: it never answers for services already stopped.
     door = None if service is not None else local.down_proxy(loaded, grace=grace)
     front = None if service is not None else local.down_gateway(loaded, grace=grace)

@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from inferfleet.backends import health as gate
@@ -49,11 +49,13 @@ from inferfleet.deploy.markers import (
     MarkerStore,
 )
 from inferfleet.deploy.planner import RETIRE, PlanItem
+from inferfleet.deploy.rpc import shape_reader, worker_states
 from inferfleet.deploy.starting import record_template, start_gated
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.groups import unit_service
+from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
@@ -178,7 +180,10 @@ def _apply_item(
             return actions, None
         run_retirement(ctx, actions, marker)
         return actions, ItemDone("retired")
-    desired = service_launch(ctx.fleet, ctx.root, name, ctx.facts)
+    fleet_file = ctx.root / PurePosixPath(ctx.at.fleet_path).name
+    desired = service_launch(
+        ctx.fleet, ctx.root, name, ctx.facts, shape_of=shape_reader(ctx.fleet, fleet_file)
+    )
     extra = [f.path for f in desired.files]
     service = desired.service
     # Rendered here, on the host, from the templates at this revision and the
@@ -291,6 +296,8 @@ def _run_actions(
     for action in actions:
         _step(ctx, action)
         kind = action.kind
+        if kind in {"start", "restart"} and desired.service.rpc:
+            _workers_answer(ctx, desired)  # after the old server let go of them
         if kind in {"write-settings", "install"} and replaced:
             # The files this deploy will change, archived together in one entry first.
             archived.announce(ctx.emit, desired.name, keeper.keep_replaced(replaced))
@@ -350,6 +357,26 @@ def _run_actions(
             raise AssertionError(f"unknown action kind {kind!r}")
 
 
+def _workers_answer(ctx: Context, desired: ServiceLaunch) -> None:
+    """A split server starts once each of its RPC workers answers (they start first)."""
+    for worker in worker_states(ctx.fleet, desired.name):
+        ctx.emit(
+            {
+                "event": "step",
+                "kind": "rpc-worker",
+                "service": desired.name,
+                "detail": worker.message,
+            }
+        )
+        if not worker.reachable:
+            raise HealthError(
+                worker.message,
+                where=f"service {desired.name}",
+                hint=f"deploy host {worker.host!r} first: its rpc worker starts before the "
+                "server that uses it (inferfleet deploy HOST...)",
+            )
+
+
 def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
     """The contract probe after the health gate: the one place every deploy path runs it.
 
@@ -360,8 +387,10 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
     """
     service = desired.service
     name = desired.name
-    if not ctx.contract or service.kind != "llm":
+    if not ctx.contract or service.kind != "llm" or service.health.path == TCP_HEALTH:
         why = "not an LLM service" if service.kind != "llm" else "skipped (--no-contract)"
+        if service.health.path == TCP_HEALTH:
+            why = "an RPC worker: its gate is its port, owned by its process"
         ctx.emit({"event": "step", "kind": "contract", "service": name, "detail": why})
         return Verdict(CONTRACT_SKIPPED)
     from inferfleet.probe.minimal import run_contract as probe  # httpx, after the gate

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from inferfleet.deploy.repofiles import MISSING, RepoFiles
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.groups import deploy_units, members, unit_service
+from inferfleet.fleetfile.rpc import RpcWorker, worker_of
 
 INPUTS_VERSION = 1
 
@@ -97,6 +98,9 @@ def service_inputs(fleet: Fleet, fleet_path: str, name: str, files: RepoFiles) -
             sections.update({f"{key}@{member}": v for key, v in inputs.sections.items()})
         declared, patterns = file_inputs(fleet, fleet_path, name)
         return ServiceInputs(sections=sections, files=files.inputs(declared, patterns))
+    found = worker_of(fleet, name)
+    if found is not None:
+        return _worker_inputs(fleet, *found, files)
     service = fleet.services[name]
     sections = {"service": digest(_dump(service))}
     if service.runtime is not None and service.runtime in fleet.runtimes:
@@ -112,8 +116,30 @@ def service_inputs(fleet: Fleet, fleet_path: str, name: str, files: RepoFiles) -
         used = [[i, _dump(d)] for i, d in enumerate(host.devices) if d.name in wanted]
         if used:
             sections["devices"] = digest(used)
+    if service.rpc:  # the split follows the workers' devices (their memory)
+        sections["rpc-devices"] = digest([_worker_device(fleet, w) for w in service.rpc])
     declared, patterns = file_inputs(fleet, fleet_path, name)
     return ServiceInputs(sections=sections, files=files.inputs(declared, patterns))
+
+
+def _worker_device(fleet: Fleet, worker: RpcWorker) -> Any:
+    host = fleet.hosts.get(worker.host)
+    found = [] if host is None else [d for d in host.devices if d.name == worker.device]
+    return [worker.host, *(_dump(d) for d in found)]
+
+
+def _worker_inputs(
+    fleet: Fleet, service: str, worker: RpcWorker, files: RepoFiles
+) -> ServiceInputs:
+    """An RPC worker depends on its entry, its service's runtime and its device."""
+    runtime = fleet.services[service].runtime or ""
+    sections = {
+        "rpc-worker": digest(_dump(worker)),
+        "devices": digest(_worker_device(fleet, worker)),
+    }
+    if runtime in fleet.runtimes:
+        sections[f"runtime:{runtime}"] = digest(_dump(fleet.runtimes[runtime]))
+    return ServiceInputs(sections=sections, files=files.inputs([], []))
 
 
 def _used_models(fleet: Fleet, name: str) -> list[str]:
@@ -132,6 +158,8 @@ def file_inputs(fleet: Fleet, fleet_path: str, name: str) -> tuple[list[str], li
         named = dict.fromkeys(path for paths, _ in found for path in paths)
         matched = dict.fromkeys(pattern for _, patterns in found for pattern in patterns)
         return list(named), list(matched)
+    if worker_of(fleet, name) is not None:
+        return [], []  # an RPC worker reads no file of the repository
     service = fleet.services[name]
     base = posixpath.dirname(fleet_path)
 

@@ -37,6 +37,7 @@ from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, SERVICE_LOCK_WAIT_S, HostLock, ServiceLock
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.planner import DEPLOY, PlanItem
+from inferfleet.deploy.rpc import shape_reader
 from inferfleet.deploy.worktree import UNTRACKED, fleet_here
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource, Service
@@ -118,7 +119,9 @@ def prepare(loaded: LoadedFleet, name: str, hooks: Hooks) -> ServiceLaunch:
             "(inferfleet deploy)",
         )
     runtime_version(loaded, service, hooks, build=True)
-    launch = service_launch(fleet, loaded.root, name, host_facts(loaded.root))
+    launch = service_launch(
+        fleet, loaded.root, name, host_facts(loaded.root), shape_of=shape_reader(fleet, loaded.path)
+    )
     for model_name in launch.models:
         model = fleet.models[model_name]
         materialise(model_name, model, declared_files(model, loaded.root), hooks.note)

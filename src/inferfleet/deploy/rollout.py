@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, StringConstraints, TypeAdapter, ValidationError
@@ -37,6 +37,7 @@ from inferfleet.documents import Failure
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.fleetfile.rpc import worker_hosts_first
 from inferfleet.io.files import private_dir
 
 if TYPE_CHECKING:
@@ -260,6 +261,7 @@ def _actions_here(
     # Only a dry run needs the renderers and gates on this side.
     from inferfleet.deploy.actions import retire_actions, service_actions
     from inferfleet.deploy.gates import gates_for
+    from inferfleet.deploy.rpc import shape_reader
     from inferfleet.render.facts import HostFacts
     from inferfleet.render.pipeline import service_launch
 
@@ -273,7 +275,13 @@ def _actions_here(
             continue
         assert report.facts is not None
         facts = HostFacts(**report.facts)
-        desired = service_launch(fleet, root, item.service, facts)
+        desired = service_launch(
+            fleet,
+            root,
+            item.service,
+            facts,
+            shape_of=shape_reader(fleet, root / PurePosixPath(side.head.fleet_path).name),
+        )
         gates = gates_for(desired, fleet, root, facts)
         found += service_actions(desired, state, gates, side.revision)
     return found
@@ -326,7 +334,13 @@ def deploy(
         args.append("--drain")
     for name in services:
         args += ["--service", name]
-    return _parallel(hosts, lambda host: run_apply(side, host, args, on_event))
+    # RPC workers' hosts first: a split server starts once its workers answer.
+    first, then = worker_hosts_first(side.head.fleet, list(hosts))
+    runs = {}
+    for wave in (first, then):
+        for run in _parallel(wave, lambda host: run_apply(side, host, args, on_event)):
+            runs[run.host] = run
+    return [runs[host] for host in hosts]
 
 
 def rollback(

@@ -35,6 +35,7 @@ from pydantic import Field, model_validator
 
 from inferfleet.fleetfile.base import MAX_COUNT, Name, Strict
 from inferfleet.fleetfile.quantities import Duration
+from inferfleet.fleetfile.rpc import worker_of, worker_service, worker_unit
 
 if TYPE_CHECKING:
     from inferfleet.fleetfile.fleet import Fleet
@@ -102,9 +103,12 @@ def group_of(fleet: Fleet, name: str) -> str | None:
 
 
 def deploy_units(fleet: Fleet) -> list[str]:
-    """What gets a unit of its own: every service outside a group, and each group once."""
+    """What gets a unit of its own: every service outside a group, each group once, and
+    each RPC worker (:mod:`inferfleet.fleetfile.rpc`), listed before its service: they
+    start first and stop last."""
     units: list[str] = []
     for name, service in fleet.services.items():
+        units += [worker_unit(name, worker.host) for worker in service.rpc]
         unit = service.group or name
         if unit not in units:
             units.append(unit)
@@ -112,7 +116,11 @@ def deploy_units(fleet: Fleet) -> list[str]:
 
 
 def is_unit(fleet: Fleet, name: str) -> bool:
-    return name in fleet.groups or (name in fleet.services and fleet.services[name].group is None)
+    return (
+        name in fleet.groups
+        or (name in fleet.services and fleet.services[name].group is None)
+        or worker_of(fleet, name) is not None
+    )
 
 
 def unit_service(fleet: Fleet, name: str) -> Service:
@@ -125,6 +133,8 @@ def unit_service(fleet: Fleet, name: str) -> Service:
     (what the contract probe after the health gate asks the router for).
     """
     if name not in fleet.groups:
+        if name not in fleet.services:
+            return worker_service(fleet, name)  # KeyError when it is no unit either
         return fleet.services[name]
     group = fleet.groups[name]
     found = members(fleet, name)

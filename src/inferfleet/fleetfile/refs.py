@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.groups import group_errors
+from inferfleet.fleetfile.rpc import rpc_errors, worker_address
 
 Loc = tuple[str | int, ...]
 Ref = tuple[Loc, str, str]
@@ -65,6 +66,7 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     errors.extend(_kubernetes_refs(fleet, known))
     errors.extend(_port_clashes(fleet))
     errors.extend(group_errors(fleet))
+    errors.extend(rpc_errors(fleet))
     return errors
 
 
@@ -238,6 +240,13 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
         (("services", name), f"service {name!r}", s.host, s.bind, s.port, s.group)
         for name, s in fleet.services.items()
     ]
+    for name, s in fleet.services.items():
+        for index, worker in enumerate(s.rpc):
+            address = worker_address(fleet, worker) if worker.host in fleet.hosts else ""
+            if _is_ip(address):  # a name is refused by the exposure rule (rpc-worker-bind)
+                what = f"rpc worker {index} of service {name!r}"
+                where: Loc = ("services", name, "rpc", index)
+                listeners.append((where, what, worker.host, address, worker.port, None))
     for section in ("gateway", "proxy"):
         front = getattr(fleet, section)
         if front is not None:
@@ -278,6 +287,14 @@ def _overlap(a: str, b: str) -> bool:
         wild.is_unspecified and (wild.version == 6 or other.version == 4)
         for wild, other in ((x, y), (y, x))
     )
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

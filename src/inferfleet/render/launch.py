@@ -75,12 +75,26 @@ class Resolved:
         return 10.0 if self.traits is None else self.traits.stop_grace_s
 
 
-def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Resolved:
+def resolve(
+    fleet: Fleet,
+    fleet_root: Path,
+    name: str,
+    facts: HostFacts,
+    *,
+    rpc_args: list[str] | None = None,
+) -> Resolved:
+    """``rpc_args``: the split of a service with RPC workers (:mod:`inferfleet.render.rpc`)."""
     if name in fleet.groups:
         from inferfleet.render.router import resolve_group  # it resolves members through here
 
         return resolve_group(fleet, fleet_root, name, facts)
+    if name not in fleet.services:
+        return _rpc_worker(fleet, name, facts)
     service = fleet.services[name]
+    if service.rpc and rpc_args is None:
+        from inferfleet.render.rpc import rpc_launch_args
+
+        rpc_launch_args(fleet, name, None)  # refuses: a split service needs its split
     host = fleet.hosts[service.host]
     bind = listen_address(fleet, name)  # refuses a bind its exposure does not allow (L-58)
     if service.kind == "container":
@@ -116,9 +130,30 @@ def resolve(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Reso
         chat_template_path=None
         if service.chat_template_file is None
         else paths.fleet_relative(facts, service.chat_template_file),
+        rpc_args=list(rpc_args or []),
     )
     return Resolved(
         name, service, service.host, host, facts, runtime, kind, None, kind.argv(launch)
+    )
+
+
+def _rpc_worker(fleet: Fleet, unit: str, facts: HostFacts) -> Resolved:
+    """An RPC worker unit: ``ggml-rpc-server`` of the service's pinned build on its host."""
+    from inferfleet.fleetfile.rpc import worker_service
+    from inferfleet.render.rpc import worker_argv
+
+    service = worker_service(fleet, unit)  # KeyError: no unit of this fleet
+    runtime = fleet.runtimes[service.runtime or ""]
+    return Resolved(
+        unit,
+        service,
+        service.host,
+        fleet.hosts[service.host],
+        facts,
+        runtime,
+        traits(runtime.kind),
+        None,
+        worker_argv(fleet, unit, facts),
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.artifacts.manifest import declared_files
+from inferfleet.budget.fleet import ShapeOf
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
@@ -27,6 +28,7 @@ from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.extra_args import refuse_field_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
+from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.render.secrets import flag_secrets
 
 UNIT_KINDS = {"systemd", "quadlet"}
@@ -129,14 +131,26 @@ def passed_from_caller(name: str) -> bool:
     return name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)
 
 
-def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> ServiceLaunch:
-    """The launch of service ``name``; ``root`` is the fleet file's folder here."""
+def service_launch(
+    fleet: Fleet,
+    root: Path,
+    name: str,
+    facts: HostFacts,
+    *,
+    shape_of: ShapeOf | None = None,
+) -> ServiceLaunch:
+    """The launch of service ``name``; ``root`` is the fleet file's folder here.
+
+    ``shape_of`` reads a model's header: a service split over RPC workers
+    needs its layers to put the split in its argv (:func:`rpc_launch_args`).
+    """
     service = unit_service(fleet, name)
     if service.backend == "process":
         _process_only_llm(name, service, fleet)
     _no_secret_flags(name, service)
     refuse_field_flags(name, service, fleet)
-    resolved = resolve(fleet, root, name, facts)
+    rpc_args = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
+    resolved = resolve(fleet, root, name, facts, rpc_args=rpc_args)
     models = served_models(fleet, name)
     model_files = [
         ModelFileRef(m, f.path, f.size, f.sha256)
@@ -167,7 +181,10 @@ def service_launch(fleet: Fleet, root: Path, name: str, facts: HostFacts) -> Ser
 
 
 def served_models(fleet: Fleet, name: str) -> list[str]:
-    """The models (and drafters) a unit loads: its own, or every member's of a group."""
+    """The models (and drafters) a unit loads: its own, or every member's of a group;
+    none for an RPC worker (the server sends it the tensors)."""
+    if name not in fleet.groups and name not in fleet.services:
+        return []
     services = list(members(fleet, name).values()) if name in fleet.groups else []
     services = services or [fleet.services[name]]
     found: list[str] = []

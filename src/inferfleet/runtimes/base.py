@@ -63,6 +63,9 @@ class Launch:
     chat_template_path: str | None = None
     in_container: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    # --rpc, --device, --n-gpu-layers, --tensor-split of a model split over RPC
+    # workers (inferfleet.render.rpc); they replace the service's own device flags.
+    rpc_args: list[str] = field(default_factory=list)
 
     @property
     def alias(self) -> str:

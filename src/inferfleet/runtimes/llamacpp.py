@@ -179,8 +179,11 @@ def argv(launch: Launch) -> list[str]:
     ]
     if service.metrics_on:
         args += METRICS.emit()
-    args += _device_args(service, launch.host)
-    args += _split_args(service)
+    if launch.rpc_args:
+        args += launch.rpc_args
+    else:
+        args += _device_args(service, launch.host)
+        args += _split_args(service)
     args += _override_args(service, launch.host)
     if service.mmproj is not None:
         if launch.mmproj_path is None:

@@ -23,6 +23,31 @@ from pathlib import PurePosixPath
 from inferfleet.fleetfile.fleet import RuntimeSource
 
 SERVER_BINARY = "llama-server"
+# llama.cpp's RPC worker (tools/rpc in b11434: the target and binary are
+# ``ggml-rpc-server``): it serves this host's devices to a llama-server
+# elsewhere that lists it in ``--rpc``. Every pinned build has it (see
+# BUILD_CMAKE_ARGS), so any host of the fleet can be a worker.
+RPC_BINARY = "ggml-rpc-server"
+BUILD_TARGETS = (SERVER_BINARY, RPC_BINARY)
+# The flags of every pinned llama.cpp build. They are part of the build's
+# cache key: a change here builds anew instead of reusing a build made with
+# other flags. GGML_RPC=ON is always on (one build per pinned source for every
+# host and for CI's cache; the RPC backend costs llama-server nothing until
+# `--rpc` names a worker, and `ggml-rpc-server` adds two small targets to the
+# build). RDMA stays off: auto-detected, it would link libibverbs of the build
+# machine into a binary that other hosts must run.
+BUILD_CMAKE_ARGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=OFF",  # portable: a binary built on one CPU must not SIGILL on another
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # it would download the web UI at build time
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",  # the server does not fetch models itself; inferfleet does
+    "-DGGML_RPC=ON",
+    "-DGGML_RPC_RDMA=OFF",
+)
 VENV_PYTHON = PurePosixPath("bin", "python")
 # Kinds whose pinned source is a Python package run in a venv, and how that
 # venv's Python starts the server.
@@ -37,12 +62,19 @@ def is_venv(kind: str) -> bool:
 
 
 def build_relpath(source: RuntimeSource) -> PurePosixPath:
-    """The build's folder under a cache directory: one per pinned source and flag set."""
-    key = f"{source.package}-{source.version}"
-    if source.cmake_args:
-        digest = hashlib.sha256("\0".join(source.cmake_args).encode()).hexdigest()[:12]
-        key += f"-{digest}"
-    return PurePosixPath("runtimes", "llama.cpp", key)
+    """The build's folder under a cache directory: one per pinned source and flag set.
+
+    The key digests the built-in flags and targets with the fleet's own
+    ``cmake_args``, so a build made with other flags is never taken for this one.
+    """
+    flags = (*BUILD_CMAKE_ARGS, *BUILD_TARGETS, *source.cmake_args)
+    digest = hashlib.sha256("\0".join(flags).encode()).hexdigest()[:12]
+    return PurePosixPath("runtimes", "llama.cpp", f"{source.package}-{source.version}-{digest}")
+
+
+def rpc_relpath(source: RuntimeSource) -> PurePosixPath:
+    """The RPC worker binary of a pinned build, relative to a host's cache directory."""
+    return build_relpath(source) / "bin" / RPC_BINARY
 
 
 def package_venv_relpath(

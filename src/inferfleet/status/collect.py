@@ -19,11 +19,14 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
+from inferfleet.deploy.rpc import worker_states
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.groups import deploy_units, members, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_unit
 from inferfleet.io import http
 from inferfleet.render.endpoints import reachable_address
+from inferfleet.render.rpc import endpoints
 from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
@@ -105,16 +108,17 @@ class Collector:
             gateway_row = front.result()
             proxy_row = door.result()
 
-        rows = []
-        host_rows = []
+        rows: list[ServiceRow] = []
+        per_host: dict[str, tuple[HostView, bool]] = {}
         for host in names:
             view = host_views[host]
             ours = [n for n in services if units[n].host == host]
             unreachable = host_unreachable(
                 fleet.hosts[host].is_local(host), view, [service_readings[n] for n in ours]
             )
+            per_host[host] = (view, unreachable)
             revs = revisions.revisions(repo, host, ours, view)
-            mine = [
+            rows += [
                 service_row(
                     self.loaded,
                     name,
@@ -128,19 +132,21 @@ class Collector:
                 )
                 for name in ours
             ]
-            mine = [_with_members(row, group_states.get(row.service)) for row in mine]
-            rows += mine
-            host_rows.append(
-                host_row(
-                    self.loaded,
-                    host,
-                    view,
-                    mine,
-                    ssh_used=self._ssh_for(repo, host),
-                    unreachable=unreachable,
-                    why_no_ssh=self._why_no_ssh(repo),
-                )
+        rows = [_with_members(row, group_states.get(row.service)) for row in rows]
+        by_name = {row.service: row for row in rows}
+        rows = [self._with_workers(row, by_name) for row in rows]
+        host_rows = [
+            host_row(
+                self.loaded,
+                host,
+                view,
+                [row for row in rows if row.host == host],
+                ssh_used=self._ssh_for(repo, host),
+                unreachable=unreachable,
+                why_no_ssh=self._why_no_ssh(repo),
             )
+            for host, (view, unreachable) in per_host.items()
+        ]
         notes = list(index.notes)
         if repo.side is None:
             notes.append(f"revisions are not tracked: {repo.note}")
@@ -209,6 +215,10 @@ class Collector:
     def _reading(self, name: str) -> Reading:
         fleet = self.loaded.fleet
         service = unit_service(fleet, name)
+        if service.health.path == TCP_HEALTH:  # an RPC worker: its port, not HTTP
+            # Never a connection from here: the worker serves one client at a time and its
+            # queue holds one more (gate.listening). Its host's facts say whether it listens.
+            return Reading("unknown", "an RPC worker speaks no HTTP: its host's facts tell")
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
         with http.client(timeout=self.options.timeout) as client:
             return read(
@@ -218,6 +228,33 @@ class Collector:
                 health_path=service.health.path,
                 metrics_on=service.metrics_on,
             )
+
+    def _with_workers(self, row: ServiceRow, rows: dict[str, ServiceRow]) -> ServiceRow:
+        """A server split over RPC workers is unhealthy while one of them is not: its next
+        request needs the layers that worker holds. A worker's state is its own row (its
+        host's facts); a worker whose host was not read is asked from here."""
+        fleet = self.loaded.fleet
+        service = fleet.services.get(row.service)
+        if service is None or not service.rpc or row.state not in {"healthy", "contract-failing"}:
+            return row
+        lost = []
+        for index, worker in enumerate(service.rpc):
+            unit = worker_unit(row.service, worker.host)
+            mine = rows.get(unit)
+            if mine is not None:
+                if mine.state != "healthy":
+                    address = endpoints(fleet, row.service)[index]
+                    lost.append(
+                        f"rpc worker on {worker.host} ({address}) is unreachable: {mine.state}"
+                        + (f" ({mine.detail})" if mine.detail else "")
+                    )
+                continue
+            found = worker_states(fleet, row.service)[index]
+            if not found.reachable:
+                lost.append(found.message)
+        if not lost:
+            return row
+        return replace(row, state="unhealthy", detail="; ".join(lost))
 
     def _members(self, name: str) -> dict[str, str] | str:
         """A swap group's members and whether each is loaded (the router's GET /models)."""

@@ -1,9 +1,9 @@
 """The gateway (LiteLLM) in the cluster: its config as a ConfigMap, a Deployment, a Service.
 
-The model list is :func:`inferfleet.render.clients.litellm`'s, the same the
-hosts' gateway gets (per-slot windows and slots, L-25, L-26); only each
-``api_base`` changes, to the service's in-cluster address. The API keys
-clients send stay in a Secret the Deployment references (L-55).
+The config is :func:`inferfleet.render.gateway.config`'s, the one the hosts'
+gateway runs (per-slot windows and slots, L-25, L-26; timeouts; the master key
+by ``os.environ/`` reference); only each ``api_base`` changes, to the service's
+in-cluster address. The keys stay in a Secret the Deployment references (L-55).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet
-from inferfleet.render import clients
+from inferfleet.render import gateway as hosts_gateway
 from inferfleet.render.endpoints import endpoint
 from inferfleet.render.kube.objects import Obj, labels, metadata, selector, to_yaml
 from inferfleet.render.kube.workload import cluster_url
@@ -31,10 +31,9 @@ def gateway_config(fleet: Fleet, namespace: str) -> dict[str, Any]:
     for name, service in fleet.services.items():
         if service.kind == "llm":
             urls[endpoint(fleet, name).alias] = cluster_url(name, service.port, namespace)
-    config = clients.litellm(fleet)
+    config = hosts_gateway.config(fleet)
     for model in config["model_list"]:
         model["litellm_params"]["api_base"] = urls[model["model_name"]]
-    config["litellm_settings"] = {"request_timeout": fleet.gateway.timeout}
     return config
 
 
