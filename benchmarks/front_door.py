@@ -5,9 +5,9 @@ One fleet, one run, the same prompts:
 - direct:  the llama-server of the test model (`inferfleet up` starts it);
 - gateway: the pinned LiteLLM proxy that `inferfleet up` deploys in front of it
            (`gateway:`), with its master key;
-- caddy:   the pinned Caddy serving the Caddyfile `render/caddy.py` renders for
-           the fleet's `proxy:` (bearer auth, `tls internal`, `flush_interval -1`)
-           in front of the gateway, with the same key.
+- caddy:   the pinned Caddy `inferfleet up` deploys for the fleet's `proxy:`
+           (bearer auth, `tls internal`, `flush_interval -1`) in front of the
+           gateway, with the same key (the gateway's master key is a proxy key).
 
 Every request is a streamed completion of ``--max-tokens`` tokens
 (``ignore_eos``) on a salted prompt (no arm profits from another's prompt cache,
@@ -17,8 +17,8 @@ the first over the time after it) are read on the client. The added latency of a
 hop is the difference of the medians: gateway - direct, caddy - gateway. Target
 (issue 18): under 5 ms added per hop at the median on loopback.
 
-Everything is started by this script and stopped by pid in a ``finally``
-(`inferfleet down` for what `up` recorded; Caddy by its pid). Loopback only.
+Everything is started by `inferfleet up` and stopped by its recorded pids with
+`inferfleet down` in a ``finally``. Loopback only.
 
     .venv/bin/python benchmarks/front_door.py [--rounds 10] [--max-tokens 32]
 """
@@ -36,20 +36,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import yaml
 from results import Row, record
 
 from inferfleet.client.stream import new_salt, request_body, stream, text_of
-from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import caddy as caddy_tool
-from inferfleet.io import process
-from inferfleet.render.caddy import caddyfile
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "fleets" / "gateway.yaml"  # the model + a gateway
@@ -114,31 +109,16 @@ def _handshake(port: int, root: Path) -> ssl.SSLContext | None:
     return None
 
 
-@contextlib.contextmanager
-def caddy(fleet_file: Path, folder: Path, port: int) -> Iterator[ssl.SSLContext]:
-    """The pinned Caddy serving the fleet's rendered Caddyfile; stopped by pid."""
-    loaded = load_fleet(fleet_file)
-    installed, _now = caddy_tool.install()
-    config = folder / "Caddyfile"
-    config.write_text(caddyfile(loaded.fleet, "local"))
-    binary = Path(installed.binary)
-    caddy_tool.validate(config.read_text(), binary)
-    data = folder / "caddy-data"
-    keys = (folder / "gateway.env").read_text()
-    env = {**os.environ, **caddy_tool.environment(["LITELLM_MASTER_KEY"], keys, data)}
-    log = folder / "caddy.log"
-    proc = process.spawn_detached(caddy_tool.run_argv(binary, config), log_path=log, env=env)
-    try:
-        root = caddy_tool.root_certificate(data)
-        deadline = time.monotonic() + 60
-        while (tls := _handshake(port, root)) is None:
-            if not proc.is_running() or time.monotonic() > deadline:
-                raise SystemExit(f"caddy did not start; see {log}")
-            time.sleep(0.05)
-        yield tls
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.terminate(proc)
+def caddy_trust(state: Path, port: int) -> ssl.SSLContext:
+    """A client context trusting only the local CA of the Caddy `up` deployed (its data dir
+    is ``<state>/proxy/data``), once a handshake with it succeeds."""
+    root = caddy_tool.root_certificate(state / "proxy" / "data")
+    deadline = time.monotonic() + 60
+    while (tls := _handshake(port, root)) is None:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no TLS handshake with the deployed Caddy on port {port}")
+        time.sleep(0.05)
+    return tls
 
 
 OVERHEAD_HEADER = "x-litellm-overhead-duration-ms"  # LiteLLM's own account of what it added
@@ -176,34 +156,34 @@ def main() -> None:
         fleet_file, key, ports = write_fleet(folder)
         env = os.environ | {"INFERFLEET_STATE_DIR": str(folder / "state")}
         try:
-            cli("up", str(fleet_file), "--no-contract", env=env)
-            with caddy(fleet_file, folder, ports["proxy"]) as tls:
-                auth = {"Authorization": f"Bearer {key}"}
-                clients = {
-                    "direct": httpx.Client(base_url=f"http://127.0.0.1:{ports['service']}"),
-                    "gateway": httpx.Client(
-                        base_url=f"http://127.0.0.1:{ports['gateway']}", headers=auth
-                    ),
-                    "caddy": httpx.Client(
-                        base_url=f"https://127.0.0.1:{ports['proxy']}", headers=auth, verify=tls
-                    ),
-                }
-                model = "gemma3-270m"
-                for arm in ARMS:  # warm-up: connections, the server's first batch
-                    one(clients[arm], model, args.max_tokens)
-                ttft: dict[str, list[float]] = {a: [] for a in ARMS}
-                decode: dict[str, list[float]] = {a: [] for a in ARMS}
-                reported: list[float] = []
-                for n in range(args.rounds):
-                    order = ARMS[n % 3 :] + ARMS[: n % 3]
-                    for arm in order:
-                        first, rate, overhead = one(clients[arm], model, args.max_tokens)
-                        ttft[arm].append(first)
-                        decode[arm].append(rate)
-                        if arm == "gateway" and overhead is not None:
-                            reported.append(overhead)
-                for c in clients.values():
-                    c.close()
+            cli("up", str(fleet_file), "--no-contract", env=env)  # service, gateway, Caddy
+            tls = caddy_trust(folder / "state", ports["proxy"])
+            auth = {"Authorization": f"Bearer {key}"}
+            clients = {
+                "direct": httpx.Client(base_url=f"http://127.0.0.1:{ports['service']}"),
+                "gateway": httpx.Client(
+                    base_url=f"http://127.0.0.1:{ports['gateway']}", headers=auth
+                ),
+                "caddy": httpx.Client(
+                    base_url=f"https://127.0.0.1:{ports['proxy']}", headers=auth, verify=tls
+                ),
+            }
+            model = "gemma3-270m"
+            for arm in ARMS:  # warm-up: connections, the server's first batch
+                one(clients[arm], model, args.max_tokens)
+            ttft: dict[str, list[float]] = {a: [] for a in ARMS}
+            decode: dict[str, list[float]] = {a: [] for a in ARMS}
+            reported: list[float] = []
+            for n in range(args.rounds):
+                order = ARMS[n % 3 :] + ARMS[: n % 3]
+                for arm in order:
+                    first, rate, overhead = one(clients[arm], model, args.max_tokens)
+                    ttft[arm].append(first)
+                    decode[arm].append(rate)
+                    if arm == "gateway" and overhead is not None:
+                        reported.append(overhead)
+            for c in clients.values():
+                c.close()
         finally:
             with contextlib.suppress(SystemExit):
                 cli("down", "--file", str(fleet_file), env=env, timeout=120)
