@@ -45,6 +45,7 @@ import psutil
 import yaml
 from results import Row, record
 
+from inferfleet.backends import health
 from inferfleet.budget.rpc import Pool, rpc_split
 from inferfleet.budget.shape import model_shape
 from inferfleet.client.router import ensure_loaded
@@ -121,15 +122,25 @@ def swap_rounds(runs: int, work: Path, env: dict[str, str]) -> tuple[list[float]
 
 
 @contextmanager
-def started(argv: list[str], log: Path, port: int | None) -> Iterator[None]:
-    """A process of this benchmark, stopped by pid; ``port``: wait for its /health."""
+def started(
+    argv: list[str], log: Path, port: int | None, *, listen: int | None = None
+) -> Iterator[None]:
+    """A process of this benchmark, stopped by pid; ``port``: wait for its /health;
+    ``listen``: wait until a socket listens on that port (an RPC worker: never a
+    connection, it serves one client with a backlog of 1; llama-server dies when its
+    ``--rpc`` worker is not there yet)."""
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
+        while listen is not None and health.listening(f"tcp://127.0.0.1:{listen}").state != "ok":
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{Path(argv[0]).name} is not listening on {listen}; see {log}")
+            time.sleep(0.05)
         while port is not None:
             if proc.poll() is not None:
-                raise SystemExit(f"{Path(argv[0]).name} exited; see {log}")
+                tail = log.read_text(errors="replace")[-1500:]
+                raise SystemExit(f"{Path(argv[0]).name} exited; the end of {log}:\n{tail}")
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
                     break
@@ -140,7 +151,8 @@ def started(argv: list[str], log: Path, port: int | None) -> Iterator[None]:
             time.sleep(0.05)
         yield
     finally:
-        process.terminate(psutil.Process(proc.pid), grace=15)
+        if proc.poll() is None:  # one that exited was reaped by poll(): nothing to stop
+            process.terminate(psutil.Process(proc.pid), grace=15)
 
 
 def decode_rate(port: int, tokens: int) -> float:
@@ -197,7 +209,7 @@ def split_rounds(
         with started(local_argv, work / "local.log", port):
             local.append(decode_rate(port, tokens))
         with (
-            started(worker_argv, work / "worker.log", None),
+            started(worker_argv, work / "worker.log", None, listen=rpc_port),
             started(split_argv, work / "split.log", port),
         ):
             over_rpc.append(decode_rate(port, tokens))
