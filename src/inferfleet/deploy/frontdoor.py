@@ -32,6 +32,29 @@ from inferfleet.render.pipeline import passed_from_caller
 Note = Callable[[str], None]
 
 
+def front_record(
+    name: str, *, host: str, argv: list[str], bind: str, port: int, spec: str, health_path: str,
+    engine: str,
+) -> ServiceRecord:  # fmt: skip
+    """The record a front-door process (the gateway, the proxy) is filed under before it
+    starts: stopped by this pid later, never by name (L-43); pid and times are the backend's."""
+    return ServiceRecord(
+        service=name,
+        host=host,
+        pid=0,
+        create_time=0.0,
+        argv=argv,
+        bind=bind,
+        port=port,
+        log="",
+        started_at=0.0,
+        spec_hash=spec,
+        health_path=health_path,
+        alias=name,
+        runtime_version=engine,
+    )
+
+
 def read_private_env(
     path: Path, *, error: type[UsageError], where: str, create_hint: str
 ) -> tuple[str, dict[str, str]]:

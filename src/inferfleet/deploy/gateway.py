@@ -114,20 +114,15 @@ keys_digest = frontdoor.keys_digest
 
 
 def record_template(launch: render.GatewayLaunch, spec: str, engine: str) -> ServiceRecord:
-    return ServiceRecord(
-        service=render.NAME,
+    return frontdoor.front_record(
+        render.NAME,
         host=launch.host,
-        pid=0,
-        create_time=0.0,
         argv=launch.argv,
         bind=launch.bind,
         port=launch.port,
-        log="",
-        started_at=0.0,
-        spec_hash=spec,
+        spec=spec,
         health_path=render.READINESS_PATH,
-        alias=render.NAME,
-        runtime_version=engine,
+        engine=engine,
     )
 
 

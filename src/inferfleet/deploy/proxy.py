@@ -186,20 +186,15 @@ def _gateway_takes(fleet: Fleet, facts: HostFacts, keys: Mapping[str, str]) -> N
 
 
 def record_template(launch: ProxyLaunch, spec: str, engine: str) -> ServiceRecord:
-    return ServiceRecord(
-        service=NAME,
+    return frontdoor.front_record(
+        NAME,
         host=launch.host,
-        pid=0,
-        create_time=0.0,
         argv=launch.argv,
         bind=launch.bind,
         port=launch.port,
-        log="",
-        started_at=0.0,
-        spec_hash=spec,
+        spec=spec,
         health_path=render.HEALTH_PATH,
-        alias=NAME,
-        runtime_version=engine,
+        engine=engine,
     )
 
 

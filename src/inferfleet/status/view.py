@@ -107,50 +107,33 @@ GATEWAY_STYLE = {"healthy": "green", "degraded": "red", "down": "red", "unhealth
 
 def gateway_table(out: Output, row: GatewayRow) -> None:
     """The front door: its state, and each fronted backend as LiteLLM reaches it."""
-    reach = ", ".join(
-        _styled(name, "green" if state == "ok" else "red") for name, state in row.backends.items()
-    )
-    out.table(
-        None,
-        ["gateway", "host", "health", "pid", "engine", "backends", "url"],
-        [
-            [
-                "gateway",
-                esc(row.host),
-                _styled(row.state, GATEWAY_STYLE.get(row.state, "red")),
-                "-" if row.pid is None else str(row.pid),
-                esc(row.engine or "-"),
-                reach or "-",
-                esc(row.url),
-            ]
-        ],
-    )
-    if row.detail:
-        out.line(f"  gateway: {esc(row.detail)}")
+    _front_table(out, "gateway", "backends", row, row.backends)
 
 
 def proxy_table(out: Output, row: ProxyRow) -> None:
     """The auth proxy: its state, and each upstream as reached through it."""
+    _front_table(out, "proxy", "upstreams", row, row.upstreams)
+
+
+def _front_table(
+    out: Output, what: str, behind: str, row: GatewayRow | ProxyRow, reached: dict[str, str]
+) -> None:
+    """One front-door row (the gateway's or the proxy's) and what it reaches, by state."""
     reach = ", ".join(
-        _styled(name, "green" if state == "ok" else "red") for name, state in row.upstreams.items()
+        _styled(name, "green" if state == "ok" else "red") for name, state in reached.items()
     )
-    out.table(
-        None,
-        ["proxy", "host", "health", "pid", "engine", "upstreams", "url"],
-        [
-            [
-                "proxy",
-                esc(row.host),
-                _styled(row.state, GATEWAY_STYLE.get(row.state, "red")),
-                "-" if row.pid is None else str(row.pid),
-                esc(row.engine or "-"),
-                reach or "-",
-                esc(row.url),
-            ]
-        ],
-    )
+    cells = [
+        what,
+        esc(row.host),
+        _styled(row.state, GATEWAY_STYLE.get(row.state, "red")),
+        "-" if row.pid is None else str(row.pid),
+        esc(row.engine or "-"),
+        reach or "-",
+        esc(row.url),
+    ]
+    out.table(None, [what, "host", "health", "pid", "engine", behind, "url"], [cells])
     if row.detail:
-        out.line(f"  proxy: {esc(row.detail)}")
+        out.line(f"  {what}: {esc(row.detail)}")
 
 
 def show(out: Output, status: FleetStatus) -> None:
