@@ -75,6 +75,11 @@ DEFAULT_TIMEOUT_S = 600.0  # before response headers, when no gateway states one
 HEALTH_INTERVAL = "10s"
 HEALTH_TIMEOUT = "5s"
 DIAL_TIMEOUT = "5s"
+# Idle upstream connections are dropped before the upstream drops them: LiteLLM's uvicorn
+# and llama-server close an idle keep-alive connection after 5 s, and a request sent on a
+# connection the upstream is closing at that moment fails mid-response (Caddy's default
+# keeps idle connections for 2 minutes).
+UPSTREAM_KEEPALIVE = "2s"
 READ_HEADER_TIMEOUT = "10s"
 READ_BODY_TIMEOUT = "60s"
 IDLE_TIMEOUT = "5m"
@@ -204,6 +209,7 @@ def _reverse_proxy(head: list[str], upstream: str, health: str, timeout_s: float
                 [
                     _line("dial_timeout", DIAL_TIMEOUT),
                     _line("response_header_timeout", _duration(timeout_s)),
+                    _line("keepalive", UPSTREAM_KEEPALIVE),
                 ],
             ),
             _line("health_uri", health),
