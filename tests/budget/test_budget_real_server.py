@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from budget_helpers import GEMMA, MIB
+from helpers.real_model import llama_server
 
 from inferfleet.budget import (
     BootReport,
@@ -35,24 +36,8 @@ from inferfleet.budget import (
 )
 from inferfleet.gguf import inspect
 
-
-def _llama_server() -> Path | None:
-    from inferfleet.cli.fleet_cmds import embedded_example
-    from inferfleet.fleetfile.loader import load_fleet
-    from inferfleet.install.llamacpp_build import server_binary
-
-    binary = server_binary(load_fleet(embedded_example()).fleet.runtimes["llama-cpp"])
-    return None if binary is None else Path(binary)
-
-
-SERVER = _llama_server()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        SERVER is None or not GEMMA.is_file(),
-        reason="llama-server not built (inferfleet runtime install) or Gemma not assembled",
-    ),
-]
+# The real model and server, made once per machine (tests/helpers/real_model.py): never skipped.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("gemma_file", "llama_server_binary")]
 
 # (-c, --parallel, -ctk, -ctv, -fa, -ub)
 SHAPES = [
@@ -67,9 +52,8 @@ SHAPES = [
 def boot(log: Path, ctx: int, parallel: int, k: str, v: str, fa: str, ub: int) -> BootReport:
     from helpers import free_port
 
-    assert SERVER is not None
     port = free_port()
-    argv = [str(SERVER), "-m", str(GEMMA), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [str(llama_server()), "-m", str(GEMMA), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["-c", str(ctx), "--parallel", str(parallel), "-ctk", k, "-ctv", v, "-fa", fa]
     argv += ["-ub", str(ub), "--log-jsonl", "-lv", "4", "--fit", "off", "--no-warmup"]
     with log.open("wb") as sink:

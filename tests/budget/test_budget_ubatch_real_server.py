@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from budget_helpers import MIB, write_fleet
-from test_budget_real_server import boot, pytestmark  # noqa: F401 - the server skip marks
+from test_budget_real_server import boot, pytestmark  # noqa: F401 - the real model and server fixtures
 
 SMALL, LARGE = 128, 1024
 

@@ -18,27 +18,12 @@ import pytest
 import yaml
 from check_helpers import DIGEST, Patch, build
 
-from inferfleet.cli.fleet_cmds import embedded_example
-from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.install import llamacpp_build, runtime_flags
+from inferfleet.install import runtime_flags
 from inferfleet.runtimes.flags import FlagList
 
 S = "services"
 # Rules whose incident needs the runtime's own flag list (see test_check_rules).
 FLAG_LIST_RULES = {"extra-args-unknown-flag"}
-
-
-def built_llama_server() -> Path | None:
-    runtime = load_fleet(embedded_example()).fleet.runtimes["llama-cpp"]
-    return llamacpp_build.server_binary(runtime)
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> Path:
-    binary = built_llama_server()
-    if binary is None:
-        pytest.skip("llama-server not built here (`inferfleet runtime install`); CI builds it")
-    return binary
 
 
 def write(tmp_path: Path, patch: Patch) -> Path:
@@ -176,33 +161,33 @@ def real_runtime(binary: Path, args: list[str], **patch: Any) -> Patch:
 
 
 def test_a_misspelt_flag_fails_against_the_real_llama_server(
-    cli: Any, tmp_path: Path, llama_server: Path
+    cli: Any, tmp_path: Path, llama_server_binary: Path
 ) -> None:
-    patch = real_runtime(llama_server, ["--temprature", "0.7", "--cache-reuse", "256"])
+    patch = real_runtime(llama_server_binary, ["--temprature", "0.7", "--cache-reuse", "256"])
     code, doc = check_json(cli, write(tmp_path, patch))
     assert code == 1
     (hit,) = [f for f in doc["findings"] if f["rule"] == "extra-args-unknown-flag"]
     assert hit["field"] == "services.chat.extra_args[0]"
     assert hit["lesson"] == "L-42"
-    assert "--temprature" in hit["message"] and str(llama_server) in hit["message"]
+    assert "--temprature" in hit["message"] and str(llama_server_binary) in hit["message"]
     assert "misspelt? did you mean --temperature" in hit["hint"]
 
 
 def test_llama_server_takes_no_flag_equals_value(
-    cli: Any, tmp_path: Path, llama_server: Path
+    cli: Any, tmp_path: Path, llama_server_binary: Path
 ) -> None:
-    code, doc = check_json(cli, write(tmp_path, real_runtime(llama_server, ["--temp=0.7"])))
+    code, doc = check_json(cli, write(tmp_path, real_runtime(llama_server_binary, ["--temp=0.7"])))
     assert code == 1
     (hit,) = [f for f in doc["findings"] if f["rule"] == "extra-args-unknown-flag"]
     assert "write it as two words: --temp, 0.7" in hit["hint"]
 
 
 def test_valid_unusual_flags_pass_against_the_real_llama_server(
-    cli: Any, tmp_path: Path, llama_server: Path
+    cli: Any, tmp_path: Path, llama_server_binary: Path
 ) -> None:
     args = ["--cache-reuse", "256", "-lv", "3", "--no-warmup", "--control-vector-layer-range",
             "2", "9", "--reasoning-budget", "-1", "--load-mode", "mmap+mlock"]  # fmt: skip
-    code, doc = check_json(cli, write(tmp_path, real_runtime(llama_server, args)))
+    code, doc = check_json(cli, write(tmp_path, real_runtime(llama_server_binary, args)))
     assert code == 0, doc["findings"]
     assert not [s for s in doc["skipped"] if s["rule"] == "extra-args-unknown-flag"]
 

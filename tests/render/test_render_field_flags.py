@@ -14,9 +14,7 @@ from typing import Any
 import pytest
 from test_render_runtimes import argv_for
 
-from inferfleet.cli.fleet_cmds import embedded_example
-from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.install import llamacpp_build, runtime_flags
+from inferfleet.install import runtime_flags
 from inferfleet.runtimes import llamacpp
 from inferfleet.runtimes.flags import FlagList, parse_args
 from inferfleet.runtimes.registry import traits
@@ -83,12 +81,9 @@ def test_every_flag_an_adapter_emits_is_in_its_table(kind: str, tmp_path: Path) 
 
 
 def test_every_llamacpp_spelling_is_one_the_built_server_takes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llama_server_binary: Path
 ) -> None:
-    runtime = load_fleet(embedded_example()).fleet.runtimes["llama-cpp"]
-    binary = llamacpp_build.server_binary(runtime)
-    if binary is None:
-        pytest.skip("llama-server not built here (`inferfleet runtime install`); CI builds it")
+    binary = llama_server_binary
     monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(tmp_path / "cache"))
     known = runtime_flags.read_flags(binary)
     assert isinstance(known, FlagList), known
