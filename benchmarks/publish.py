@@ -1,5 +1,5 @@
 """Run the benchmarks and publish their figures: docs/benchmarks/<name>.json and .png, and the
-README's table between ``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``.
+handbook's benchmarks page (docs/benchmarks.md): its table between ``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``.
 
     .venv/bin/python benchmarks/publish.py                  # run every benchmark, then publish
     .venv/bin/python benchmarks/publish.py --only cli_startup
@@ -12,9 +12,9 @@ reference client) is published as *not run* with the reason, never with
 made-up figures. Every input is read and validated and every output
 rendered in memory before the first file is written, and each file is
 replaced atomically: a malformed results file stops the run with its name
-and leaves docs/ and the README as they were.
+and leaves docs/ and the benchmarks page as they were.
 
-The README section is a pure function of docs/benchmarks/*.json
+The page's section is a pure function of docs/benchmarks/*.json
 (:func:`render_section`), so a test can check that the committed table is the
 one the committed figures give. The plots are drawn with matplotlib's Agg
 backend at a fixed size and dpi, with no software or date in the PNG's
@@ -41,7 +41,7 @@ from results import ROOT, ResultsError, Row, atomic_write, dump, fmt, load, rows
 from inferfleet.errors import FleetError
 
 DOCS = ROOT / "docs" / "benchmarks"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "benchmarks.md"  # the handbook page that holds the table
 START = "<!-- benchmarks:start -->"
 END = "<!-- benchmarks:end -->"
 

@@ -1,4 +1,4 @@
-"""benchmarks/publish.py: the README's benchmark table and the plots are a pure, byte-stable
+"""benchmarks/publish.py: the handbook's benchmark table (docs/benchmarks.md) and the plots are a pure, byte-stable
 function of the recorded figures, the committed table never drifts from the committed
 figures, and a bad results file stops publishing before anything is written."""
 
@@ -68,12 +68,12 @@ def test_committed_figures_are_published_with_the_machine_stamp() -> None:
         assert (DOCS / f"{name}.png").read_bytes().startswith(PNG_SIGNATURE), name
 
 
-def test_readme_section_is_what_the_committed_figures_render() -> None:
+def test_benchmarks_page_section_is_what_the_committed_figures_render() -> None:
     """Editing the table by hand (or committing figures without publishing) fails here."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    expected = publish.render_section(committed_docs())
+    readme = publish.README.read_text(encoding="utf-8")
+    expected = publish.render_section(committed_docs(), "benchmarks")
     assert publish.current_section(readme) == expected, (
-        "README's benchmark table differs from docs/benchmarks/*.json: "
+        "docs/benchmarks.md's benchmark table differs from docs/benchmarks/*.json: "
         "run .venv/bin/python benchmarks/publish.py --from-results"
     )
 
