@@ -71,7 +71,8 @@ def _command(command: Any, parent: Any, path: str) -> list[str]:
     for param in command.get_params(ctx):
         record = param.get_help_record(ctx)
         if param.param_type_name == "argument":
-            rows.append((f"`{str(param.name).upper()}`", "argument", _cell(getattr(param, "help", None) or "")))
+            text = _cell(getattr(param, "help", None) or "")
+            rows.append((f"`{str(param.name).upper()}`", "argument", text))
         elif record is not None:
             names, text = record
             rows.append((f"`{names}`", "option", _cell(text)))
