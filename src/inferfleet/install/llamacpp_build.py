@@ -26,6 +26,7 @@ from inferfleet import paths
 from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
 from inferfleet.io import process
+from inferfleet.io.locks import FileLock
 from inferfleet.runtimes.pinned import (
     BUILD_CMAKE_ARGS,
     BUILD_TARGETS,
@@ -36,6 +37,9 @@ from inferfleet.runtimes.pinned import (
 from inferfleet.runtimes.version import parse_version, version_argv
 
 RECORD = "runtime.json"
+# How long a second build of the same pin waits for the first (a cold 2-core build
+# takes 10-20 minutes; the build itself may take up to 2 hours before it times out).
+BUILD_LOCK_WAIT_S = 3 * 3600.0
 ProgressFn = Callable[[int, int, str], None]
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 
@@ -99,13 +103,45 @@ def install(
     on_progress: ProgressFn | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> tuple[InstalledRuntime, bool]:
-    """Build and cache llama-server; returns (record, built_now)."""
+    """Build and cache llama-server; returns (record, built_now).
+
+    One build of one pin at a time on this machine: a second caller (another ``up``,
+    ``runtime install`` or test run) waits for the first under a lock next to the
+    cache folder and then reuses its build instead of compiling the same thing again.
+    """
     done = installed(source)
     if done is not None:
         return done, False
     phase = on_phase or (lambda _text: None)
     folder = install_dir(source)
     folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = build_lock(folder)
+    lock.acquire(f"building {folder.name}", wait=BUILD_LOCK_WAIT_S, on_wait=phase)
+    try:
+        done = installed(source)  # built by the caller we waited for
+        if done is not None:
+            phase(f"reusing the build another process just made ({folder.name})")
+            return done, False
+        return _build(source, folder, on_progress, phase), True
+    finally:
+        lock.release()
+
+
+class BuildLock(FileLock):
+    subject_kind = "llama.cpp build"
+
+
+def build_lock(folder: Path) -> BuildLock:
+    """The lock that serialises builds of the pin cached in ``folder``."""
+    return BuildLock(folder.parent / f".{folder.name}.lock", folder.name)
+
+
+def _build(
+    source: RuntimeSource,
+    folder: Path,
+    on_progress: ProgressFn | None,
+    phase: Callable[[str], None],
+) -> InstalledRuntime:
     started = time.monotonic()
     cmake, ninja = _tools()
     with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
@@ -172,7 +208,7 @@ def install(
         if folder.exists():
             shutil.rmtree(folder)
         staged.rename(folder)
-    return record, True
+    return record
 
 
 def _tools() -> tuple[str, str | None]:
