@@ -88,6 +88,11 @@ VERBS: dict[str, Verb] = {
         "register",
         "Check the fleet against every lesson encoded as a rule (schema first).",
     ),
+    "completion": Verb(
+        "completion_cmd",
+        "register",
+        "Print the shell completion script for bash, zsh or fish.",
+    ),
     "explain": Verb(
         "explain_cmd",
         "register",
@@ -170,6 +175,8 @@ VERBS: dict[str, Verb] = {
     ),
 }
 
+PROG = "inferfleet"
+COMPLETE_VAR = "_INFERFLEET_COMPLETE"  # the variable the completion scripts set
 HELP = "Fleet-as-code for self-hosted LLM inference: one fleet.yaml, reproducible endpoints."
 
 
@@ -192,8 +199,12 @@ def _new_app() -> typer.Typer:
         name="inferfleet",
         help=HELP,
         no_args_is_help=True,
+        # Completion scripts come from `inferfleet completion SHELL` (one verb, listed
+        # with the others) rather than two options on every invocation.
         add_completion=False,
         pretty_exceptions_enable=False,
+        # `-h` as in the tools our users know; inherited by every verb and sub-verb.
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)
     return app
@@ -282,6 +293,15 @@ def main() -> None:
 
             if noop.answer(argv[1:]):
                 return
+        if os.environ.get(COMPLETE_VAR):
+            # The shell asks for completions (scripts from `inferfleet completion`):
+            # every verb's options must be known, so the whole app is built.
+            # Typer's completion classes (its `--show-completion` registers them the same way).
+            from typer._completion_classes import completion_init
+
+            completion_init()
+            build_app(full=True)(prog_name=PROG)
+            return
         # Standalone mode: typer formats usage errors and turns Exit into
         # sys.exit itself; only our own errors and real bugs reach us.
         build_app(_first_verb(argv))()

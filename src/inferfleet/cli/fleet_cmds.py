@@ -327,6 +327,28 @@ GITIGNORE_LINES = (
 
 # What `init` writes besides .gitignore: (path in the repository, packaged template).
 # The CI files run `inferfleet check --strict` (pre-commit on commit, the workflow in CI).
+def _git_init(directory: Path) -> bool:
+    """``git init`` in ``directory`` unless it is already inside a work tree; True if it ran.
+
+    Without git on this machine nothing is run: the scaffold is complete either way, and
+    ``plan``/``deploy`` say that they need a repository when they are used."""
+    import shutil
+
+    from inferfleet.io import process
+
+    if shutil.which("git") is None:
+        return False
+    inside = process.run(
+        ["git", "-C", str(directory), "rev-parse", "--is-inside-work-tree"],
+        check=False,
+        timeout=30,
+    )
+    if inside.returncode == 0:
+        return False
+    process.run(["git", "init", "-q", str(directory)], timeout=60)
+    return True
+
+
 SCAFFOLD: tuple[tuple[str, str], ...] = (
     ("fleet.yaml", "examples/local/fleet.yaml"),
     (".pre-commit-config.yaml", "examples/ci/pre-commit-config.yaml"),
@@ -390,6 +412,9 @@ def init(
             handle.write("\n".join(missing) + "\n")
     for target, _ in targets:
         out.line(f"[green]created[/green] {esc(target)}")
+    if _git_init(directory):
+        # A fleet is a git repository: plan, deploy and rollback read its history.
+        out.line(f"[green]initialised[/green] a git repository in {esc(directory)}")
     out.line("next: edit hosts, models and services; then `inferfleet validate`, `inferfleet up`")
     if ci:
         out.line(
