@@ -16,19 +16,14 @@ import pytest
 import yaml
 
 from inferfleet.cli.fleet_cmds import embedded_example
-from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.install import llamacpp_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture(scope="session")
-def llama_server() -> Path:
-    loaded = load_fleet(embedded_example())
-    source = loaded.fleet.runtimes["llama-cpp"].source
-    assert source is not None
-    record, _ = llamacpp_build.install(source)
-    return Path(record.binary)
+def llama_server(llama_server_binary: Path) -> Path:
+    """The pinned build (tests/helpers/real_model.py), under the name these tests use."""
+    return llama_server_binary
 
 
 @pytest.fixture
