@@ -81,6 +81,41 @@ def test_this_machines_own_decision_wins() -> None:
     assert decide("gemma", DOWN, SSH_OK, looping, unreachable=False)[0] == "crash-looping"
 
 
+# A service judged on its host (a loopback bind there): nothing read from here counts.
+ON_HOST = Reading("unknown", "judged on its host: not read over HTTP from here")
+
+
+@pytest.mark.parametrize(
+    ("view", "expected", "why"),
+    [
+        (
+            HostView(error="cannot reach the host over ssh: No route to host", over_ssh=True),
+            "unknown",
+            "host unreachable: cannot reach the host over ssh: No route to host",
+        ),
+        (HostView(error="not read over ssh (--no-ssh)"), "unknown", "not read on its host: "),
+        (SSH_OK, "unknown", "its host's facts do not name it"),
+        (ssh_with(gemma=ServiceState("gemma", pid=7, healthy=True)), "healthy", ""),
+        (ssh_with(gemma=ServiceState("gemma", pid=None)), "down", "not running on the host"),
+        (
+            ssh_with(
+                gemma=ServiceState("gemma", pid=None, state="foreign", detail="port held by pid 9")
+            ),
+            "foreign",
+            "port held by pid 9",
+        ),
+        (ssh_with(gemma=ServiceState("gemma", pid=7)), "unhealthy", "pid 7 runs"),
+    ],
+)
+def test_l33_a_service_judged_on_its_host_is_never_healthy_by_an_answer_here(
+    view: HostView, expected: str, why: str
+) -> None:
+    # Whatever answers on this machine's loopback (HEALTHY), only the host's facts count.
+    for reading in (HEALTHY, ON_HOST):
+        state, detail = decide("gemma", reading, view, None, unreachable=True, on_host=True)
+        assert (state, detail.startswith(why)) == (expected, True), detail
+
+
 @pytest.mark.parametrize(
     ("is_local", "view", "readings", "expected"),
     [

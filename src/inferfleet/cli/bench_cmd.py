@@ -119,7 +119,7 @@ def bench(
 
     def fleet(path: Path | None) -> LoadedFleet:
         if "fleet" not in cache:
-            cache["fleet"] = resolve_fleet(path, out)
+            cache["fleet"] = resolve_fleet(path, out, last_up=True)
         return cache["fleet"]
 
     arms: list[PlannedArm] = []

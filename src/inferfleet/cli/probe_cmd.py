@@ -34,7 +34,7 @@ def probe(
 ) -> None:
     """Check an endpoint's contract: APIs, slots and window, tools, reasoning, vision, metrics."""
     out = Output(json_mode=json_out)
-    resolved = resolve(target, file, lambda path: resolve_fleet(path, out))
+    resolved = resolve(target, file, lambda path: resolve_fleet(path, out, last_up=True))
     model = f" ({esc(resolved.model)})" if resolved.model else ""
     out.note(f"probing {esc(resolved.label)} at {esc(resolved.base_url)}{model}")
 

@@ -86,8 +86,15 @@ class Connector(Protocol):
         ...
 
     def run(
-        self, command: str, *, timeout: float | None = None, check: bool = True
-    ) -> process.Completed: ...
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        limit: int | None = None,
+    ) -> process.Completed:
+        """Run ``command`` there; ``limit``: at most that many bytes of output are read."""
+        ...
 
     def stream(
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
@@ -174,10 +181,16 @@ class SshConnector:
         self._connected = True
 
     def run(
-        self, command: str, *, timeout: float | None = None, check: bool = True
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        limit: int | None = None,
     ) -> process.Completed:
         self.connect()
-        done = self._ssh([*self._argv("-T", "-o", "ControlMaster=no"), command], timeout)
+        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
+        done = self._ssh(argv, timeout, limit=limit)
         if done.returncode == SSH_FAILED:
             raise self._error(done, during="command")
         if check and done.returncode != 0:
@@ -244,9 +257,11 @@ class SshConnector:
         process.run([*self._argv("-O", "exit")], check=False, timeout=10)
         self._connected = False
 
-    def _ssh(self, argv: list[str], timeout: float | None) -> process.Completed:
+    def _ssh(
+        self, argv: list[str], timeout: float | None, *, limit: int | None = None
+    ) -> process.Completed:
         try:
-            return process.run(argv, check=False, timeout=timeout)
+            return process.run(argv, check=False, timeout=timeout, limit=limit)
         except ProcessError as exc:
             raise SshError(exc.message, hint=exc.hint, where=self.name) from None
 
@@ -322,9 +337,14 @@ class LocalConnector:
         return shlex.join([sys.executable, "-m", "inferfleet"])
 
     def run(
-        self, command: str, *, timeout: float | None = None, check: bool = True
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        limit: int | None = None,
     ) -> process.Completed:
-        done = process.run(["sh", "-c", command], check=False, timeout=timeout)
+        done = process.run(["sh", "-c", command], check=False, timeout=timeout, limit=limit)
         if check and done.returncode != 0:
             raise _exited(command, done, "", where=f"host {self.name}")
         return done
