@@ -17,6 +17,7 @@ llama-server (the shared cache's build) on the real model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -111,8 +112,6 @@ def test_the_readme_sequence_works_in_order_on_a_fresh_copy(tmp_path: Path) -> N
     finally:
         found = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
         for pid in found.stdout.split():  # whatever the sequence left (a failed down)
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         subprocess.run(["ip", "netns", "del", netns], check=False)
