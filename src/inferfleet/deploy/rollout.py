@@ -278,10 +278,12 @@ def plan_hosts(
     def one(host: str) -> HostPlanResult:
         out = HostPlanResult(host)
         try:
-            wanted = head.services_of(host) if actions else []
-            report = read_report(side, host, wanted, states=actions)
+            # What runs there too, not only the markers: a kept service whose process
+            # is gone is planned as a deploy, as the host's own apply plans it.
+            report = read_report(side, host, head.services_of(host))
             out.lock = report.lock
-            out.plan = planner.plan_host(host, head, report.markers)
+            plan = planner.plan_host(host, head, report.markers)
+            out.plan = planner.with_states(plan, report.states)
             out.selected = planner.select(out.plan, services=services, drain=drain)
             if actions:
                 out.actions = _actions_here(side, report, out.selected)
