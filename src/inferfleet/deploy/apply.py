@@ -327,12 +327,11 @@ def kept_states(
     from inferfleet.deploy.state import decide
 
     facts = host_facts(root)
-    return {
-        name: decide(
-            gather(name, facts, state_dir, markers.get(name), endpoint=_endpoint(at, name))
-        )
-        for name in kept
-    }
+    found: dict[str, ServiceState] = {}
+    for name in kept:
+        read = gather(name, facts, state_dir, markers.get(name), endpoint=_endpoint(at, name))
+        found[name] = decide(read)
+    return found
 
 
 def _gateway_step(
