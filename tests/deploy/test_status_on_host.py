@@ -187,3 +187,21 @@ def test_a_killed_server_behind_a_current_marker_is_planned_and_deployed_again(
     assert httpx.get(f"http://{lab.hosts['h1'].address}:8080/health", timeout=5).is_success
     # Serving again: kept (and the no-op memo the deploy left answers it).
     assert deploy(cli, repo, "h1")["hosts"][0]["result"]["selected"] == []
+
+
+def test_l33_probe_reaches_a_remote_loopback_service_through_its_host_not_a_local_stranger(
+    cli, fleet, lab: Lab, stranger: int
+) -> None:
+    repo = closed(fleet({"chat": on_loopback(stranger)}))
+    deploy(cli, repo, "h1")
+    result = cli("probe", "chat", "--json", "--file", str(repo.fleet_file))
+    assert result.code in {0, 1}, result.stderr
+    report = json.loads(result.stdout)
+    checks = {c["id"]: c for c in report["checks"]}
+    # The host's server answered (it lists the alias and its window); the stranger here
+    # knows no /v1/models.
+    assert checks["alias"]["status"] == "pass", checks["alias"]
+    assert report["findings"]["n_ctx_slot"] == 512
+    assert report["target"]["url"] != f"http://127.0.0.1:{stranger}"
+    shown = cli("probe", "chat", "--file", str(repo.fleet_file))
+    assert f"127.0.0.1:{stranger} on host h1, through ssh" in " ".join(shown.stderr.split())

@@ -227,6 +227,26 @@ class SshConnector:
                 hint="check that the folder exists there and has space",
             )
 
+    def forward(self, local_port: int, address: str, port: int) -> Callable[[], None]:
+        """Forward this machine's ``127.0.0.1:local_port`` to ``address:port`` as the host
+        reaches it (its loopback, say), over the master connection; returns the undo."""
+        self.connect()
+        there = f"[{address}]" if ":" in address else address
+        spec = f"127.0.0.1:{local_port}:{there}:{port}"
+        done = self._ssh(self._argv("-O", "forward", "-L", spec), timeout=15)
+        if done.returncode != 0:
+            raise SshError(
+                f"cannot forward local port {local_port} to {there}:{port} on {self.name}: "
+                + ((done.stderr or done.stdout).strip().splitlines() or ["ssh failed"])[-1],
+                where=f"host {self.name} ({self.target.describe()})",
+                hint="check that the host's sshd allows TCP forwarding (AllowTcpForwarding)",
+            )
+
+        def cancel() -> None:
+            process.run(self._argv("-O", "cancel", "-L", spec), check=False, timeout=10)
+
+        return cancel
+
     def git_ssh_command(self) -> str:
         """``GIT_SSH_COMMAND`` for git to reach the host through this connector's master."""
         return shlex.join(["ssh", *self.options(), "-o", "ControlMaster=no"])
