@@ -10,7 +10,7 @@ from helpers import free_port
 from helpers.cli import run_cli
 from helpers.real_server import fleet_data, write_fleet
 
-from inferfleet.fleetfile import last_up
+from inferfleet.deploy import last_up
 
 NOTE = "`inferfleet up` last ran on this machine"
 

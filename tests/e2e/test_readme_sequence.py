@@ -4,7 +4,7 @@
 after it (`status`, the `curl` of a completion, `down`), each run as the
 README writes it, from the copy's top folder, read out of README.md itself
 so the test follows the text. Every command must exit 0 in sequence: the
-follow-up verbs find the fleet `up` ran (fleetfile/last_up.py).
+follow-up verbs find the fleet `up` ran (deploy/last_up.py).
 
 `.venv/bin/inferfleet` in the copy is this interpreter running the copy's
 own source (the pip install the README starts with is not repeated: the

@@ -94,7 +94,7 @@ def resolve_fleet(
     With ``example`` (``up`` and ``show`` only) a directory without a fleet
     file gets the embedded example, said so on stderr. With ``last_up`` (the
     verbs that follow an ``up``: status, down, logs, probe, bench) it gets the
-    fleet ``up`` last ran on this machine (fleetfile.last_up), said so on
+    fleet ``up`` last ran on this machine (deploy.last_up), said so on
     stderr. Otherwise: a usage error (exit 2) with the fix.
     """
     from inferfleet.fleetfile.discover import FLEET_FILE_NAME
@@ -104,7 +104,7 @@ def resolve_fleet(
     if located is not None:
         return load_fleet(located)
     if last_up:
-        from inferfleet.fleetfile.last_up import recall
+        from inferfleet.deploy.last_up import recall
 
         record = recall()
         if record is not None:

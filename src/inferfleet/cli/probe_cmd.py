@@ -37,7 +37,7 @@ def probe(
     ),
 ) -> None:
     """Check an endpoint's contract: APIs, slots and window, tools, reasoning, vision, metrics."""
-    from inferfleet.client.tunnel import reachable
+    from inferfleet.deploy.tunnel import reachable
 
     out = Output(json_mode=json_out)
     loaded: list[LoadedFleet] = []

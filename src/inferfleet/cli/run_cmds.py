@@ -103,8 +103,8 @@ def up(
     """
     from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.deploy import local
+    from inferfleet.deploy.last_up import remember
     from inferfleet.documents import UpDocument, UpGateway, UpProxy, document_of
-    from inferfleet.fleetfile.last_up import remember
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out, example=True)
@@ -265,9 +265,10 @@ def status(
         None, "--results", help="Bench results folder (default: the state dir's bench/)."
     ),
 ) -> None:
-    """Health, pid, uptime, slots, revision and last bench of every service.
+    """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem.
 
-    Exit 0 only when every service in scope is healthy (or held down), 1 otherwise.
+    A problem is any service in scope that is not healthy (or held down on
+    purpose): exit 0 only when every one is, as ``--json``'s ``ok`` says.
     """
     from inferfleet.status import Collector, Options
     from inferfleet.status.view import show
