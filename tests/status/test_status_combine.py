@@ -213,3 +213,31 @@ def test_a_healthy_answer_without_host_facts_says_the_pid_is_unverified(
     )
     assert row.state == "healthy" and row.pid is None
     assert "pid not verified: no facts from the host over ssh" in row.notes
+
+
+def test_which_services_only_their_host_can_judge(tmp_path: Path) -> None:
+    from inferfleet.render.endpoints import judged_on_host
+
+    data = fleet_data(8080)
+    base = data["services"]["gemma"]
+    devices = data["hosts"]["local"]["devices"]
+    data["hosts"]["far"] = {"address": "10.0.0.5", "devices": devices}
+    data["hosts"]["nat"] = {"address": "10.0.0.6", "devices": devices, "health_from": "host"}
+    open_ = {"exposure": {"level": "lan", "reason": "clients on the LAN"}}
+    data["services"].update(
+        {
+            "far-loop": {**base, "host": "far", "bind": "127.0.0.1"},
+            "far-v6loop": {**base, "host": "far", "bind": "::1"},
+            "far-lan": {**base, "host": "far", "bind": "10.0.0.5", **open_},
+            "nat-lan": {**base, "host": "nat", "bind": "10.0.0.6", **open_},
+        }
+    )
+    fleet = load_fleet(write_fleet(tmp_path / "fleet.yaml", data)).fleet
+    judged = {name: judged_on_host(fleet, s) for name, s in fleet.services.items()}
+    assert judged == {
+        "gemma": False,  # this machine's own: its loopback is ours
+        "far-loop": True,  # far's loopback is not this machine's (L-33)
+        "far-v6loop": True,
+        "far-lan": False,  # reachable from here: read over HTTP, as clients do
+        "nat-lan": True,  # the fleet says so
+    }
