@@ -723,6 +723,7 @@ class StatusDocument(TypedDict):
 
     schema: Literal["inferfleet.status/v2"]
     inferfleet: NotRequired[str]  # the board's version stamp
+    ok: bool  # every service in scope healthy (or held), the front door too: exit 0
     file: str
     head: str | None
     collected_at: float

@@ -7,7 +7,14 @@ once app.py lists them), then runs the real ``main``.
 
 from __future__ import annotations
 
-from inferfleet.cli import app as app_module
+import sys
+from pathlib import Path
+
+# This checkout's inferfleet, whatever the interpreter has installed (a venv made
+# from another checkout): ssh sessions on the test hosts do not carry PYTHONPATH.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from inferfleet.cli import app as app_module  # noqa: E402
 
 DEPLOY_VERBS = ("plan", "deploy", "apply", "rollback")
 

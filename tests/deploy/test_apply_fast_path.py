@@ -1,4 +1,4 @@
-"""A host's side of a no-op deploy starts fast: `apply --facts --no-states` (what `plan`
+"""A host's side of a no-op deploy starts fast: `apply --facts --no-states` (what `rollback`
 reads) and an apply with nothing to do import neither the renderers, the backends nor
 the HTTP stack (they load only when a service has work), nor rich (JSON only)."""
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +130,37 @@ def test_a_changed_input_takes_the_full_apply(repo: FleetRepo, change: str) -> N
     assert run.result["selected"] == ["a"], run.events
     # ... and that apply leaves a memo of its own, answered next time.
     assert host_apply(repo, expect=head).from_memo
+
+
+def test_a_killed_server_with_a_current_marker_is_started_again_never_answered_as_fine(
+    repo: FleetRepo,
+) -> None:
+    first = host_apply(repo)
+    assert first.result["selected"] == ["a"] and memo_file(repo).is_file()
+    record = repo.record("here", "a")
+    assert record is not None
+    os.kill(record["pid"], signal.SIGKILL)  # a crash: its record and marker stay behind
+    wait_gone(record["pid"])
+
+    run = host_apply(repo)
+    assert not run.from_memo, "the memo claimed a dead service is fine"
+    assert run.result["selected"] == ["a"], run.events
+    [item] = run.result["plan"]
+    assert item["action"] == "deploy"
+    assert item["reasons"][0].startswith(f"not running: recorded pid {record['pid']}"), item
+    assert "(its marker is current)" in item["reasons"][0]
+    again = repo.record("here", "a")
+    assert again is not None and again["pid"] != record["pid"]
+    assert [d["outcome"] for d in run.result["done"]] == ["deployed"]
+    # Serving again, it is kept, and the memo it left answers the next deploy.
+    assert host_apply(repo).from_memo
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while noop.started(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert noop.started(pid) is None, f"pid {pid} still runs"
 
 
 @pytest.mark.parametrize(

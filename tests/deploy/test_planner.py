@@ -263,3 +263,45 @@ def test_a_fleet_file_missing_at_the_revision_is_a_clear_error(repo: FleetRepo) 
     with pytest.raises(Exception, match="other.yaml does not exist at revision") as caught:
         planner.fleet_at(git, git.head(), "other.yaml")
     assert "commit the fleet file" in caught.value.hint  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("state", "detail", "reason"),
+    [
+        ("stopped", "not running", "not running (its marker is current)"),
+        ("stale", "recorded pid 7 is gone", "not running: recorded pid 7 is gone"),
+        ("crash-looping", "system:x restarted 5 time(s)", "crash-looping: system:x restarted"),
+        ("foreign", "port held by pid 9 (nc)", "another process holds its port: port held by"),
+    ],
+)
+def test_a_kept_service_that_does_not_serve_is_deployed_with_the_reason(
+    state: str, detail: str, reason: str
+) -> None:
+    from inferfleet.deploy.state import ServiceState
+
+    plan = planner.HostPlan(
+        "h1",
+        "r" * 40,
+        [
+            planner.PlanItem("chat", planner.KEEP, [], "r" * 40),
+            planner.PlanItem("coder", planner.KEEP, [], "r" * 40),
+            planner.PlanItem("new", planner.DEPLOY, ["new service"], None),
+        ],
+    )
+    states = {
+        "chat": ServiceState("chat", state=state, detail=detail),
+        "coder": ServiceState("coder", pid=5, healthy=True, state="healthy"),
+        "new": ServiceState("new", state="stopped"),
+    }
+    found = planner.with_states(plan, states)
+    chat, coder, new = found.items
+    assert (chat.action, chat.recorded) == (planner.DEPLOY, "r" * 40)
+    assert chat.reasons[0].startswith(reason) and chat.reasons[0].endswith(
+        "(its marker is current)"
+    )
+    assert coder == plan.items[1] and new == plan.items[2]  # serving, or deployed anyway
+    # Loading is serving soon (L-34); a held service is left down on purpose.
+    loading = {**states, "chat": ServiceState("chat", pid=5, state="loading")}
+    assert planner.with_states(plan, loading).items[0] == plan.items[0]
+    assert planner.with_states(plan, states, held={"chat"}).items[0] == plan.items[0]
+    assert planner.with_states(plan, {}).items == plan.items  # no facts: as the markers say

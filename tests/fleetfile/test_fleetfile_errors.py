@@ -80,6 +80,14 @@ CASES = [
         "duplicate key 'parallel' (first at line 28)",
         "remove or rename",
     ),
+    (
+        "health-from-unknown",
+        "    address: 10.0.0.5\n",
+        "    address: 10.0.0.5\n    health_from: here\n",
+        5,
+        "hosts.gpu1.health_from: Input should be 'auto' or 'host'",
+        "use one of: 'auto' or 'host'",
+    ),
     ("bad-size", "memory: 24GiB", "memory: 24 gigs", 8, "'24 gigs' is not a size", ""),
     ("bad-duration", "timeout: 20m", "timeout: twenty minutes", 31, "is not a duration", ""),
     (

@@ -26,14 +26,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def board_fleet(port: int) -> dict[str, Any]:
-    """The real service on this machine, plus a remote host whose one service is unreachable."""
+    """The real service on this machine, plus a remote host whose one service is unknown."""
     data = fleet_data(port)
     data["hosts"]["atlas"] = {"address": "atlas.example"}
     data["services"]["grafana"] = {
         "host": "atlas",
         "kind": "container",
         "image": "docker.io/grafana/grafana@sha256:" + "0" * 64,
-        "port": free_port(),  # nothing listens there: the host reads as unreachable
+        "port": free_port(),  # loopback on atlas: only atlas could tell
         "health": {"path": "/api/health"},
     }
     return data
@@ -88,11 +88,12 @@ def test_the_board_shows_the_real_server_healthy_then_down_when_it_stops(
         assert bars.count() == 4
         assert bars.first.get_attribute("data-value") == "38.5"
         assert "38.5 tok/s per stream" in text
-        # The remote host's service and the host itself read as unreachable, in their sections.
+        # The remote host's loopback service is judged on its host, which is not asked
+        # (the fleet is not in a git repository): unknown, and so is the host.
         other = page.locator(f"#other-cards {card('grafana')} .badge.state")
-        assert other.get_attribute("data-state") == "unreachable"
+        assert other.get_attribute("data-state") == "unknown"
         host = page.locator('#host-cards [data-host="atlas"] .badge')
-        assert host.get_attribute("data-state") == "unreachable"
+        assert host.get_attribute("data-state") == "unknown"
         assert page.locator('#host-cards [data-host="local"] .badge').inner_text() == "local"
 
         shot = tmp_path / "board-healthy.png"

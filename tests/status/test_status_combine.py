@@ -81,6 +81,41 @@ def test_this_machines_own_decision_wins() -> None:
     assert decide("gemma", DOWN, SSH_OK, looping, unreachable=False)[0] == "crash-looping"
 
 
+# A service judged on its host (a loopback bind there): nothing read from here counts.
+ON_HOST = Reading("unknown", "judged on its host: not read over HTTP from here")
+
+
+@pytest.mark.parametrize(
+    ("view", "expected", "why"),
+    [
+        (
+            HostView(error="cannot reach the host over ssh: No route to host", over_ssh=True),
+            "unknown",
+            "host unreachable: cannot reach the host over ssh: No route to host",
+        ),
+        (HostView(error="not read over ssh (--no-ssh)"), "unknown", "not read on its host: "),
+        (SSH_OK, "unknown", "its host's facts do not name it"),
+        (ssh_with(gemma=ServiceState("gemma", pid=7, healthy=True)), "healthy", ""),
+        (ssh_with(gemma=ServiceState("gemma", pid=None)), "down", "not running on the host"),
+        (
+            ssh_with(
+                gemma=ServiceState("gemma", pid=None, state="foreign", detail="port held by pid 9")
+            ),
+            "foreign",
+            "port held by pid 9",
+        ),
+        (ssh_with(gemma=ServiceState("gemma", pid=7)), "unhealthy", "pid 7 runs"),
+    ],
+)
+def test_l33_a_service_judged_on_its_host_is_never_healthy_by_an_answer_here(
+    view: HostView, expected: str, why: str
+) -> None:
+    # Whatever answers on this machine's loopback (HEALTHY), only the host's facts count.
+    for reading in (HEALTHY, ON_HOST):
+        state, detail = decide("gemma", reading, view, None, unreachable=True, on_host=True)
+        assert (state, detail.startswith(why)) == (expected, True), detail
+
+
 @pytest.mark.parametrize(
     ("is_local", "view", "readings", "expected"),
     [
@@ -178,3 +213,31 @@ def test_a_healthy_answer_without_host_facts_says_the_pid_is_unverified(
     )
     assert row.state == "healthy" and row.pid is None
     assert "pid not verified: no facts from the host over ssh" in row.notes
+
+
+def test_which_services_only_their_host_can_judge(tmp_path: Path) -> None:
+    from inferfleet.render.endpoints import judged_on_host
+
+    data = fleet_data(8080)
+    base = data["services"]["gemma"]
+    devices = data["hosts"]["local"]["devices"]
+    data["hosts"]["far"] = {"address": "10.0.0.5", "devices": devices}
+    data["hosts"]["nat"] = {"address": "10.0.0.6", "devices": devices, "health_from": "host"}
+    open_ = {"exposure": {"level": "lan", "reason": "clients on the LAN"}}
+    data["services"].update(
+        {
+            "far-loop": {**base, "host": "far", "bind": "127.0.0.1"},
+            "far-v6loop": {**base, "host": "far", "bind": "::1"},
+            "far-lan": {**base, "host": "far", "bind": "10.0.0.5", **open_},
+            "nat-lan": {**base, "host": "nat", "bind": "10.0.0.6", **open_},
+        }
+    )
+    fleet = load_fleet(write_fleet(tmp_path / "fleet.yaml", data)).fleet
+    judged = {name: judged_on_host(fleet, s) for name, s in fleet.services.items()}
+    assert judged == {
+        "gemma": False,  # this machine's own: its loopback is ours
+        "far-loop": True,  # far's loopback is not this machine's (L-33)
+        "far-v6loop": True,
+        "far-lan": False,  # reachable from here: read over HTTP, as clients do
+        "nat-lan": True,  # the fleet says so
+    }

@@ -115,8 +115,8 @@ def _fleet_with_remote_hosts(gemma: Served, folder: Path) -> Path:
     devices = data["hosts"]["local"]["devices"]
     data["hosts"]["far"] = {"address": "far.example", "devices": devices}
     data["hosts"]["gone"] = {"address": "gone.example", "devices": devices}
-    # far's endpoint is reachable (the module's server, as Prometheus would scrape it);
-    # gone's port has nothing behind it.
+    # Both bind their host's loopback: far's port here has the module's server behind it
+    # (a stranger to far), gone's nothing.
     data["services"]["far-gemma"] = {**base, "host": "far", "port": gemma.port}
     data["services"]["gone-gemma"] = {**base, "host": "gone", "port": free_port()}
     folder.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,7 @@ def ssh_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFERFLEET_SSH_CONTROL_DIR", str(control))
 
 
-def test_remote_hosts_are_read_over_http_and_an_unreachable_one_does_not_stop_the_table(
+def test_remote_loopback_services_are_unknown_when_their_hosts_cannot_be_asked(
     gemma: Served, tmp_path: Path, ssh_refused: None
 ) -> None:
     loaded = load_fleet(_fleet_with_remote_hosts(gemma, tmp_path / "repo"))
@@ -152,15 +152,17 @@ def test_remote_hosts_are_read_over_http_and_an_unreachable_one_does_not_stop_th
     assert [r.service for r in status.services] == [SERVICE, "far-gemma", "gone-gemma"]
     hosts = {h.host: h for h in status.hosts}
 
+    # far-gemma binds far's loopback: this machine's 127.0.0.1 on that port is the module's
+    # server, a stranger to far (L-33). Only far can tell, and far cannot be asked.
     far = row(status, "far-gemma")
-    assert far.state == "healthy" and far.busy_slots == 0 and far.pid is None
-    assert "pid not verified: no facts from the host over ssh" in far.notes
-    assert hosts["far"].reach == "http"
+    assert far.state == "unknown" and far.pid is None and far.busy_slots is None
+    assert far.detail.startswith("host unreachable: cannot reach the host over ssh"), far.detail
+    assert hosts["far"].reach == "unreachable"
     assert "cannot reach the host over ssh" in hosts["far"].detail
     assert far.revision.state == "unknown"  # its markers live on the host
 
     gone = row(status, "gone-gemma")
-    assert gone.state == "unreachable" and gone.busy_slots is None
+    assert gone.state == "unknown" and gone.busy_slots is None
     assert hosts["gone"].reach == "unreachable"
     assert "cannot reach the host over ssh" in hosts["gone"].detail
 
@@ -169,7 +171,7 @@ def test_remote_hosts_are_read_over_http_and_an_unreachable_one_does_not_stop_th
     # from a copy outside git) whose inputs equal HEAD's, so the service is unchanged.
     assert mine.state == "healthy" and mine.revision.state == "unchanged"
     assert status.head == git(tmp_path / "repo", "rev-parse", "HEAD")
-    assert status.problems() == [gone]
+    assert status.problems() == [far, gone] and not status.ok
 
 
 def test_only_the_named_hosts_and_a_clear_error_for_an_unknown_one(gemma: Served) -> None:

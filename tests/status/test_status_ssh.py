@@ -105,7 +105,10 @@ def test_remote_facts_over_ssh_give_pid_own_process_health_and_revision(
     assert (far.pid, far.pid_source) == (gemma.pid, "record")
     assert far.revision.state == "current" and far.revision.deployed == head
     assert not any("not verified" in note for note in far.notes)
-    assert (far.slots, far.busy_slots, far.model) == (2, 0, "gemma3-270m")
+    # Bound to far's loopback, it is judged on far alone (its facts, over ssh): nothing is
+    # read over HTTP from here, so slots and model are the fleet file's (busy: not known).
+    assert (far.slots, far.busy_slots, far.model) == (2, None, "gemma3-270m")
+    assert any("judged on host far over ssh" in note for note in far.notes)
 
     ghost = rows["ghost"]
     assert hosts["near"].reach == "ssh"

@@ -119,7 +119,7 @@ def bench(
 
     def fleet(path: Path | None) -> LoadedFleet:
         if "fleet" not in cache:
-            cache["fleet"] = resolve_fleet(path, out)
+            cache["fleet"] = resolve_fleet(path, out, last_up=True)
         return cache["fleet"]
 
     arms: list[PlannedArm] = []
@@ -139,6 +139,8 @@ def bench(
     loaded = cache.get("fleet")
     if loaded is None and any(a.start is not None for a in arms):
         loaded = fleet(file)
+    if loaded is not None:
+        _refuse_unreachable(loaded, arms)
 
     def progress(rec: RequestRecord) -> None:
         if not rec.ok:
@@ -156,6 +158,27 @@ def bench(
         _show(out, summary, written)
     if failed or result.aborted:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _refuse_unreachable(loaded: LoadedFleet, arms: list[PlannedArm]) -> None:
+    """A service only its host can reach is not benchmarked at this machine's own loopback
+    (a stranger there would be measured, L-33), nor through a tunnel (measured with it)."""
+    from inferfleet.fleetfile.groups import unit_service
+    from inferfleet.render.endpoints import judged_on_host
+
+    fleet = loaded.fleet
+    for arm in arms:
+        if arm.target is None or arm.target.service is None:
+            continue
+        service = unit_service(fleet, arm.target.service)
+        if judged_on_host(fleet, service):
+            raise UsageError(
+                f"service {arm.target.service!r} listens on {service.bind}:{service.port} of host "
+                f"{service.host}, which is not reachable from here",
+                where=f"arm {arm.name}",
+                hint=f"run the bench on the host (ssh to {service.host}, then `inferfleet bench "
+                f"{arm.target.service}`), or give the URL of a route you trust",
+            )
 
 
 def _named(target: Target, name: str, model: str | None = None) -> Target:

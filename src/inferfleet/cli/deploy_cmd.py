@@ -329,7 +329,7 @@ def apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the actions, change nothing."),
     facts: bool = typer.Option(False, "--facts", help="Print this host's facts as JSON."),
     no_states: bool = typer.Option(
-        False, "--no-states", help="With --facts: markers and lock only (what plan needs)."
+        False, "--no-states", help="With --facts: markers and lock only (what rollback needs)."
     ),
     events: bool = typer.Option(False, "--events", help="Progress as JSON lines (for deploy)."),
     json_out: bool = JsonOpt,

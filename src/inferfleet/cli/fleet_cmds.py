@@ -87,13 +87,15 @@ def no_fleet_file() -> UsageError:
 
 
 def resolve_fleet(
-    path: Path | None, out: Output | None = None, *, example: bool = False
+    path: Path | None, out: Output | None = None, *, example: bool = False, last_up: bool = False
 ) -> LoadedFleet:
     """The fleet a verb works on: ``path``, else the discovered fleet file.
 
     With ``example`` (``up`` and ``show`` only) a directory without a fleet
-    file gets the embedded example, said so on stderr; every other verb gets a
-    usage error (exit 2) with the fix.
+    file gets the embedded example, said so on stderr. With ``last_up`` (the
+    verbs that follow an ``up``: status, down, logs, probe, bench) it gets the
+    fleet ``up`` last ran on this machine (deploy.last_up), said so on
+    stderr. Otherwise: a usage error (exit 2) with the fix.
     """
     from inferfleet.fleetfile.discover import FLEET_FILE_NAME
     from inferfleet.fleetfile.loader import load_fleet
@@ -101,6 +103,18 @@ def resolve_fleet(
     located = fleet_file(path, out)
     if located is not None:
         return load_fleet(located)
+    if last_up:
+        from inferfleet.deploy.last_up import recall
+
+        record = recall()
+        if record is not None:
+            if out is not None:
+                what = "the embedded example fleet" if record.example else esc(record.file)
+                out.note(
+                    f"[dim]no {FLEET_FILE_NAME} here or in a parent directory: using "
+                    f"{what}, which `inferfleet up` last ran on this machine[/dim]"
+                )
+            return load_fleet(Path(record.file))
     if not example:
         raise no_fleet_file()
     if out is not None:

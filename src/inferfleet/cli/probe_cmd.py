@@ -7,6 +7,7 @@ failures), 2 for bad arguments. ``--json`` prints ``inferfleet.probe/v1``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,6 +17,9 @@ from inferfleet.errors import EXIT_FAILED
 from inferfleet.output import Output, esc
 from inferfleet.probe.contract import ProbeReport, run_probe
 from inferfleet.probe.evidence import CheckResult
+
+if TYPE_CHECKING:
+    from inferfleet.fleetfile.loader import LoadedFleet
 
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -33,15 +37,27 @@ def probe(
     ),
 ) -> None:
     """Check an endpoint's contract: APIs, slots and window, tools, reasoning, vision, metrics."""
+    from inferfleet.deploy.tunnel import reachable
+
     out = Output(json_mode=json_out)
-    resolved = resolve(target, file, lambda path: resolve_fleet(path, out))
-    model = f" ({esc(resolved.model)})" if resolved.model else ""
-    out.note(f"probing {esc(resolved.label)} at {esc(resolved.base_url)}{model}")
+    loaded: list[LoadedFleet] = []
 
-    def progress(result: CheckResult) -> None:
-        out.note(f"  [{STYLE[result.status]}]{result.status}[/] {esc(result.title)}")
+    def load(path: Path | None) -> LoadedFleet:
+        loaded.append(resolve_fleet(path, out, last_up=True))
+        return loaded[-1]
 
-    report = run_probe(resolved, on_result=progress)
+    resolved = resolve(target, file, load)
+    # A service only its host can reach is probed through ssh, never at this machine's
+    # own loopback (L-33).
+    with reachable(loaded[0] if loaded else None, resolved) as reached:
+        model = f" ({esc(reached.model)})" if reached.model else ""
+        via = f" ({esc(reached.via)})" if reached.via else ""
+        out.note(f"probing {esc(reached.label)} at {esc(reached.base_url)}{via}{model}")
+
+        def progress(result: CheckResult) -> None:
+            out.note(f"  [{STYLE[result.status]}]{result.status}[/] {esc(result.title)}")
+
+        report = run_probe(reached, on_result=progress)
     if json_out:
         out.emit(report.document())
     else:

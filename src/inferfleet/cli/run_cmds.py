@@ -101,7 +101,9 @@ def up(
     healthy but fails it keeps running, is
     shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
     """
+    from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.deploy import local
+    from inferfleet.deploy.last_up import remember
     from inferfleet.documents import UpDocument, UpGateway, UpProxy, document_of
 
     out = Output(json_mode=json_out)
@@ -114,6 +116,8 @@ def up(
             f"no service of {loaded.path} runs on this machine",
             hint="services run here when their host's address is localhost or a loopback IP",
         )
+    # Before anything starts: `status`, `down` and `logs` then find what this up ran.
+    remember(loaded.path, example=loaded.path.resolve() == embedded_example().resolve())
     hooks, progress = _hooks(out)
     with progress if progress is not None else contextlib.nullcontext():
         results = local.up(loaded, names, hooks, contract=not no_contract)
@@ -223,7 +227,7 @@ def down(
     from inferfleet.documents import DownDocument, DownService, document_of
 
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(file, out, last_up=True)
     # The reverse of up's order: a split server stops before its RPC workers.
     names = local.local_services(loaded, service)[::-1]
     # The front door closes first: it never answers for services already stopped.
@@ -261,12 +265,16 @@ def status(
         None, "--results", help="Bench results folder (default: the state dir's bench/)."
     ),
 ) -> None:
-    """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem."""
+    """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem.
+
+    A problem is any service in scope that is not healthy (or held down on
+    purpose): exit 0 only when every one is, as ``--json``'s ``ok`` says.
+    """
     from inferfleet.status import Collector, Options
     from inferfleet.status.view import show
 
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(file, out, last_up=True)
     # With --watch, a host's ssh facts are reused for 30 s; HTTP is read every round.
     options = Options(ssh=not no_ssh, results_dir=results, facts_ttl=30.0 if watch > 0 else 0.0)
     collector = Collector(loaded, options)
@@ -281,7 +289,7 @@ def status(
         if watch <= 0:
             break
         time.sleep(watch)
-    if current.problems() or current.gateway_problem():
+    if not current.ok:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -296,7 +304,7 @@ def logs(
     from inferfleet.deploy import local
 
     out = Output()
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(file, out, last_up=True)
     [name] = local.local_services(loaded, service)
     backend = local.backend_for(loaded, unit_service(loaded.fleet, name))
     path = backend.log_path(name)

@@ -32,6 +32,7 @@ class Target:
     ctx_per_slot: int | None = None
     parallel: int | None = None
     client: ClientFacts | None = None  # None: a bare URL declares nothing
+    via: str = ""  # how base_url reaches it when not directly (deploy.tunnel)
 
     @property
     def declared(self) -> bool:

@@ -31,10 +31,11 @@ from inferfleet.deploy.errors import GitError
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, HostLock
-from inferfleet.deploy.markers import MarkerStore
-from inferfleet.deploy.state import Emit
+from inferfleet.deploy.markers import Marker, MarkerStore
+from inferfleet.deploy.state import Emit, ServiceState
 from inferfleet.documents import ApplyDocument, Failure
 from inferfleet.errors import ContractFailingError, FleetError, UsageError
+from inferfleet.fleetfile.groups import is_unit, unit_service
 
 if TYPE_CHECKING:
     from inferfleet.deploy.actions import Action
@@ -84,6 +85,7 @@ class ApplyResult:
     # What was applied, for the no-op memo (not part of the document).
     fleet_at: FleetAtRevision | None = field(default=None, repr=False)
     state_dir: Path = field(default=Path(), repr=False)
+    root: Path = field(default=Path(), repr=False)  # the fleet file's folder at that revision
 
     @property
     def ok(self) -> bool:
@@ -185,13 +187,29 @@ def _remember(git_dir: Path, host: str, result: ApplyResult) -> None:
             return
         state_dir = result.state_dir
         before = noop.markers_signature(state_dir)
-        plan = planner.plan_host(host, at, MarkerStore(state_dir).all())
+        markers = MarkerStore(state_dir).all()
+        plan = planner.plan_host(host, at, markers)
+        states = kept_states(at, plan, result.root, state_dir, markers)
+        plan = planner.with_states(plan, states)
         if plan.changes() or noop.markers_signature(state_dir) != before:
             noop.forget(git_dir)
             return
+        # The memo holds while the processes that serve now still run (noop.matches).
+        processes = noop.processes_of({name: s.pid for name, s in states.items()})
         doc = ApplyResult(host, at.revision, plan.items).to_json()
-        memo = noop.memo_of(
-            host, at.fleet_path, at.blobs, at.host_files(host), state_dir, before, dict(doc)
+        memo = (
+            None
+            if processes is None
+            else noop.memo_of(
+                host,
+                at.fleet_path,
+                at.blobs,
+                at.host_files(host),
+                state_dir,
+                before,
+                dict(doc),
+                processes,
+            )
         )
         if memo is None:
             noop.forget(git_dir)
@@ -241,11 +259,13 @@ def _apply(
 
     markers = MarkerStore(state_dir).all()
     plan = planner.plan_host(options.host, at, markers, inputs_at=_inputs_at(repo, fleet_path))
+    # Markers say what was deployed; the facts say whether it still runs.
+    plan = planner.with_states(plan, kept_states(at, plan, root, state_dir, markers))
     chosen = planner.select(plan, services=options.services, drain=options.drain)
     result = ApplyResult(
         options.host, revision, plan.items, [i.service for i in chosen], dry_run=options.dry_run
     )
-    result.fleet_at, result.state_dir = at, state_dir
+    result.fleet_at, result.state_dir, result.root = at, state_dir, root
     emit({"event": "plan", "host": options.host, "revision": revision, "selected": result.selected})
     if not chosen:
         _gateway_step(at, root, options, state_dir, result, emit)
@@ -289,6 +309,29 @@ def _apply(
                 break
     _gateway_step(at, root, options, state_dir, result, emit)
     return result
+
+
+def kept_states(
+    at: FleetAtRevision,
+    plan: planner.HostPlan,
+    root: Path,
+    state_dir: Path,
+    markers: Mapping[str, Marker],
+) -> dict[str, ServiceState]:
+    """The decided state of each service the markers alone would keep (read, never changed)."""
+    kept = [i.service for i in plan.items if i.action == planner.KEEP]
+    if not kept:
+        return {}
+    # Only when something is kept: reading facts loads psutil and the HTTP client.
+    from inferfleet.deploy.facts import gather, host_facts
+    from inferfleet.deploy.state import decide
+
+    facts = host_facts(root)
+    found: dict[str, ServiceState] = {}
+    for name in kept:
+        read = gather(name, facts, state_dir, markers.get(name), endpoint=_endpoint(at, name))
+        found[name] = decide(read)
+    return found
 
 
 def _gateway_step(
@@ -374,9 +417,9 @@ FACTS_SCHEMA = "inferfleet.facts/v1"
 
 def _endpoint(at: FleetAtRevision, name: str) -> tuple[str, int, str] | None:
     """Where the fleet says the service listens (to see a stranger on a stopped service's port)."""
-    service = at.fleet.services.get(name)
-    if service is None:
+    if not is_unit(at.fleet, name):
         return None
+    service = unit_service(at.fleet, name)  # a swap group's router, too
     return (service.bind, service.port, service.health.path)
 
 

@@ -15,7 +15,11 @@ conclusion depended on, which is everything the plan is a function of
 - the stat signature (name, size, mtime, inode) of the markers (L-41), which
   are only ever replaced by rename;
 - the code that plans (inferfleet's version and the stat signature of the
-  modules that plan and validate).
+  modules that plan and validate);
+- the processes that serve: each kept service's pid and its start time
+  (``/proc/PID/stat``), since the plan reads facts too (a marker that matches
+  HEAD over a dead or replaced process is a deploy, planner.with_states):
+  a process gone or a pid reused sends the apply down the full path.
 
 The deploy's form of apply (``--file --host --pull --expect --events``, no
 other option) checks exactly those, under the same host lock, after the same
@@ -46,7 +50,7 @@ from inferfleet.fleetfile.discover import FLEET_FILE_NAME
 from inferfleet.io.files import atomic_write
 
 MEMO_NAME = "inferfleet-noop.json"  # in the checkout's git directory, beside the lock
-MEMO_VERSION = 1
+MEMO_VERSION = 2
 MAX_MEMO_BYTES = 4 * 1024 * 1024
 # The modules whose code decides a plan: an edit to any of them (an upgrade,
 # a development checkout) makes every memo stale.
@@ -66,6 +70,7 @@ class Memo:
     state_dir: str
     markers: Signature
     result: dict[str, Any]  # the no-op apply document (its revision is replaced)
+    processes: dict[str, list[int]]  # service -> [pid, start time in clock ticks]
     code: str = field(default_factory=lambda: code_identity())
     version: int = MEMO_VERSION
 
@@ -102,6 +107,36 @@ def markers_signature(state_dir: Path) -> Signature:
             st = entry.stat(follow_symlinks=False)
             found.append([entry.name, st.st_size, st.st_mtime_ns, st.st_ino])
     return sorted(found)
+
+
+def started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None when there is none.
+
+    With the pid, what identifies a process: a reused pid has another start time.
+    """
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # The program name (field 2) is in parentheses and may hold anything: fields after it.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if fields[:1] == [b"Z"]:
+        return None  # exited, not yet reaped: gone all the same
+    try:
+        return int(fields[19])  # field 22, starttime
+    except (IndexError, ValueError):
+        return None
+
+
+def processes_of(pids: Mapping[str, int | None]) -> dict[str, list[int]] | None:
+    """Each service's [pid, start time]; None when one of them has no running process."""
+    found: dict[str, list[int]] = {}
+    for name, pid in pids.items():
+        start = None if pid is None else started(pid)
+        if pid is None or start is None:
+            return None
+        found[name] = [pid, start]
+    return found
 
 
 def write(git_dir: Path, memo: Memo) -> None:
@@ -142,6 +177,11 @@ def read(git_dir: Path) -> Memo | None:
     markers = data.get("markers")
     if not isinstance(markers, list) or not all(_signature_row(row) for row in markers):
         return None
+    processes = data.get("processes")
+    if not isinstance(processes, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and all(_int(x) for x in v) for v in processes.values()
+    ):
+        return None
     result = data.get("result")
     if not isinstance(result, dict) or result.get("ok") is not True or result.get("selected"):
         return None
@@ -150,6 +190,10 @@ def read(git_dir: Path) -> Memo | None:
 
 def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _signature_row(row: object) -> bool:
@@ -253,6 +297,8 @@ def matches(memo: Memo, repo: Repo, revision: str) -> bool:
     """Whether ``revision`` and the host's markers are what the memo's conclusion needs."""
     if markers_signature(Path(memo.state_dir)) != memo.markers:
         return False
+    if any(started(pid) != start for pid, start in memo.processes.values()):
+        return False  # a service's process is gone (or its pid reused): the full apply decides
     blobs = repo.blobs(revision)
     if blobs.get(memo.fleet_path) != memo.fleet_blob:
         return False
@@ -267,8 +313,10 @@ def memo_of(
     state_dir: Path,
     markers: Signature,
     result: dict[str, Any],
+    processes: dict[str, list[int]],
 ) -> Memo | None:
-    """The memo of a host whose plan at a revision with ``blobs`` is all "keep"."""
+    """The memo of a host whose plan at a revision with ``blobs`` is all "keep", its kept
+    services served by ``processes`` (:func:`processes_of`)."""
     fleet_blob = blobs.get(fleet_path)
     if fleet_blob is None:
         return None
@@ -283,4 +331,5 @@ def memo_of(
         state_dir=str(state_dir.absolute()),
         markers=markers,
         result=result,
+        processes=processes,
     )

@@ -8,17 +8,22 @@ marker whose service no longer runs on the host is a retirement. Everything
 else is kept as it runs. The plan is a pure function of the fleet at HEAD and
 the host's markers; git is read once per revision, never walked commit by
 commit, so a plan over thousands of commits costs what one over ten does.
+
+Markers say what was deployed, not what runs: :func:`with_states` then reads
+the host's facts, so a kept service whose process is gone, crash-looping or
+replaced by a stranger on its port is deployed again, with the reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import INPUTS_VERSION, FleetAtRevision, ServiceInputs, fleet_inputs
 from inferfleet.deploy.markers import Marker
+from inferfleet.deploy.state import CRASH_LOOPING, FOREIGN, STALE, STOPPED, ServiceState
 from inferfleet.documents import PlanItem as PlanItemDoc
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.fleetfile.groups import is_unit, unit_service
@@ -28,6 +33,13 @@ DEPLOY = "deploy"
 RETIRE = "retire"
 KEEP = "keep"
 CONTRACT_FAILING_REASON = "contract failing"
+# A kept service in one of these states does not serve what its marker says: deployed again.
+NOT_SERVING = {
+    STOPPED: "not running",
+    STALE: "not running",
+    CRASH_LOOPING: "crash-looping",
+    FOREIGN: "another process holds its port",
+}
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,31 @@ def plan_host(
             reasons = [*reasons, CONTRACT_FAILING_REASON]
         items.append(PlanItem(name, DEPLOY if reasons else KEEP, reasons, marker.revision))
     return HostPlan(host, head.revision, items)
+
+
+def with_states(
+    plan: HostPlan, states: Mapping[str, ServiceState], *, held: Collection[str] = ()
+) -> HostPlan:
+    """The plan with every kept service that its facts say does not serve made a deploy.
+
+    ``states``: the host's decided state per service (deploy.state.decide); a
+    service without one stays as planned. ``held``: services held down on
+    purpose, left as they are (a hold is the operator's word, not a fault).
+    Executing such an item starts the service again (deploy.actions: a
+    service that runs this spec and answers is only verified, never restarted).
+    """
+    items: list[PlanItem] = []
+    for item in plan.items:
+        state = states.get(item.service)
+        why = None if state is None else NOT_SERVING.get(state.state)
+        if item.action != KEEP or why is None or item.service in held:
+            items.append(item)
+            continue
+        said = "" if state is None else state.detail
+        detail = f": {said}" if said and said != why else ""
+        reason = f"{why}{detail} (its marker is current)"
+        items.append(PlanItem(item.service, DEPLOY, [reason], item.recorded))
+    return HostPlan(plan.host, plan.revision, items)
 
 
 def select(plan: HostPlan, *, services: Sequence[str] = (), drain: bool = False) -> list[PlanItem]:

@@ -19,7 +19,7 @@ import shlex
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -32,9 +32,10 @@ from inferfleet.deploy.gitrepo import Repo
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.markers import Marker, MarkerError
 from inferfleet.deploy.ssh import Connector, connector_for, quote_path
-from inferfleet.deploy.state import ServiceState
+from inferfleet.deploy.state import STATES, ServiceState
+from inferfleet.doctor.parse import clean
 from inferfleet.documents import Failure
-from inferfleet.errors import FleetError, UsageError
+from inferfleet.errors import FleetError, ProcessError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.rpc import worker_hosts_first
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 REMOTE_TIMEOUT = 6 * 3600.0  # a deploy may wait out several slow model loads
+# A facts report is a few kB per service; a host that prints more is not answering.
+MAX_REPORT_BYTES = 4 * 1024 * 1024
 
 
 def remote_command(host: Host | None = None) -> str:
@@ -170,7 +173,9 @@ class HostReport:
                 HostFacts(**facts)  # every key a known fact, every value text
             known = set(ServiceState.__dataclass_fields__)
             states = {
-                n: _STATE.validate_python({k: v for k, v in s.items() if k in known})
+                n: _printable_state(
+                    _STATE.validate_python({k: v for k, v in s.items() if k in known})
+                )
                 for n, s in raw.states.items()
             }
             markers = {n: Marker.from_json(m) for n, m in raw.markers.items()}
@@ -183,6 +188,18 @@ class HostReport:
                 "checkout and reinstall there), then plan again",
             ) from None
         return cls(raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired))
+
+
+def _printable_state(state: ServiceState) -> ServiceState:
+    """A host's state of a service, as text this side prints: one of the known states, its
+    free text (a process's command line, a version) printable and bounded."""
+    if state.state not in STATES:
+        raise TypeError(f"unknown service state {clean(state.state, 40)!r}")
+    return replace(
+        state,
+        detail=clean(state.detail, 400),
+        runtime_version=clean(state.runtime_version, 120),
+    )
 
 
 class _RawReport(BaseModel):
@@ -202,14 +219,35 @@ _STATE = TypeAdapter(ServiceState)
 
 
 def read_report(
-    side: Fleetside, host: str, services: Sequence[str] = (), *, states: bool = True
+    side: Fleetside,
+    host: str,
+    services: Sequence[str] = (),
+    *,
+    states: bool = True,
+    timeout: float = 120.0,
 ) -> HostReport:
-    """A host's markers, lock and (with ``states``) what runs there, read over ssh."""
+    """A host's markers, lock and (with ``states``) what runs there, read over ssh.
+
+    One round trip; what the host prints is input: at most ``MAX_REPORT_BYTES``
+    read, within ``timeout`` seconds, then checked by shape (HostReport.from_json).
+    """
     args = ["--facts", *(a for s in services for a in ("--service", s))]
     if not states:
         args.append("--no-states")
     conn = side.connector(host)
-    done = conn.run(side.apply_command(conn, host, *args), timeout=120, check=False)
+    try:
+        done = conn.run(
+            side.apply_command(conn, host, *args),
+            timeout=timeout,
+            check=False,
+            limit=MAX_REPORT_BYTES,
+        )
+    except ProcessError as exc:  # too slow or too large (io.process)
+        raise SshError(
+            f"host {host} did not send its facts: {exc.message}",
+            where=f"host {host}",
+            hint="check that inferfleet runs there (ssh to it and run `inferfleet apply --facts`)",
+        ) from None
     doc = _last_json(done.stdout)
     if done.returncode != 0 or doc is None:
         raise _remote_failure(host, done.stdout + done.stderr, doc)
@@ -240,10 +278,12 @@ def plan_hosts(
     def one(host: str) -> HostPlanResult:
         out = HostPlanResult(host)
         try:
-            wanted = head.services_of(host) if actions else []
-            report = read_report(side, host, wanted, states=actions)
+            # What runs there too, not only the markers: a kept service whose process
+            # is gone is planned as a deploy, as the host's own apply plans it.
+            report = read_report(side, host, head.services_of(host))
             out.lock = report.lock
-            out.plan = planner.plan_host(host, head, report.markers)
+            plan = planner.plan_host(host, head, report.markers)
+            out.plan = planner.with_states(plan, report.states)
             out.selected = planner.select(out.plan, services=services, drain=drain)
             if actions:
                 out.actions = _actions_here(side, report, out.selected)
@@ -454,11 +494,11 @@ def _last_json(text: str) -> dict[str, Any] | None:
 def _remote_failure(host: str, output: str, doc: dict[str, Any] | None) -> FleetError:
     if doc is not None and doc.get("event") == "error":
         return RemoteError(
-            str(doc.get("message", "")),
-            where=str(doc.get("where") or f"host {host}"),
-            hint=str(doc.get("hint", "")),
+            clean(doc.get("message", ""), 1000),
+            where=clean(doc.get("where") or f"host {host}", 200),
+            hint=clean(doc.get("hint", ""), 1000),
         )
-    tail = "\n".join(output.strip().splitlines()[-8:])
+    tail = " | ".join(clean(line, 200) for line in output.strip().splitlines()[-8:])
     return SshError(
         f"inferfleet on {host} did not answer with its facts: {tail}",
         where=f"host {host}",

@@ -86,8 +86,15 @@ class Connector(Protocol):
         ...
 
     def run(
-        self, command: str, *, timeout: float | None = None, check: bool = True
-    ) -> process.Completed: ...
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        limit: int | None = None,
+    ) -> process.Completed:
+        """Run ``command`` there; ``limit``: at most that many bytes of output are read."""
+        ...
 
     def stream(
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
@@ -174,10 +181,16 @@ class SshConnector:
         self._connected = True
 
     def run(
-        self, command: str, *, timeout: float | None = None, check: bool = True
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        limit: int | None = None,
     ) -> process.Completed:
         self.connect()
-        done = self._ssh([*self._argv("-T", "-o", "ControlMaster=no"), command], timeout)
+        argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
+        done = self._ssh(argv, timeout, limit=limit)
         if done.returncode == SSH_FAILED:
             raise self._error(done, during="command")
         if check and done.returncode != 0:
@@ -214,6 +227,26 @@ class SshConnector:
                 hint="check that the folder exists there and has space",
             )
 
+    def forward(self, local_port: int, address: str, port: int) -> Callable[[], None]:
+        """Forward this machine's ``127.0.0.1:local_port`` to ``address:port`` as the host
+        reaches it (its loopback, say), over the master connection; returns the undo."""
+        self.connect()
+        there = f"[{address}]" if ":" in address else address
+        spec = f"127.0.0.1:{local_port}:{there}:{port}"
+        done = self._ssh(self._argv("-O", "forward", "-L", spec), timeout=15)
+        if done.returncode != 0:
+            raise SshError(
+                f"cannot forward local port {local_port} to {there}:{port} on {self.name}: "
+                + ((done.stderr or done.stdout).strip().splitlines() or ["ssh failed"])[-1],
+                where=f"host {self.name} ({self.target.describe()})",
+                hint="check that the host's sshd allows TCP forwarding (AllowTcpForwarding)",
+            )
+
+        def cancel() -> None:
+            process.run(self._argv("-O", "cancel", "-L", spec), check=False, timeout=10)
+
+        return cancel
+
     def git_ssh_command(self) -> str:
         """``GIT_SSH_COMMAND`` for git to reach the host through this connector's master."""
         return shlex.join(["ssh", *self.options(), "-o", "ControlMaster=no"])
@@ -244,9 +277,11 @@ class SshConnector:
         process.run([*self._argv("-O", "exit")], check=False, timeout=10)
         self._connected = False
 
-    def _ssh(self, argv: list[str], timeout: float | None) -> process.Completed:
+    def _ssh(
+        self, argv: list[str], timeout: float | None, *, limit: int | None = None
+    ) -> process.Completed:
         try:
-            return process.run(argv, check=False, timeout=timeout)
+            return process.run(argv, check=False, timeout=timeout, limit=limit)
         except ProcessError as exc:
             raise SshError(exc.message, hint=exc.hint, where=self.name) from None
 
@@ -322,9 +357,14 @@ class LocalConnector:
         return shlex.join([sys.executable, "-m", "inferfleet"])
 
     def run(
-        self, command: str, *, timeout: float | None = None, check: bool = True
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        limit: int | None = None,
     ) -> process.Completed:
-        done = process.run(["sh", "-c", command], check=False, timeout=timeout)
+        done = process.run(["sh", "-c", command], check=False, timeout=timeout, limit=limit)
         if check and done.returncode != 0:
             raise _exited(command, done, "", where=f"host {self.name}")
         return done

@@ -143,6 +143,13 @@ class Host(Strict):
         description="`loginctl enable-linger` is set for the service user, so user units "
         "start at boot without a login (L-38).",
     )
+    health_from: Literal["auto", "host"] = Field(
+        "auto",
+        description="Where status, the board and probe judge this host's services. `auto`: "
+        "over HTTP from the operator's machine when the bind is reachable from there, on the "
+        "host itself (over ssh) when it is loopback there. `host`: always on the host (a "
+        "firewall or NAT between, or an address that means something else from here).",
+    )
     become: Literal["sudo"] | None = Field(
         None,
         description="How apply gets root on this host for what needs it (system units under "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -44,19 +45,97 @@ def run(
     check: bool = True,
     on_line: Callable[[str], None] | None = None,
     stdin: Path | None = None,
+    limit: int | None = None,
 ) -> Completed:
     """Run ``argv`` (a list, never a shell string) and wait for it.
 
     With ``on_line`` the merged output is streamed line by line (for progress
     of long builds) and returned in ``stdout``. With ``stdin`` the command
-    reads that file's bytes (a file sent over ssh); otherwise nothing.
+    reads that file's bytes (a file sent over ssh); otherwise nothing. With
+    ``limit`` the command is killed once its output (stdout and stderr
+    together) passes that many bytes: a ProcessError, never a full memory.
     """
     argv = [str(a) for a in argv]
+    if limit is not None:
+        return _run_bounded(argv, cwd=cwd, env=env, timeout=timeout, check=check, limit=limit)
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
         return _run(
             argv, cwd=cwd, env=env, timeout=timeout, check=check, on_line=on_line, source=source
         )
+
+
+def _run_bounded(
+    argv: list[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    check: bool,
+    limit: int,
+) -> Completed:
+    """:func:`run` of a command whose output is input from elsewhere (another host):
+    read as it comes, killed past ``limit`` bytes or ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    total = 0
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    except FileNotFoundError as exc:
+        raise ProcessError(
+            f"cannot run {argv[0]!r}: not found",
+            hint=f"install {Path(argv[0]).name} or put it on PATH",
+        ) from exc
+    assert proc.stdout is not None and proc.stderr is not None
+    fds = (proc.stdout.fileno(), proc.stderr.fileno())
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
+    too_slow = ProcessError(
+        f"{Path(argv[0]).name} did not finish within {timeout or 0:g} s",
+        hint="check that the command is not waiting for input or for the network",
+    )
+    with proc, selectors.DefaultSelector() as selector:
+        for pipe in (proc.stdout, proc.stderr):
+            selector.register(pipe, selectors.EVENT_READ)
+        try:
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise too_slow
+                for key, _ in selector.select(left):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        selector.unregister(key.fileobj)
+                        continue
+                    total += len(data)
+                    if total > limit:
+                        raise ProcessError(
+                            f"{Path(argv[0]).name} printed more than {limit} bytes: stopped",
+                            hint="what it prints is read whole; it should never be this large",
+                        )
+                    chunks[key.fd].append(data)
+            left = None if deadline is None else max(0.1, deadline - time.monotonic())
+            try:
+                proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                raise too_slow from None
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    out, err = (b"".join(chunks[fd]).decode("utf-8", "replace") for fd in fds)
+    done = Completed(tuple(argv), proc.returncode, out, err)
+    if check and done.returncode != 0:
+        raise ProcessError(
+            f"{' '.join(argv[:4])} ... exited with status {done.returncode}",
+            hint="read the output above; rerun with INFERFLEET_DEBUG=1 for details",
+        )
+    return done
 
 
 def _run(

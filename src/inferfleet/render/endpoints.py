@@ -38,6 +38,19 @@ def reachable_address(fleet: Fleet, service: Service) -> str:
     return service.bind if bind.version == 4 else f"[{service.bind}]"
 
 
+def judged_on_host(fleet: Fleet, service: Service) -> bool:
+    """Whether only the service's host can tell its health: a loopback bind on another
+    machine (here that address is this machine's), or a host whose fleet entry says so.
+
+    Asking from here would be answered by whatever listens on this machine's
+    loopback: a stranger's 200 is never this service's health (L-33).
+    """
+    host = fleet.hosts[service.host]
+    if host.is_local(service.host):
+        return False
+    return host.health_from == "host" or ipaddress.ip_address(service.bind).is_loopback
+
+
 def endpoint(fleet: Fleet, name: str) -> Endpoint:
     service = fleet.services[name]
     kind = None if service.runtime is None else fleet.runtimes[service.runtime].kind

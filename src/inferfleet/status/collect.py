@@ -3,9 +3,13 @@
 Per host: this machine reads its own records and markers; a remote host is
 asked over ssh for its facts (``inferfleet apply --facts``: pids or
 MainPIDs, whether the answering process is the service's own (L-33),
-markers). Per service: its endpoint is read over HTTP from here, as
-Prometheus and clients reach it. Reads run in parallel with short timeouts;
-whatever fails becomes a state (``down``, ``unreachable``) or a note.
+markers), one round trip per host, bounded in time and size. Per service:
+its endpoint is read over HTTP from here, as Prometheus and clients reach
+it, unless only its host can tell (a loopback bind there, or the fleet's
+``health_from: host``): then its host's facts alone decide, and a host that
+does not answer makes it ``unknown``, never healthy (L-33). Reads run in
+parallel with short timeouts; whatever fails becomes a state (``down``,
+``unreachable``, ``unknown``) or a note.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from inferfleet.fleetfile.groups import deploy_units, members, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_unit
 from inferfleet.io import http
-from inferfleet.render.endpoints import reachable_address
+from inferfleet.render.endpoints import judged_on_host, reachable_address
 from inferfleet.render.rpc import endpoints
 from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
@@ -47,6 +51,7 @@ class Options:
     timeout: float = 2.0  # per HTTP request
     results_dir: Path | None = None  # bench results; default: the state dir's bench/
     facts_ttl: float = 0.0  # reuse a host's ssh facts this long (the board polls often)
+    host_timeout: float = 20.0  # per host's ssh facts (connecting included)
 
 
 def base_url(loaded: LoadedFleet, name: str) -> str:
@@ -113,9 +118,8 @@ class Collector:
         for host in names:
             view = host_views[host]
             ours = [n for n in services if units[n].host == host]
-            unreachable = host_unreachable(
-                fleet.hosts[host].is_local(host), view, [service_readings[n] for n in ours]
-            )
+            direct = [service_readings[n] for n in ours if not self._on_host(n)]
+            unreachable = host_unreachable(fleet.hosts[host].is_local(host), view, direct)
             per_host[host] = (view, unreachable)
             revs = revisions.revisions(repo, host, ours, view)
             rows += [
@@ -129,6 +133,7 @@ class Collector:
                     revs[name],
                     index.figures(name, self._addresses(name)),
                     unreachable=unreachable,
+                    on_host=self._on_host(name),
                 )
                 for name in ours
             ]
@@ -144,6 +149,7 @@ class Collector:
                 ssh_used=self._ssh_for(repo, host),
                 unreachable=unreachable,
                 why_no_ssh=self._why_no_ssh(repo),
+                over_http=any(not self._on_host(row.service) for row in rows if row.host == host),
             )
             for host, (view, unreachable) in per_host.items()
         ]
@@ -166,6 +172,10 @@ class Collector:
     def _is_local(self, name: str) -> bool:
         service = unit_service(self.loaded.fleet, name)
         return self.loaded.fleet.hosts[service.host].is_local(service.host)
+
+    def _on_host(self, name: str) -> bool:
+        """Only the service's host can tell its health (render.endpoints.judged_on_host)."""
+        return judged_on_host(self.loaded.fleet, unit_service(self.loaded.fleet, name))
 
     def _ssh_for(self, repo: RepoState, host: str) -> bool:
         is_local = self.loaded.fleet.hosts[host].is_local(host)
@@ -198,7 +208,9 @@ class Collector:
             return revisions.local_facts(spec)
         if not self._ssh_for(repo, host):
             # Without ssh a remote host's markers cannot be read: its revisions are unknown.
-            return HostView(error="not read over ssh (--no-ssh)" if repo.side is not None else None)
+            # Its facts are read in its checkout of the fleet repository (apply --facts).
+            why = "not read over ssh (--no-ssh)" if repo.side is not None else repo.note
+            return HostView(error=why)
         assert repo.side is not None
         now = time.monotonic()
         with self._lock:
@@ -207,7 +219,7 @@ class Collector:
                 return cached[1]
         fleet = self.loaded.fleet
         ours = [n for n in deploy_units(fleet) if unit_service(fleet, n).host == host]
-        view = revisions.remote_facts(repo.side, host, ours)
+        view = revisions.remote_facts(repo.side, host, ours, timeout=self.options.host_timeout)
         with self._lock:
             self._facts[host] = (now, view)
         return view
@@ -219,6 +231,9 @@ class Collector:
             # Never a connection from here: the worker serves one client at a time and its
             # queue holds one more (gate.listening). Its host's facts say whether it listens.
             return Reading("unknown", "an RPC worker speaks no HTTP: its host's facts tell")
+        if self._on_host(name):
+            # Never asked from here: this machine's loopback is not the host's (L-33).
+            return Reading("unknown", "judged on its host: not read over HTTP from here")
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
         with http.client(timeout=self.options.timeout) as client:
             return read(
@@ -259,6 +274,8 @@ class Collector:
     def _members(self, name: str) -> dict[str, str] | str:
         """A swap group's members and whether each is loaded (the router's GET /models)."""
         fleet = self.loaded.fleet
+        if self._on_host(name):
+            return "its router is judged on its host, not reachable from here"
         aliases = [s.alias or n for n, s in members(fleet, name).items()]
         return member_states(base_url(self.loaded, name), aliases, self.options.timeout)
 

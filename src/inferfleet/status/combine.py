@@ -75,7 +75,8 @@ class Local:
 
 
 def host_unreachable(is_local: bool, view: HostView, readings: list[Reading]) -> bool:
-    """A remote host neither ssh nor any of its endpoints answered."""
+    """A remote host neither ssh nor any of its endpoints answered (``readings``: those read
+    over HTTP from here; a service judged on its host has none)."""
     if is_local or (view.over_ssh and view.error is None):
         return False
     if not readings:
@@ -90,10 +91,17 @@ def decide(
     mine: Local | None,
     *,
     unreachable: bool,
+    on_host: bool = False,
 ) -> tuple[str, str]:
-    """A service's state and the one-line reason for it."""
+    """A service's state and the one-line reason for it.
+
+    ``on_host``: only its host can tell (a loopback bind there): its host's
+    facts decide alone, and without them it is ``unknown``, never healthy.
+    """
     if mine is not None:
         return mine.state, mine.detail
+    if on_host:
+        return _on_host(name, view)
     if unreachable:
         return "unreachable", "no answer over HTTP" + (f"; {view.error}" if view.error else "")
     state = view.states.get(name) if view.error is None else None
@@ -111,6 +119,24 @@ def decide(
             return "foreign", "answered, but no process of this service runs on the host (L-33)"
         return "down", "not running on the host"
     return _answered_by_other(reading, state.pid)
+
+
+def _on_host(name: str, view: HostView) -> tuple[str, str]:
+    """A service judged by its host's facts alone (nothing here can reach its port)."""
+    if not view.over_ssh:
+        return "unknown", f"not read on its host: {view.error or 'its host was not asked'}"
+    if view.error is not None:
+        return "unknown", f"host unreachable: {view.error}"
+    state = view.states.get(name)
+    if state is None:
+        return "unknown", "its host's facts do not name it"
+    if state.healthy:
+        return "healthy", ""
+    if state.state not in {"stopped", "healthy"} and state.detail:
+        return state.state, state.detail
+    if state.pid is None:
+        return "down", "not running on the host"
+    return "unhealthy", f"pid {state.pid} runs but does not answer its health check"
 
 
 def contract_state(view: HostView, name: str, state: str, detail: str) -> tuple[str, str]:
@@ -147,14 +173,20 @@ def service_row(
     bench: BenchFigures | None,
     *,
     unreachable: bool,
+    on_host: bool = False,
 ) -> ServiceRow:
     fleet = loaded.fleet
     service = unit_service(fleet, name)
     runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
-    state, detail = decide(name, reading, view, mine, unreachable=unreachable)
+    state, detail = decide(name, reading, view, mine, unreachable=unreachable, on_host=on_host)
     if state == "healthy":
         state, detail = contract_state(view, name, state, detail)
     notes = list(reading.notes)
+    if on_host:
+        notes.append(
+            f"judged on host {service.host} over ssh: its endpoint is not read from here "
+            "(slots, metrics and model as the fleet file declares them)"
+        )
 
     pid, pid_source = (mine.pid, mine.pid_source) if mine is not None else (None, None)
     remote = view.states.get(name) if mine is None and view.error is None else None
@@ -235,6 +267,7 @@ def host_row(
     ssh_used: bool,
     unreachable: bool,
     why_no_ssh: str,
+    over_http: bool = True,
 ) -> HostRow:
     spec = loaded.fleet.hosts[host]
     is_local = spec.is_local(host)
@@ -242,9 +275,13 @@ def host_row(
         reach, detail = "local", view.error or ""
     elif unreachable:
         reach = "unreachable"
-        detail = "no endpoint of it answers over HTTP" + (f"; {view.error}" if view.error else "")
+        said = ["no endpoint of it answers over HTTP"] if over_http else []
+        detail = "; ".join([*said, *([view.error] if view.error else [])])
     elif ssh_used and view.error is None:
         reach, detail = "ssh", ""
+    elif not over_http:
+        # Every service of it is judged on the host, which was not asked: nothing was read.
+        reach, detail = "unknown", view.error or why_no_ssh
     else:
         reach = "http"
         detail = view.error if ssh_used and view.error else why_no_ssh

@@ -29,7 +29,9 @@ SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 # or reused pid; crash-looping: its unit keeps restarting; unreachable: neither
 # ssh nor HTTP reaches its host; unknown: this machine could not read its own
 # record of it; contract-failing: healthy, but the last apply's contract probe
-# failed (its marker says so, with the evidence) and no apply has passed since.
+# failed (its marker says so, with the evidence) and no apply has passed since;
+# held: deliberately held down by an operator (a hold recorded on its host),
+# the one state besides healthy that is not a problem.
 # The service states themselves are decided in one place,
 # inferfleet.deploy.state.decide; this adds what only a remote view has.
 STATES = (
@@ -44,8 +46,12 @@ STATES = (
     "crash-looping",
     "unreachable",
     "unknown",
+    "held",
 )
-PROBLEMS = frozenset(STATES) - {"healthy", "stopped"}
+# status exits 0 only when every service in scope is healthy or held: a
+# declared service that is stopped is a problem like any other.
+OK_STATES = frozenset({"healthy", "held"})
+PROBLEMS = frozenset(STATES) - OK_STATES
 
 # Deployed revision against HEAD. current: the marker is HEAD; unchanged: an
 # older revision, but nothing this service depends on changed since (L-40);
@@ -110,7 +116,7 @@ class HostRow:
     host: str
     address: str
     local: bool
-    reach: str  # local | ssh | http | unreachable
+    reach: str  # local | ssh | http | unreachable | unknown (not asked, nothing read)
     detail: str = ""
     checkout_head: str | None = None  # the revision the host's checkout is at (over ssh)
     lock: str | None = None  # a deploy holding the host's lock
@@ -135,6 +141,11 @@ class FleetStatus:
     def problems(self) -> list[ServiceRow]:
         return [row for row in self.services if row.problem]
 
+    @property
+    def ok(self) -> bool:
+        """Every service in scope healthy or held, and the front door too: status exits 0."""
+        return not self.problems() and not self.gateway_problem()
+
     def gateway_problem(self) -> bool:
         """The front door (the gateway, or the auth proxy before it) is not healthy."""
         return (self.gateway is not None and self.gateway.problem) or (
@@ -145,6 +156,7 @@ class FleetStatus:
         """The ``inferfleet.status/v2`` document; the board stamps inferfleet's ``version``."""
         doc = StatusDocument(
             schema=SCHEMA,
+            ok=self.ok,
             file=self.file,
             head=self.head,
             collected_at=self.collected_at,

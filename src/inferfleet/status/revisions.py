@@ -67,10 +67,12 @@ def local_facts(host: Host) -> HostView:
         return HostView(error=exc.render())
 
 
-def remote_facts(side: Fleetside, host: str, services: list[str]) -> HostView:
+def remote_facts(
+    side: Fleetside, host: str, services: list[str], *, timeout: float = 120.0
+) -> HostView:
     """A remote host's markers and its services' states over ssh; ``error`` says why not."""
     try:
-        report = read_report(side, host, services)
+        report = read_report(side, host, services, timeout=timeout)
     except FleetError as exc:
         return HostView(error=exc.message, over_ssh=True)
     return HostView(

@@ -22,7 +22,9 @@ STATE_STYLE = {
     "stale": "red",
     "crash-looping": "red",
     "unreachable": "red",
-    "stopped": "dim",
+    "unknown": "red",
+    "stopped": "yellow",  # declared but not running: a problem (exit 1)
+    "held": "dim",  # held down on purpose: not a problem
 }
 REVISION_STYLE = {
     "current": "green",
@@ -32,7 +34,13 @@ REVISION_STYLE = {
     "unknown": "red",
     "untracked": "dim",
 }
-REACH_STYLE = {"local": "green", "ssh": "green", "http": "yellow", "unreachable": "red"}
+REACH_STYLE = {
+    "local": "green",
+    "ssh": "green",
+    "http": "yellow",
+    "unreachable": "red",
+    "unknown": "red",
+}
 SERVICE_COLUMNS = [
     "service",
     "host",

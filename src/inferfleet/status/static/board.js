@@ -9,7 +9,8 @@
   const TONE = {
     healthy: "good",
     loading: "warn",
-    stopped: "off",
+    stopped: "warn",
+    held: "off",
     current: "good",
     unchanged: "good",
     outdated: "warn",
