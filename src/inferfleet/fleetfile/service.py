@@ -11,6 +11,7 @@ from inferfleet.fleetfile.base import (
     MAX_TOKENS,
     Argument,
     CacheType,
+    ContainerUser,
     EnvName,
     EnvValue,
     FiniteFloat,
@@ -20,6 +21,7 @@ from inferfleet.fleetfile.base import (
     SpecType,
     Strict,
     Text,
+    UserName,
 )
 from inferfleet.fleetfile.exposure import Bind, Exposure, ExposureField
 from inferfleet.fleetfile.quantities import ByteSize, Duration
@@ -142,7 +144,7 @@ class ContainerOpts(Strict):
     port: int | None = Field(
         None, ge=1, le=65535, description="Port inside the container; default: the service port."
     )
-    user: Text | None = Field(None, description="User inside the container.")
+    user: ContainerUser | None = Field(None, description="User inside the container.")
     shm_size: ByteSize | None = Field(None, description="/dev/shm size (tensor parallel).")
     health_cmd: Text | None = Field(
         None, description="Health command; default for llm services: curl the health path."
@@ -156,7 +158,9 @@ class UnitOpts(Strict):
     scope: Literal["system", "user"] = Field(
         "system", description="System unit, or user unit (needs linger, L-38)."
     )
-    user: Text | None = Field(None, description="User= of a system unit; default: the ssh user.")
+    user: UserName | None = Field(
+        None, description="User= of a system unit; default: the ssh user."
+    )
     restart: Literal["always", "on-failure", "no"] = "always"
     restart_sec: Duration = Field(5.0, description="Pause between restarts.")
     stop_timeout: Duration = Field(
