@@ -8,7 +8,6 @@ GGUF, every part (L-04). Names from the file are escaped before printing.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Final, Literal
 
 import typer
@@ -32,7 +31,7 @@ from inferfleet.documents import (
 from inferfleet.errors import UsageError
 from inferfleet.gguf import GGUFError, Inspection, SkippedArray, inspect
 from inferfleet.gguf.model import json_value
-from inferfleet.output import Output, esc
+from inferfleet.output import Output, esc, visible
 
 SCHEMA: Final[Literal["inferfleet.gguf.inspect/v1"]] = "inferfleet.gguf.inspect/v1"
 
@@ -47,15 +46,12 @@ def _group() -> None:
     """Read GGUF headers (metadata and tensor infos; never tensor data)."""
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def show(value: object, limit: int = 120) -> str:
     """Text from a file, safe for the terminal: control characters (escape
     sequences) made visible, rich markup escaped, long values shortened."""
     if value is None:
         return "-"
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    text = visible(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return esc(text)
