@@ -211,6 +211,22 @@ UserName = Annotated[Text, AfterValidator(_user_name)]
 ContainerUser = Annotated[Text, AfterValidator(_container_user)]
 
 
+def _repo_path(value: str) -> str:
+    # A file the renderers read or a host opens from its checkout: it lies in the
+    # fleet repository. Symlinks leading out, devices and FIFOs are refused where
+    # the file is read (io.bounded) and by `check`.
+    parts = value.split("/")
+    if not value or value.startswith(("/", "~")) or ".." in parts or "\\" in value:
+        raise ValueError(
+            f"{value!r} must be a path relative to the fleet file's folder, inside the fleet "
+            "repository (no absolute path, no '~', no '..')"
+        )
+    return value
+
+
+RepoPath = Annotated[Text, AfterValidator(_repo_path)]
+
+
 def _finite(value: float) -> float:
     if not math.isfinite(value):
         raise ValueError("write a finite number (not NaN or infinity)")

@@ -36,6 +36,7 @@ from inferfleet.fleetfile.base import (
     Modality,
     Name,
     PackageName,
+    RepoPath,
     SpecType,
     Strict,
     Text,
@@ -366,7 +367,7 @@ class Model(Strict):
     files: list[ModelFile] = Field(
         default_factory=list, description="The declared file set (L-09); or use manifest."
     )
-    manifest: Text | None = Field(
+    manifest: RepoPath | None = Field(
         None, description="A manifest file (size, hash, path per line), relative to fleet.yaml."
     )
     dir: Text | None = Field(

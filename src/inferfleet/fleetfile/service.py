@@ -18,6 +18,7 @@ from inferfleet.fleetfile.base import (
     HealthPath,
     Modality,
     Name,
+    RepoPath,
     SpecType,
     Strict,
     Text,
@@ -171,7 +172,9 @@ class UnitOpts(Strict):
 class SettingsFile(Strict):
     """A third-party config file rendered at deploy time from env files (L-54)."""
 
-    template: Text = Field(description="Template with ${VAR} placeholders, relative to fleet.yaml.")
+    template: RepoPath = Field(
+        description="Template with ${VAR} placeholders, relative to fleet.yaml."
+    )
     dest: Text = Field(description="Where the rendered file goes on the host (outside the repo).")
     allow: list[EnvName] = Field(description="The only variable names the template may use.")
     env_files: list[Text] = Field(
@@ -242,7 +245,7 @@ class Service(Strict):
     mmproj: Text | None = Field(
         None, description="Vision projector, a file of the service's model (L-22)."
     )
-    chat_template_file: Text | None = Field(
+    chat_template_file: RepoPath | None = Field(
         None, description="Chat template file relative to fleet.yaml (L-19)."
     )
     chat_template_kwargs: dict[Text, Any] = Field(

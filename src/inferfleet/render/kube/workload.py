@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
 from inferfleet.fleetfile.kubernetes import KubernetesTarget, pinned_image
+from inferfleet.io.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.render.envfile import env_file, parse_env_text
 from inferfleet.render.facts import default_facts
 from inferfleet.render.kube.devices import gpu_problem, gpu_requests
@@ -336,12 +337,12 @@ def cluster_url(name: str, port: int, namespace: str) -> str:
 
 
 def _read(root: Path, name: str, relative: str) -> str:
-    path = root / relative
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(
-            f"service {name!r}: cannot read its chat template: {exc.strerror}",
-            where=str(path),
-            hint="chat_template_file is relative to the fleet file",
-        ) from None
+    return read_tree_file(
+        root,
+        relative,
+        MAX_DECLARED_TEXT,
+        what="chat template file",
+        error=UsageError,
+        where=f"services.{name}.chat_template_file",
+        hint="commit the template next to the fleet file; chat_template_file is relative to it",
+    )
