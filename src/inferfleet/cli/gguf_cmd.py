@@ -8,6 +8,7 @@ GGUF, every part (L-04). Names from the file are escaped before printing.
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Final, Literal
 
 import typer
@@ -44,6 +45,9 @@ app = typer.Typer(
 @app.callback()
 def _group() -> None:
     """Read GGUF headers (metadata and tensor infos; never tensor data)."""
+
+
+MAX_SHOWN_KEYS = 500  # metadata rows in the human table; real models have 30-60
 
 
 def show(value: object, limit: int = 120) -> str:
@@ -230,14 +234,17 @@ def _human(out: Output, result: Inspection, doc: GGUFInspectDocument, with_tenso
                 for t in result.tensors
             ],
         )
+    # A hostile header may carry 200,000 keys: a terminal table of them takes a minute
+    # and shows nothing useful. The first ones are shown, --json carries them all.
+    shown = list(itertools.islice(result.metadata.items(), MAX_SHOWN_KEYS))
     out.table(
         "metadata",
         ["key", "type", "value"],
-        [
-            [show(k), show(result.value_types.get(k)), show(_meta_text(v))]
-            for k, v in result.metadata.items()
-        ],
+        [[show(k), show(result.value_types.get(k)), show(_meta_text(v))] for k, v in shown],
     )
+    hidden = len(result.metadata) - len(shown)
+    if hidden > 0:
+        out.line(f"… {hidden:,} more metadata keys (--json lists every one)")
     for note in result.notes:
         out.line(f"[yellow]note:[/] {show(note, 400)}")
     for problem in result.problems:

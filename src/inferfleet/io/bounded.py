@@ -47,7 +47,7 @@ class BoundedReadError(FleetError, OSError):
 
 def _kind(mode: int) -> str:
     for test, name in (
-        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
