@@ -1,4 +1,4 @@
-"""One bounded JSON loader for every untrusted JSON file (io.bounded.parse_json).
+"""One bounded JSON loader for every untrusted JSON file (inferfleet.bounded.parse_json).
 
 safetensors headers, ``config.json``, ``model.safetensors.index.json`` and
 state files come from downloads, other tools or other users. Nesting is
@@ -25,8 +25,8 @@ from st_models import TINY_CONFIG, declared, vllm_fleet, write_model
 from inferfleet.artifacts.hfconfig import parse_config
 from inferfleet.artifacts.safetensors import SafetensorsError, read_header
 from inferfleet.artifacts.st_model import shards_of
+from inferfleet.bounded import BoundedReadError, load_json, parse_json
 from inferfleet.gguf.source import BytesSource
-from inferfleet.io.bounded import BoundedReadError, load_json, parse_json
 from inferfleet.io.state_files import read_state
 
 DEEP = b"[" * 200_000 + b"]" * 200_000

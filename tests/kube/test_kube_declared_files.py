@@ -1,4 +1,4 @@
-"""Render reads only declared files inside the fleet repository (io.bounded).
+"""Render reads only declared files inside the fleet repository (inferfleet.bounded).
 
 A chat template, a settings template or a manifest the fleet file names is
 copied into what ``render`` writes (a Kubernetes ConfigMap, a host's

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.artifacts.safetensors import SafetensorsError
-from inferfleet.io.bounded import parse_json, read_bounded
+from inferfleet.bounded import parse_json, read_bounded
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_LAYERS = 4096

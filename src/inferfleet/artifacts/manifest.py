@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferfleet.bounded import read_bounded, tree_path_problem
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Model
-from inferfleet.io.bounded import read_bounded, tree_path_problem
 
 # A line per file: a model of thousands of shards stays far below this.
 MAX_MANIFEST_BYTES = 16 << 20

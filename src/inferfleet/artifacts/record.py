@@ -22,7 +22,7 @@ import os
 import threading
 from pathlib import Path
 
-from inferfleet.io.bounded import load_json
+from inferfleet.bounded import load_json
 from inferfleet.io.files import atomic_write
 
 RECORD_NAME = ".inferfleet-verified.json"

@@ -28,10 +28,10 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 
+from inferfleet.bounded import parse_json
 from inferfleet.errors import FleetError
 from inferfleet.gguf.errors import GGUFError
 from inferfleet.gguf.source import ByteSource
-from inferfleet.io.bounded import parse_json
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
 MAX_TENSORS = 1_000_000

@@ -17,9 +17,9 @@ from pathlib import Path, PurePosixPath
 
 from inferfleet.artifacts.hfconfig import MAX_CONFIG_BYTES, AttentionConfig, parse_config
 from inferfleet.artifacts.safetensors import SafetensorsError, SafetensorsHeader, read_header
+from inferfleet.bounded import parse_json
 from inferfleet.gguf.errors import GGUFError
 from inferfleet.gguf.source import ByteSource, FileSource
-from inferfleet.io.bounded import parse_json
 
 INDEX = "model.safetensors.index.json"
 CONFIG = "config.json"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.checks.engine import Hit, Subject, service_rule
 from inferfleet.errors import FleetError
-from inferfleet.io.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.render.secrets import (
     GENERIC_NAMES,
     credential_in,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from inferfleet.bounded import tree_path_problem
 from inferfleet.checks.engine import Hit, Subject, header_rule, service_rule
 from inferfleet.gguf import Inspection
-from inferfleet.io.bounded import tree_path_problem
 from inferfleet.runtimes.llamacpp import wants_jinja
 
 

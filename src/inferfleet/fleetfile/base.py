@@ -214,7 +214,7 @@ ContainerUser = Annotated[Text, AfterValidator(_container_user)]
 def _repo_path(value: str) -> str:
     # A file the renderers read or a host opens from its checkout: it lies in the
     # fleet repository. Symlinks leading out, devices and FIFOs are refused where
-    # the file is read (io.bounded) and by `check`.
+    # the file is read (inferfleet.bounded) and by `check`.
     parts = value.split("/")
     if not value or value.startswith(("/", "~")) or ".." in parts or "\\" in value:
         raise ValueError(

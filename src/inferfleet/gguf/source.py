@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from inferfleet.bounded import open_regular
 from inferfleet.errors import HTTPError, RemoteNotFoundError
 from inferfleet.gguf.errors import GGUFError, GGUFNotFound
 from inferfleet.io import http, http_errors, token_scope
-from inferfleet.io.bounded import open_regular
 from inferfleet.io.retry import GaveUp, Retry, retrying
 
 # A header read retries a busy server or a dropped connection a few times,

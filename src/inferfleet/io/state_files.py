@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from inferfleet.bounded import read_bounded
 from inferfleet.errors import FleetError
-from inferfleet.io.bounded import read_bounded
 
 if TYPE_CHECKING:
     # Imported where a file is parsed: the host lock imports this module, and

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfleet.bounded import nesting_depth
 from inferfleet.errors import FleetError
-from inferfleet.io.bounded import nesting_depth
 
 MAX_BODY = 1024 * 1024  # Alertmanager truncates a group long before this
 MAX_DEPTH = 32  # Alertmanager's notification nests 4 levels deep

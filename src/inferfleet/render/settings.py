@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_bounded, read_tree_file
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Service
-from inferfleet.io.bounded import MAX_DECLARED_TEXT, read_bounded, read_tree_file
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.facts import HostFacts, fleet_relative
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from inferfleet.artifacts.manifest import MAX_MANIFEST_BYTES, declared_files
+from inferfleet.bounded import read_tree_file
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, HubSource, PathSource
 from inferfleet.fleetfile.kubernetes import KubernetesTarget
-from inferfleet.io.bounded import read_tree_file
 from inferfleet.render.kube.objects import Obj, metadata, quantity, to_yaml
 
 MODELS_CONFIGMAP = "inferfleet-models"

@@ -20,10 +20,10 @@ import math
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
 from inferfleet.fleetfile.kubernetes import KubernetesTarget, pinned_image
-from inferfleet.io.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.render.envfile import env_file, parse_env_text
 from inferfleet.render.facts import default_facts
 from inferfleet.render.kube.devices import gpu_problem, gpu_requests
