@@ -138,3 +138,18 @@ def test_a_settings_template_symlinked_out_is_refused_before_anything_renders(
         render_service_settings("svc", loaded.fleet.services["svc"], facts, env_files=[env])
     assert isinstance(caught.value, FleetError) and SECRET not in str(caught.value)
     assert caught.value.where == "services.svc.settings[0].template"
+
+
+def test_a_fifo_given_as_host_facts_or_secrets_env_is_refused_at_once(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    path = write(tmp_path)
+    fifo = tmp_path / "facts.yaml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    result = cli("render", "-f", str(path), "--out", str(tmp_path / "out"), "--facts", str(fifo))
+    assert result.code == 2 and "is a FIFO, not a regular file" in result.stderr
+    assert not (tmp_path / "out").exists()
+    result = cli("secrets", "scan", "--repo", str(tmp_path), "-e", str(fifo))
+    assert result.code == 2 and "is a FIFO, not a regular file" in result.stderr
+    assert time.monotonic() - started < 30  # no writer ever comes: a blocking open hangs
