@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from functools import cached_property
@@ -27,6 +28,22 @@ def esc(value: object) -> str:
     from rich.markup import escape
 
     return escape(str(value))
+
+
+# C0/C1 controls (terminal escapes, a forged line break), bidi overrides and line separators.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(value: object) -> str:
+    """Text from a file or the network with every control character shown as an
+    escape (``\\x1b``, ``\\u202e``): a value cannot move the cursor, recolour the
+    terminal or start a forged log line. Not escaped for rich: pass it to :func:`esc`."""
+
+    def _escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(_escape, str(value))
 
 
 def _width(stream: object) -> int | None:

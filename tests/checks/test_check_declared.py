@@ -28,7 +28,8 @@ from inferfleet.hub.headers import listing_cache_path
 
 Cli = Callable[..., Any]
 RULE = "declared-files-match-source"
-SOURCE_RULES = {RULE}
+OUTSIDE = "manifest-outside-repository"
+SOURCE_RULES = {RULE, OUTSIDE}
 WHOLE = "test/gemma-whole"
 
 
@@ -137,3 +138,27 @@ def test_path_model_by_stat_and_skipped_when_absent(
     _, doc = _hits(cli, fleet(tmp_path / "b", {"path": str(tmp_path / "gone")}, files=files))
     (skip,) = [s for s in doc["skipped"] if s["rule"] == RULE]
     assert "weights.gguf is not on this machine" in skip["reason"]
+
+
+def test_a_manifest_leading_out_of_the_repository_is_an_error_at_its_line(
+    cli: Cli, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.env"
+    secret.write_text("HF_TOKEN=hf_" + "x" * 34 + "\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "m.manifest").symlink_to(secret)
+    path = fleet(repo, {"hub": WHOLE, "revision": "main"}, manifest="m.manifest")
+    result = cli("check", str(path), "--json", "--offline")
+    assert result.code == 1, result.stdout
+    doc = json.loads(result.stdout)
+    (hit,) = [f for f in doc["findings"] if f["rule"] == OUTSIDE]
+    assert hit["severity"] == "error" and hit["field"] == "models.m.manifest"
+    assert "leads outside the fleet file's folder" in hit["message"]
+    assert hit["line"] == path.read_text().splitlines().index("    manifest: m.manifest") + 1
+    assert "hf_" not in result.stdout
+    # The fix: the manifest is a file of the repository.
+    (repo / "m.manifest").unlink()
+    (repo / "m.manifest").write_text(f"{MODEL_SHA256}  {MODEL_SIZE}  {MODEL_NAME}\n")
+    fixed = json.loads(cli("check", str(path), "--json", "--offline").stdout)
+    assert OUTSIDE not in {f["rule"] for f in fixed["findings"]}

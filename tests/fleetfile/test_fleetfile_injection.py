@@ -155,3 +155,40 @@ def test_volume_paths_cannot_shift_podman_fields(cli, tmp_path: Path, value: str
     new = f'    parallel: 2\n    container: {{volumes: [{{host: "/{value}", container: /b}}]}}\n'
     path = write(tmp_path, "    parallel: 2\n", new)
     refused(cli, path, 29, "volume path cannot contain")
+
+
+@pytest.mark.parametrize(
+    "repo", ["../../x", "Qwen/..", "-oProxyCommand=x/y", "Qwen", "a/b/c", ".x/y", "a--b/c"]
+)
+def test_hub_repo_ids_have_the_owner_name_shape(cli, tmp_path: Path, repo: str) -> None:
+    path = write(tmp_path, "hub: Qwen/Qwen3-8B-GGUF", f'hub: "{repo}"')
+    refused(cli, path, 16, "is not a Hugging Face repo id", "models.qwen.source")
+    out = tmp_path / "out"
+    assert cli("render", "--file", str(path), "--out", str(out)).code == 2
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("revision", ["../../../etc", "main/..", "-x", "a b"])
+def test_hub_revisions_have_no_dot_dot_parts(cli, tmp_path: Path, revision: str) -> None:
+    old = "revision: 0123456789abcdef0123456789abcdef01234567"
+    path = write(tmp_path, old, f'revision: "{revision}"')
+    refused(cli, path, 17, "is not a revision")
+
+
+@pytest.mark.parametrize("user", ["-oProxyCommand=evil", "-l", "a b", "root;id", "a/b", "x" * 33])
+def test_ssh_and_unit_users_have_the_posix_shape(cli, tmp_path: Path, user: str) -> None:
+    path = write(tmp_path, *host(f'ssh: {{user: "{user}"}}'))
+    refused(cli, path, 5, "is not a user name", "hosts.gpu1.ssh.user")
+    path = write(tmp_path, *svc(f'unit: {{user: "{user}"}}'))
+    refused(cli, path, 29, "is not a user name")
+    path = write(tmp_path, *svc(f'container: {{user: "1000:{user}"}}'))
+    refused(cli, path, 29, "is not a user name")
+
+
+def test_ordinary_repo_ids_and_users_pass(cli, tmp_path: Path) -> None:
+    text = BASE.replace("hub: Qwen/Qwen3-8B-GGUF", "hub: unsloth/gemma-3-270m-it-GGUF").replace(
+        "    address: 10.0.0.5\n", "    address: 10.0.0.5\n    ssh: {user: svc_ops-1}\n"
+    )
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    assert cli("validate", str(path)).code == 0

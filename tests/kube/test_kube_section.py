@@ -121,3 +121,38 @@ def test_container_user_is_numeric_in_a_pod(
     docs = list(yaml.safe_load_all((tmp_path / "out/services/svc.yaml").read_text()))
     pod = next(d for d in docs if d["kind"] == "StatefulSet")["spec"]["template"]["spec"]
     assert pod["containers"][0]["securityContext"] == expected
+
+
+@pytest.mark.parametrize("field", ["monitoring_pods", "monitoring_namespace"])
+def test_an_empty_monitoring_selector_is_refused_and_nothing_written(
+    tmp_path: Path, cli: Callable[..., CliResult], field: str
+) -> None:
+    # {} would select every pod (or namespace) of the cluster: all of them could reach
+    # the loopback-level services the policies keep to the gateway and the proxy.
+    result = _render(cli, write(tmp_path, {f"kubernetes.{field}": {}}), "--target", "kubernetes")
+    assert result.code == 2 and "empty label selector" in result.stderr, result.stderr
+    assert f"kubernetes.{field}" in result.stderr and "fleet.yaml:" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_monitoring_peers_need_the_namespace_and_the_pod_labels_together(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    path = write(tmp_path, {"kubernetes.monitoring_namespace": {"team": "observability"}})
+    result = _render(cli, path, "--target", "kubernetes")
+    assert result.code == 0, result.stderr
+    docs = yaml.safe_load_all((tmp_path / "out" / "network-policies.yaml").read_text())
+    peers = [
+        peer
+        for doc in docs
+        for rule in doc["spec"].get("ingress", [])
+        for peer in rule["from"]
+        if "podSelector" in peer and "namespaceSelector" in peer
+    ]
+    assert peers, "the metrics rule has one peer with both selectors (an AND, not an OR)"
+    for peer in peers:
+        assert peer["namespaceSelector"] == {"matchLabels": {"team": "observability"}}
+        assert peer["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+    # No peer lets a pod in by its own labels alone, from any namespace.
+    text = (tmp_path / "out" / "network-policies.yaml").read_text()
+    assert "namespaceSelector: {}\n      podSelector" not in text

@@ -27,12 +27,12 @@ those are read, as vLLM does (``hf_text_config``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from inferfleet.artifacts.safetensors import SafetensorsError
+from inferfleet.bounded import parse_json, read_bounded
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_LAYERS = 4096
@@ -221,10 +221,7 @@ def parse_config(data: bytes, where: str) -> AttentionConfig:
         raise SafetensorsError(
             f"config.json is {len(data):,} bytes (limit {MAX_CONFIG_BYTES:,})", where=where
         )
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SafetensorsError(f"config.json is not JSON: {exc}", where=where) from None
+    parsed = parse_json(data, what="config.json", where=where, error=SafetensorsError)
     if not isinstance(parsed, dict):
         raise SafetensorsError("config.json is not a JSON object", where=where)
     return attention_config(parsed, where)
@@ -233,13 +230,13 @@ def parse_config(data: bytes, where: str) -> AttentionConfig:
 def read_config(folder: Path) -> AttentionConfig:
     """The ``config.json`` of a model folder on this machine."""
     path = folder / "config.json"
+    hint = "a vLLM model folder holds config.json next to its safetensors files"
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
+        data = read_bounded(
+            path, MAX_CONFIG_BYTES, what="config.json", error=SafetensorsError, hint=hint
+        )
+    except FileNotFoundError:
         raise SafetensorsError(
-            f"cannot read config.json: {exc.strerror}",
-            where=str(path),
-            hint="a vLLM model folder holds config.json next to its safetensors files",
+            "cannot read config.json: No such file or directory", where=str(path), hint=hint
         ) from None
     return parse_config(data, str(path))

@@ -28,8 +28,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inferfleet.errors import SpecError
+from inferfleet.bounded import read_bounded, tree_path_problem
+from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Model
+
+# A line per file: a model of thousands of shards stays far below this.
+MAX_MANIFEST_BYTES = 16 << 20
+
+
+def _manifest_error(message: str, *, where: str, hint: str = "") -> FleetError:
+    return SpecError(message, path=where, hint=hint)
+
 
 HEADER = "# inferfleet manifest v1"
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -87,7 +96,16 @@ def manifest_path(model: Model, fleet_root: Path) -> Path | None:
     """The model's manifest file, relative to the fleet file's folder; None when inline."""
     if model.manifest is None:
         return None
-    return fleet_root / Path(model.manifest).expanduser()
+    # Its text is copied into what is rendered (a Kubernetes ConfigMap): it must be a
+    # file of the fleet repository, never a symlink to one elsewhere.
+    problem = tree_path_problem(fleet_root, model.manifest, must_exist=False)
+    if problem is not None:
+        raise SpecError(
+            f"model manifest {problem}",
+            path=fleet_root / model.manifest,
+            hint="commit the manifest in the fleet repository, relative to the fleet file",
+        )
+    return fleet_root / model.manifest
 
 
 def declared_files(model: Model, fleet_root: Path) -> list[ManifestEntry]:
@@ -105,14 +123,17 @@ def declared_files(model: Model, fleet_root: Path) -> list[ManifestEntry]:
 
 def parse_manifest(path: Path) -> Manifest:
     """Read a manifest; every malformed line is a SpecError at ``path:line``."""
+    hint = (
+        "write it with `inferfleet models manifest` or fix the model's manifest path "
+        "(it is relative to the fleet file)"
+    )
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+        text = read_bounded(
+            path, MAX_MANIFEST_BYTES, what="model manifest", error=_manifest_error, hint=hint
+        ).decode("utf-8")
+    except FileNotFoundError:
         raise SpecError(
-            f"cannot read model manifest: {exc.strerror}",
-            path=path,
-            hint="write it with `inferfleet models manifest` or fix the model's manifest path "
-            "(it is relative to the fleet file)",
+            "cannot read model manifest: No such file or directory", path=path, hint=hint
         ) from None
     except UnicodeDecodeError as exc:
         raise SpecError(

@@ -22,9 +22,11 @@ import os
 import threading
 from pathlib import Path
 
+from inferfleet.bounded import load_json
 from inferfleet.io.files import atomic_write
 
 RECORD_NAME = ".inferfleet-verified.json"
+MAX_RECORD_BYTES = 16 << 20  # a stat key and two digests per file of one model
 
 Entry = dict[str, object]
 
@@ -122,8 +124,8 @@ class Record:
 def _load(path: Path) -> dict[str, Entry]:
     """The record's entries; anything damaged reads as absent, never as a crash."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(path, MAX_RECORD_BYTES, what="digest record")
+    except OSError:  # absent, or damaged (BoundedReadError is one): hashed again
         return {}
     if not isinstance(data, dict):
         return {}

@@ -23,12 +23,12 @@ range without downloading the weights.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from collections import Counter
 from dataclasses import dataclass
 
+from inferfleet.bounded import parse_json
 from inferfleet.errors import FleetError
 from inferfleet.gguf.errors import GGUFError
 from inferfleet.gguf.source import ByteSource
@@ -36,6 +36,7 @@ from inferfleet.gguf.source import ByteSource
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
 MAX_TENSORS = 1_000_000
 MAX_DIMS = 16
+MAX_HEADER_DEPTH = 8  # name -> {dtype, shape: [...], data_offsets: [...]}: 3 levels
 # The first read: the length and, for most files, the whole header in one request.
 FIRST_READ = 256 * 1024
 
@@ -144,10 +145,14 @@ def read_header(source: ByteSource) -> SafetensorsHeader:
             source, f"the file ends inside the header ({8 + len(data):,} of {8 + n:,} bytes)"
         )
     size = source.size  # a remote source knows it after the first answer
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(source, f"the header is not JSON: {exc}") from None
+    parsed = parse_json(
+        data,
+        what="the header",
+        where=source.name,
+        error=SafetensorsError,
+        hint="the file is damaged or not a safetensors file: fetch and verify it again",
+        max_depth=MAX_HEADER_DEPTH,
+    )
     if not isinstance(parsed, dict):
         raise _fail(source, f"the header is a JSON {type(parsed).__name__}, not an object")
     return _validate(source, n, size, parsed)

@@ -10,7 +10,6 @@ folder or the Hub by range requests (:mod:`inferfleet.hub.headers`).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from inferfleet.artifacts.hfconfig import MAX_CONFIG_BYTES, AttentionConfig, parse_config
 from inferfleet.artifacts.safetensors import SafetensorsError, SafetensorsHeader, read_header
+from inferfleet.bounded import parse_json
 from inferfleet.gguf.errors import GGUFError
 from inferfleet.gguf.source import ByteSource, FileSource
 
@@ -127,10 +127,7 @@ def _safe(path: object, where: str) -> str:
 
 def shards_of(index: bytes, where: str) -> list[str]:
     """The files ``model.safetensors.index.json`` maps tensors to, in first-seen order."""
-    try:
-        parsed = json.loads(index.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SafetensorsError(f"the index is not JSON: {exc}", where=where) from None
+    parsed = parse_json(index, what="the index", where=where, error=SafetensorsError)
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise SafetensorsError(

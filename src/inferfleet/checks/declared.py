@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Iterator
 
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
+from inferfleet.bounded import tree_path_problem
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import HubSource, Model
@@ -89,3 +90,23 @@ def _fix(name: str, model: Model, declared: list[ManifestEntry]) -> str:
             return f"write the source's sizes and hashes: {command}, then use `manifest: {out}`"
         return f"write the source's sizes and hashes again: {command}"
     return "declare the size and sha256 the source has (stat / sha256sum the file)"
+
+
+@rule("manifest-outside-repository", "L-09", "error")
+def manifest_outside_repository(ctx: CheckContext) -> Iterator[Hit]:
+    """a model manifest is not a regular file of the fleet repository"""
+    # The same rule the renderers read it by: its text is copied into what is
+    # rendered (a Kubernetes ConfigMap), so a symlink leading out, a FIFO or a
+    # device must fail here, not be skipped by every rule that needs the manifest.
+    for name, model in ctx.fleet.models.items():
+        if model.manifest is None:
+            continue
+        problem = tree_path_problem(ctx.root, model.manifest, must_exist=False)
+        if problem is not None:
+            yield Hit(
+                None,
+                f"models.{name}.manifest",
+                f"model manifest of {name!r}: {problem}",
+                "commit the manifest in the fleet repository, relative to the fleet file "
+                "(`inferfleet models manifest` writes one)",
+            )

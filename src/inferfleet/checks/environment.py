@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.checks.engine import Hit, Subject, service_rule
+from inferfleet.errors import FleetError
 from inferfleet.render.secrets import (
     GENERIC_NAMES,
     credential_in,
@@ -83,12 +85,20 @@ def settings_templates(s: Subject) -> Iterator[Hit]:
     for index, settings in enumerate(s.service.settings):
         field = f"settings[{index}]"
         try:
-            text = (s.ctx.root / settings.template).read_text(encoding="utf-8")
-        except OSError:
+            text = read_tree_file(
+                s.ctx.root,
+                settings.template,
+                MAX_DECLARED_TEXT,
+                what="settings template",
+                error=FleetError,
+                where=f"{field}.template",
+            )
+        except FleetError as exc:
             yield s.hit(
                 f"{field}.template",
-                f"settings template {settings.template!r} of service {s.name!r} is missing",
-                "commit the template next to the fleet file",
+                f"service {s.name!r}: {exc.message}",
+                "commit the template next to the fleet file (no absolute path, '..' or "
+                "symlink leading out)",
             )
             continue
         outside = sorted({n for n in PLACEHOLDER.findall(text) if n not in settings.allow})

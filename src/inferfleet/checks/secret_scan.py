@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from inferfleet.bounded import read_bounded
 from inferfleet.errors import UsageError
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.secrets import credential_in, is_secret_name, redact, secret_in
@@ -40,6 +41,7 @@ PLACEHOLDERS = frozenset(
 )  # fmt: skip
 _WORD = re.compile(rb"[A-Za-z0-9_]")
 _MAX_FILE = 256 * 1024 * 1024  # larger files are model payloads, not config
+_MAX_ENV_FILE = 1024 * 1024  # KEY=value lines
 
 
 @dataclass(frozen=True)
@@ -55,15 +57,18 @@ def parse_env_file(path: Path) -> dict[str, str]:
 
     The format systemd's ``EnvironmentFile=`` and a shell's ``.`` both read.
     """
+    hint = (
+        "the untracked env file that holds the secrets (e.g. secrets.env, mode 600) "
+        "must exist and be readable"
+    )
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(
+            path, _MAX_ENV_FILE, what="env file", error=UsageError, hint=hint
+        ).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:  # absent, or not text
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise UsageError(
-            f"cannot read env file {path}: {reason}",
-            where=str(path),
-            hint="the untracked env file that holds the secrets (e.g. secrets.env, mode 600) "
-            "must exist and be readable",
+            f"cannot read env file {path}: {reason}", where=str(path), hint=hint
         ) from None
     values, _unreadable = parse_env_text(text)  # lines that are no assignment hold no value
     return values

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from inferfleet.bounded import tree_path_problem
 from inferfleet.checks.engine import Hit, Subject, header_rule, service_rule
 from inferfleet.gguf import Inspection
 from inferfleet.runtimes.llamacpp import wants_jinja
@@ -48,13 +49,17 @@ def template_missing(s: Subject, model: str, facts: Inspection) -> Iterator[Hit]
 
 @service_rule("chat-template-file-missing", "L-19", "error")
 def template_file_missing(s: Subject) -> Iterator[Hit]:
-    """the chat template file named in the fleet is not in the repository"""
+    """the chat template file named in the fleet is not a regular file of the repository"""
     path = s.service.chat_template_file
-    if path is not None and not (s.ctx.root / path).is_file():
+    if path is None:
+        return
+    # The same rule the renderers read it by (a symlink leading out, a FIFO, a device:
+    # its content would land in a rendered ConfigMap or hang the render).
+    problem = tree_path_problem(s.ctx.root, path)
+    if problem is not None:
         yield s.hit(
             "chat_template_file",
-            f"chat template file {path!r} of service {s.name!r} does not exist next to "
-            "the fleet file",
+            f"chat template file of service {s.name!r}: {problem}",
             "commit the template (path relative to fleet.yaml); hosts read it from their checkout",
         )
 

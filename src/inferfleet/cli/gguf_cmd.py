@@ -8,7 +8,7 @@ GGUF, every part (L-04). Names from the file are escaped before printing.
 
 from __future__ import annotations
 
-import re
+import itertools
 from typing import Annotated, Final, Literal
 
 import typer
@@ -32,7 +32,7 @@ from inferfleet.documents import (
 from inferfleet.errors import UsageError
 from inferfleet.gguf import GGUFError, Inspection, SkippedArray, inspect
 from inferfleet.gguf.model import json_value
-from inferfleet.output import Output, esc
+from inferfleet.output import Output, esc, visible
 
 SCHEMA: Final[Literal["inferfleet.gguf.inspect/v1"]] = "inferfleet.gguf.inspect/v1"
 
@@ -47,7 +47,7 @@ def _group() -> None:
     """Read GGUF headers (metadata and tensor infos; never tensor data)."""
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_SHOWN_KEYS = 500  # metadata rows in the human table; real models have 30-60
 
 
 def show(value: object, limit: int = 120) -> str:
@@ -55,7 +55,7 @@ def show(value: object, limit: int = 120) -> str:
     sequences) made visible, rich markup escaped, long values shortened."""
     if value is None:
         return "-"
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    text = visible(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return esc(text)
@@ -234,14 +234,17 @@ def _human(out: Output, result: Inspection, doc: GGUFInspectDocument, with_tenso
                 for t in result.tensors
             ],
         )
+    # A hostile header may carry 200,000 keys: a terminal table of them takes a minute
+    # and shows nothing useful. The first ones are shown, --json carries them all.
+    shown = list(itertools.islice(result.metadata.items(), MAX_SHOWN_KEYS))
     out.table(
         "metadata",
         ["key", "type", "value"],
-        [
-            [show(k), show(result.value_types.get(k)), show(_meta_text(v))]
-            for k, v in result.metadata.items()
-        ],
+        [[show(k), show(result.value_types.get(k)), show(_meta_text(v))] for k, v in shown],
     )
+    hidden = len(result.metadata) - len(shown)
+    if hidden > 0:
+        out.line(f"… {hidden:,} more metadata keys (--json lists every one)")
     for note in result.notes:
         out.line(f"[yellow]note:[/] {show(note, 400)}")
     for problem in result.problems:

@@ -17,10 +17,11 @@ import typer
 from inferfleet.cli.fleet_cmds import AllowHostOpt
 from inferfleet.errors import UsageError
 from inferfleet.io.files import atomic_write
-from inferfleet.output import Output, esc
+from inferfleet.output import Output, esc, visible
 from inferfleet.relay import alertmanager
 from inferfleet.relay.app import ALERTS_PATH, create_app
 from inferfleet.relay.runner import CommandRunner, Delivery
+from inferfleet.render.exposure import is_loopback
 from inferfleet.status.web_server import serve
 
 DEFAULT_PORT = 9099
@@ -81,20 +82,37 @@ def serve_relay(
         None, "--token-file", help="Require this bearer token (file of mode 600)."
     ),
     allow_host: list[str] = AllowHostOpt,
+    insecure_no_token: bool = typer.Option(
+        False,
+        "--insecure-no-token",
+        help="Listen beyond loopback without a token: anyone who reaches the port runs "
+        "the command with text of their choosing.",
+    ),
 ) -> None:
     """Receive Alertmanager webhooks on POST /alerts and run COMMAND for each alert."""
     out = Output()
     command = list(command or [])
     check_command(command)
     token = None if token_file is None else read_token(token_file)
+    if token is None and not is_loopback(bind) and not insecure_no_token:
+        # Closed by default (L-58): beyond loopback, whoever reaches the port would
+        # run the alert command with text of their choosing.
+        raise UsageError(
+            f"--bind {bind} reaches beyond this host, and no --token-file is given",
+            hint="give --token-file (Alertmanager sends it as its bearer credentials), bind "
+            "127.0.0.1, or pass --insecure-no-token to accept anyone who reaches the port",
+        )
 
     def log(delivery: Delivery) -> None:
         outcome = (
             "[green]ok[/green]"
             if delivery.ok
-            else f"[red]failed[/red] ({esc(delivery.returncode)}) {esc(delivery.error[-200:])}"
+            else f"[red]failed[/red] ({esc(delivery.returncode)}) "
+            f"{esc(visible(delivery.error[-200:]))}"
         )
-        out.err.print(f"relay: {esc(delivery.alert)} -> {outcome} in {delivery.seconds:.2f}s")
+        # Alert text came over the network: no terminal escapes, no forged log lines.
+        alert = esc(visible(delivery.alert))
+        out.err.print(f"relay: {alert} -> {outcome} in {delivery.seconds:.2f}s")
 
     runner = CommandRunner(command, timeout=timeout, on_delivery=log)
 

@@ -144,6 +144,89 @@ def _address(value: str) -> str:
 Address = Annotated[Text, AfterValidator(_address)]
 
 
+# A Hugging Face repo id (``owner/name``), as huggingface_hub's validate_repo_id reads one:
+# no ``..`` or ``--``, no leading '-' or '.'. A repo id reaches cache paths
+# (``models--owner--name``), URLs and argv: ``../../x`` or ``-oX`` must never pass.
+HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+# A branch, tag or commit: it names a snapshot folder in the Hub cache.
+HUB_REVISION = re.compile(r"^\w[\w./-]{0,199}$")
+
+
+def hub_repo_problem(value: str) -> str | None:
+    """Why ``value`` is not a Hub repo id (``owner/name``), or None."""
+    if not HUB_REPO_ID.fullmatch(value) or ".." in value or "--" in value:
+        return (
+            f"{value!r} is not a Hugging Face repo id: write owner/name (letters, digits, "
+            "'_', '-', '.'; no '..' or '--', not starting with '-' or '.')"
+        )
+    return None
+
+
+def hub_revision_problem(value: str) -> str | None:
+    """Why ``value`` is not a branch, tag or commit name, or None."""
+    if not HUB_REVISION.fullmatch(value) or ".." in value.split("/") or value.endswith("/"):
+        return f"{value!r} is not a revision: a branch, tag or commit sha (no '..' parts)"
+    return None
+
+
+def _hub_repo(value: str) -> str:
+    problem = hub_repo_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _hub_revision(value: str) -> str:
+    problem = hub_revision_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+HubRepoId = Annotated[Text, AfterValidator(_hub_repo)]
+HubRevision = Annotated[Text, AfterValidator(_hub_revision)]
+
+# A POSIX user (or group) name, as useradd and systemd's User= accept one, or a
+# numeric id. Never starting with '-': an ssh user reaches ssh's argv (``-oProxyCommand=``).
+_USER_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9._-]{0,31}|[0-9]{1,10})$")
+
+
+def _user_name(value: str) -> str:
+    if not _USER_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a user name: letters, digits, '_', '.', '-' (starting with a "
+            "letter or '_', at most 32 characters), or a numeric id"
+        )
+    return value
+
+
+def _container_user(value: str) -> str:
+    # podman's --user: user[:group], each a name or a numeric id.
+    for part in value.split(":", 1):
+        _user_name(part)
+    return value
+
+
+UserName = Annotated[Text, AfterValidator(_user_name)]
+ContainerUser = Annotated[Text, AfterValidator(_container_user)]
+
+
+def _repo_path(value: str) -> str:
+    # A file the renderers read or a host opens from its checkout: it lies in the
+    # fleet repository. Symlinks leading out, devices and FIFOs are refused where
+    # the file is read (inferfleet.bounded) and by `check`.
+    parts = value.split("/")
+    if not value or value.startswith(("/", "~")) or ".." in parts or "\\" in value:
+        raise ValueError(
+            f"{value!r} must be a path relative to the fleet file's folder, inside the fleet "
+            "repository (no absolute path, no '~', no '..')"
+        )
+    return value
+
+
+RepoPath = Annotated[Text, AfterValidator(_repo_path)]
+
+
 def _finite(value: float) -> float:
     if not math.isfinite(value):
         raise ValueError("write a finite number (not NaN or infinity)")

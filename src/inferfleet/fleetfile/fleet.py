@@ -31,12 +31,16 @@ from inferfleet.fleetfile.base import (
     CacheType,
     EnvName,
     ExactVersion,
+    HubRepoId,
+    HubRevision,
     Modality,
     Name,
     PackageName,
+    RepoPath,
     SpecType,
     Strict,
     Text,
+    UserName,
 )
 from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
 from inferfleet.fleetfile.groups import Group
@@ -112,7 +116,7 @@ class Device(Strict):
 
 
 class Ssh(Strict):
-    user: Text | None = Field(None, description="SSH user; default from ~/.ssh/config.")
+    user: UserName | None = Field(None, description="SSH user; default from ~/.ssh/config.")
     port: int | None = Field(
         None, ge=1, le=65535, description="SSH port; default 22 or ssh config."
     )
@@ -267,8 +271,8 @@ HF_HUB_CACHE_DEFAULT = "~/.cache/huggingface/hub"  # huggingface_hub's, without 
 
 
 class HubSource(Strict):
-    hub: Text = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
-    revision: Text = Field(
+    hub: HubRepoId = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
+    revision: HubRevision = Field(
         "main",
         description="Branch, tag or commit sha (prefer a commit; with hf_cache, a commit).",
     )
@@ -370,7 +374,7 @@ class Model(Strict):
     files: list[ModelFile] = Field(
         default_factory=list, description="The declared file set (L-09); or use manifest."
     )
-    manifest: Text | None = Field(
+    manifest: RepoPath | None = Field(
         None, description="A manifest file (size, hash, path per line), relative to fleet.yaml."
     )
     dir: Text | None = Field(

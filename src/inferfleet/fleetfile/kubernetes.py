@@ -78,6 +78,19 @@ ObjectName = Annotated[Text, AfterValidator(_subdomain)]
 Image = Annotated[Text, AfterValidator(_image)]
 Labels = Annotated[dict[Text, Text], AfterValidator(_labels)]
 
+
+def _some_labels(value: dict[str, str]) -> dict[str, str]:
+    if not value:
+        # An empty selector selects everything: every pod (or namespace) of the cluster.
+        raise ValueError(
+            "an empty label selector selects every pod or namespace of the cluster; "
+            "name the labels of the Prometheus pods and of their namespace"
+        )
+    return value
+
+
+Selector = Annotated[Labels, AfterValidator(_some_labels)]
+
 DEFAULT_NAMESPACE = "inferfleet"
 DEFAULT_CACHE_SIZE = 20 * 1024**3
 
@@ -121,8 +134,14 @@ class KubernetesTarget(Strict):
         description="Secret whose key HF_TOKEN the fetch reads (a reference; optional for "
         "public repositories). The token never appears in a rendered file (L-06, L-55).",
     )
-    monitoring_pods: Labels = Field(
+    monitoring_pods: Selector = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "prometheus"},
-        description="Labels of the Prometheus pods (any namespace) that may scrape /metrics "
-        "(the network policies let them in on the service port).",
+        description="Labels of the Prometheus pods that may scrape /metrics (the network "
+        "policies let them in on the service port), in the namespaces monitoring_namespace "
+        "selects: both must match, as a pod can label itself but not its namespace.",
+    )
+    monitoring_namespace: Selector = Field(
+        default_factory=lambda: {"kubernetes.io/metadata.name": "monitoring"},
+        description="Labels of the namespace(s) of the Prometheus pods (Kubernetes sets "
+        "kubernetes.io/metadata.name on every namespace).",
     )

@@ -11,15 +11,18 @@ from inferfleet.fleetfile.base import (
     MAX_TOKENS,
     Argument,
     CacheType,
+    ContainerUser,
     EnvName,
     EnvValue,
     FiniteFloat,
     HealthPath,
     Modality,
     Name,
+    RepoPath,
     SpecType,
     Strict,
     Text,
+    UserName,
 )
 from inferfleet.fleetfile.exposure import Bind, Exposure, ExposureField
 from inferfleet.fleetfile.quantities import ByteSize, Duration
@@ -142,7 +145,7 @@ class ContainerOpts(Strict):
     port: int | None = Field(
         None, ge=1, le=65535, description="Port inside the container; default: the service port."
     )
-    user: Text | None = Field(None, description="User inside the container.")
+    user: ContainerUser | None = Field(None, description="User inside the container.")
     shm_size: ByteSize | None = Field(None, description="/dev/shm size (tensor parallel).")
     health_cmd: Text | None = Field(
         None, description="Health command; default for llm services: curl the health path."
@@ -156,7 +159,9 @@ class UnitOpts(Strict):
     scope: Literal["system", "user"] = Field(
         "system", description="System unit, or user unit (needs linger, L-38)."
     )
-    user: Text | None = Field(None, description="User= of a system unit; default: the ssh user.")
+    user: UserName | None = Field(
+        None, description="User= of a system unit; default: the ssh user."
+    )
     restart: Literal["always", "on-failure", "no"] = "always"
     restart_sec: Duration = Field(5.0, description="Pause between restarts.")
     stop_timeout: Duration = Field(
@@ -167,7 +172,9 @@ class UnitOpts(Strict):
 class SettingsFile(Strict):
     """A third-party config file rendered at deploy time from env files (L-54)."""
 
-    template: Text = Field(description="Template with ${VAR} placeholders, relative to fleet.yaml.")
+    template: RepoPath = Field(
+        description="Template with ${VAR} placeholders, relative to fleet.yaml."
+    )
     dest: Text = Field(description="Where the rendered file goes on the host (outside the repo).")
     allow: list[EnvName] = Field(description="The only variable names the template may use.")
     env_files: list[Text] = Field(
@@ -238,7 +245,7 @@ class Service(Strict):
     mmproj: Text | None = Field(
         None, description="Vision projector, a file of the service's model (L-22)."
     )
-    chat_template_file: Text | None = Field(
+    chat_template_file: RepoPath | None = Field(
         None, description="Chat template file relative to fleet.yaml (L-19)."
     )
     chat_template_kwargs: dict[Text, Any] = Field(

@@ -39,6 +39,18 @@ _EST_TENSOR_BYTES = 96
 # not claim more than this; the largest real headers are a few tens of MiB.
 MAX_UNKNOWN_HEADER = 256 << 20
 SMALL_ARRAY_LIMIT = 1024  # arrays up to this many entries load by default
+# Budgets on what the header may make us hold, whatever the file size claims
+# (a sparse file of a few KB can claim a 1 GB string). A metadata string,
+# key or tensor name is at most MAX_STRING; a chat template (the one large
+# string real models carry: a few KB to ~100 KB) has its own bound.
+MAX_STRING = 1 << 20
+MAX_TEMPLATE_STRING = 8 << 20
+_TEMPLATE_KEY = "tokenizer.chat_template"
+# The header bytes read (metadata and tensor infos; the largest real ones are
+# a few tens of MiB), and the bytes of string arrays decoded into Python
+# objects when asked for (a vocabulary: a few MiB).
+MAX_HEADER_BYTES = 64 << 20
+MAX_LOADED_BYTES = 64 << 20
 MAX_ARRAY_DEPTH = 8  # nested arrays deeper than this are refused
 
 # Smallest encoding of one key/value pair (key length, type, one-byte value)
@@ -77,6 +89,7 @@ class _Parser:
         self.load_all = load is True
         self.load_keys: Collection[str] = () if isinstance(load, bool) else load
         self.small = small
+        self.loaded = 0  # bytes of string arrays decoded so far (MAX_LOADED_BYTES)
 
     # -- buffer ---------------------------------------------------------
 
@@ -103,6 +116,13 @@ class _Parser:
         """
         if end <= len(self.data):
             return
+        if end > MAX_HEADER_BYTES and end <= self.limit:
+            raise self.error(
+                f"the header needs more than {MAX_HEADER_BYTES >> 20} MiB for {what}; "
+                "no real model's metadata is that large",
+                offset=self.pos,
+                hint=_CORRUPT,
+            )
         if end <= self.limit:
             have = len(self.data)
             if self.source.remote:
@@ -110,7 +130,7 @@ class _Parser:
                 ahead = max(MIN_READ, have, (more + rest) * 5 // 4)
             else:  # another read costs little: the tensor infos come in MIN_READ steps
                 ahead = max(MIN_READ, more)
-            target = min(self.limit, end + ahead)
+            target = min(self.limit, end + ahead, MAX_HEADER_BYTES)
             chunk = self.source.read(have, target)
             self.data += chunk
             size = self.source.size
@@ -151,9 +171,16 @@ class _Parser:
         self.pos += 8
         return int(value)
 
-    def string(self, what: str) -> str:
+    def string(self, what: str, bound: int = MAX_STRING) -> str:
         length = self.u64(f"{what} length")
         self.check_fits(length, what)
+        if length > bound:
+            # Refused before a byte of it is read: its size, not the file's, is the limit.
+            raise self.error(
+                f"{what} claims {length:,} bytes; at most {bound:,} are read",
+                offset=self.pos - 8,
+                hint=_CORRUPT,
+            )
         self.ensure(self.pos + length, what)
         text = self.data[self.pos : self.pos + length].decode("utf-8", "replace")
         self.pos += length
@@ -171,7 +198,9 @@ class _Parser:
                 return bool(raw)
             return raw  # type: ignore[no-any-return]
         if value_type == C.ValueType.STRING:
-            return self.string(f"string value of {key!r}")
+            template = key == _TEMPLATE_KEY or key.startswith(_TEMPLATE_KEY + ".")
+            bound = MAX_TEMPLATE_STRING if template else MAX_STRING
+            return self.string(f"string value of {key!r}", bound)
         if value_type == C.ValueType.ARRAY:
             return self.array(key, depth)
         raise self.error(f"key {key!r} has unknown value type {value_type}", self.pos - 4)
@@ -263,6 +292,14 @@ class _Parser:
         start = self.pos
         self._skip_strings(count, key)
         self.ensure(self.pos, f"string array {key!r}")
+        self.loaded += self.pos - start
+        if self.loaded > MAX_LOADED_BYTES:
+            raise self.error(
+                f"string array {key!r} would bring the metadata loaded to {self.loaded:,} "
+                f"bytes; at most {MAX_LOADED_BYTES:,} are loaded",
+                start,
+                hint="inspect without loading every array (the default skips large ones)",
+            )
         data, unpack = self.data, _U64.unpack_from
         texts: list[str] = []
         pos = start

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from inferfleet.bounded import open_regular
 from inferfleet.errors import HTTPError, RemoteNotFoundError
 from inferfleet.gguf.errors import GGUFError, GGUFNotFound
 from inferfleet.io import http, http_errors, token_scope
@@ -86,6 +86,10 @@ class BytesSource:
         return None
 
 
+def _open_error(message: str, *, where: str, hint: str = "") -> GGUFError:
+    return GGUFError(message, source=where, hint=hint or "name a .gguf file")
+
+
 class FileSource:
     """A local file, read with ``pread``; its size comes from ``stat`` (L-08)."""
 
@@ -94,16 +98,11 @@ class FileSource:
     def __init__(self, path: Path | str) -> None:
         self._path = Path(path)
         try:
-            self._fd = os.open(self._path, os.O_RDONLY)
+            # Without blocking: a FIFO named as a model would wait for a writer forever.
+            self._fd = open_regular(self._path, what="the model path", error=_open_error)
         except FileNotFoundError:
             raise GGUFNotFound("no such file", source=str(path), hint="check the path") from None
-        except OSError as exc:
-            raise GGUFError(f"cannot open: {exc.strerror}", source=str(path)) from None
-        info = os.fstat(self._fd)
-        if stat.S_ISDIR(info.st_mode):
-            os.close(self._fd)
-            raise GGUFError("is a directory, not a GGUF file", source=str(path))
-        self._size = info.st_size
+        self._size = os.fstat(self._fd).st_size
 
     @property
     def name(self) -> str:

@@ -25,11 +25,10 @@ from pathlib import Path
 
 from inferfleet.artifacts.locate import SPLIT_RE, pick_main
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.base import hub_repo_problem, hub_revision_problem
 from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import HubError
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_REVISION = re.compile(r"^[\w][\w./-]{0,199}$")
 _HF_URL = re.compile(r"^hf://(?P<repo>[^/@:]+/[^/@:]+)(?:/(?P<path>[^@]+))?(?:@(?P<rev>[^@]+))?$")
 _SHORT = re.compile(r"^(?P<repo>[^/@:]+/[^/@:]+)(?::(?P<path>[^@]+))?(?:@(?P<rev>[^@]+))?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -52,10 +51,10 @@ class HubRef:
 def parse_ref(text: str) -> HubRef | None:
     """``text`` as a Hub reference, or None when it is not written as one."""
     match = _HF_URL.match(text) or _SHORT.match(text)
-    if match is None or not REPO_ID.match(match["repo"]) or _CONTROL.search(text):
+    if match is None or hub_repo_problem(match["repo"]) or _CONTROL.search(text):
         return None
     revision = match["rev"] or "main"
-    if not _REVISION.match(revision) or ".." in revision.split("/"):
+    if hub_revision_problem(revision):
         raise UsageError(f"{revision!r} is not a revision", hint="a branch, tag or commit sha")
     path = match["path"]
     if path is not None and (path.startswith("/") or ".." in path.split("/")):

@@ -54,10 +54,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from inferfleet.bounded import read_bounded
 from inferfleet.errors import UsageError
 from inferfleet.io.archive_index import (
+    MAX_COPY_BYTES,
     MAX_RESTORES,
     REASONS,
+    RESTORE_MODE_MASK,
     RESTORED_BY,
     ArchivedFile,
     ArchiveError,
@@ -280,9 +283,9 @@ class Archive:
             )
         plan: list[tuple[ArchivedFile, bytes, Literal["restored", "unchanged", "overwritten"]]] = []
         for item in entry.index.files:
-            data = self.stored(entry, item)
             dest = Path(item.path)
-            check_destination(dest)
+            check_destination(dest, self.root.parent)
+            data = self.stored(entry, item)
             current = _current_regular(dest, become)
             outcome: Literal["restored", "unchanged", "overwritten"]
             if current is None:
@@ -320,11 +323,12 @@ class Archive:
         done = []
         for item, data, outcome in plan:
             dest = Path(item.path)
+            mode = item.mode & RESTORE_MODE_MASK
             if outcome == "unchanged":
-                if stat.S_IMODE(dest.lstat().st_mode) != item.mode:
-                    become.chmod(dest, item.mode)
+                if stat.S_IMODE(dest.lstat().st_mode) != mode:
+                    become.chmod(dest, mode)
             else:
-                become.write(dest, data, mode=item.mode)  # atomic, escalated where needed
+                become.write(dest, data, mode=mode)  # atomic, escalated where needed
             done.append(Restored(item.path, outcome))
         written = [r.path for r in done if r.outcome != "unchanged"]
         if written:
@@ -394,7 +398,21 @@ class Archive:
                 where=where,
                 hint=_HINT,
             )
-        data = copy.read_bytes()
+        if info.st_size != item.size:  # before reading: a 1.5 GB sparse "copy" is never read
+            raise ArchiveError(
+                f"the copy of {item.path} in archive entry {entry.name} does not match its index "
+                f"({info.st_size} bytes; recorded {item.size}); nothing was restored",
+                where=where,
+                hint=_HINT,
+            )
+        data = read_bounded(
+            copy,
+            MAX_COPY_BYTES,
+            what="archived copy",
+            error=ArchiveError,
+            hint=_HINT,
+            follow_symlinks=False,
+        )
         if len(data) != item.size or sha256_of(data) != item.sha256:
             raise ArchiveError(
                 f"the copy of {item.path} in archive entry {entry.name} does not match its index "
@@ -484,7 +502,7 @@ class Keeper:
         the host changed; :meth:`restored` records it in the entry's index.
         """
         data = self.archive.stored(entry, item)
-        return self.replace(Path(item.path), data, mode=item.mode)
+        return self.replace(Path(item.path), data, mode=item.mode & RESTORE_MODE_MASK)
 
     def restored(self, files: Iterable[tuple[str, str]]) -> None:
         """Record in each entry's index the files (entry name, path) put back from it:

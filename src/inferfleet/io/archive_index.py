@@ -15,12 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.base import unsafe_char
 
 INDEX_VERSION = 1
 # retire: a retired service's file; replace: a deploy wrote other bytes over it;
 # overwrite: `archive restore --force` wrote an archived file over it.
 REASONS = ("retire", "replace", "overwrite")
 MAX_FILES = 256  # a service has a handful of files; more is not an index we wrote
+# A restore gives back the permission bits only: never setuid, setgid or sticky,
+# whatever a (possibly tampered) index records.
+RESTORE_MODE_MASK = 0o777
+MAX_COPY_BYTES = 64 << 20  # units, env and settings files: far below this
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 
 
@@ -73,8 +78,11 @@ def path_problem(text: str) -> str | None:
         return f"{text!r} is not an absolute path"
     if ".." in pure.parts:
         return f"{text!r} has a '..' part"
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        return f"{text!r} has a control character"
+    found = unsafe_char(text)
+    if found is not None:
+        # Controls, C1, line separators and bidi overrides: a path shown in
+        # `archive list` must read as the path that is written.
+        return f"{text!r} has a control character ({found[1]})"
     if pure == PurePosixPath("/"):
         return "'/' is not a file"
     return None
@@ -115,10 +123,17 @@ def index_problem(index: ArchiveIndex) -> str | None:
     return None
 
 
-def check_destination(dest: Path) -> None:
-    """A restore writes only to ``dest`` itself: no symlink in its folders, nor at it."""
+def check_destination(dest: Path, state_dir: Path | None = None) -> None:
+    """A restore writes only to ``dest`` itself: no symlink in its folders, nor at it,
+    and never into inferfleet's own state (``state_dir``: the archive, its indexes,
+    markers and records), where one entry could overwrite another's index."""
     text = str(dest)
     problem = path_problem(text)
+    if problem is None and state_dir is not None:
+        state = Path(os.path.realpath(state_dir))
+        real = Path(os.path.realpath(dest))
+        if real == state or state in real.parents:
+            problem = f"{text!r} lies in inferfleet's state folder {state_dir}"
     if problem is None:
         parent = dest.parent
         existing = parent

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from inferfleet.bounded import read_bounded
 from inferfleet.errors import FleetError
 
 if TYPE_CHECKING:
@@ -91,13 +92,10 @@ def read_state(
     :class:`FleetError` subclass) with the file as ``where`` and ``hint``.
     """
     try:
-        raw = path.read_bytes()
+        # Never blocks on a FIFO and never reads more than a state file can hold.
+        raw = read_bounded(path, MAX_STATE_BYTES, what=what, error=error, hint=hint)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise error(
-            f"{what} {path} is unreadable: {exc.strerror or exc}", where=str(path), hint=hint
-        ) from None
     return parse_state(raw, shape, path=path, what=what, error=error, hint=hint, check=check)
 
 

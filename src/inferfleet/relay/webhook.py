@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfleet.bounded import nesting_depth
 from inferfleet.errors import FleetError
 
 MAX_BODY = 1024 * 1024  # Alertmanager truncates a group long before this
@@ -78,35 +79,6 @@ class Notification:
     group_key: str
     alerts: list[Alert] = field(default_factory=list)
     truncated: int = 0
-
-
-def nesting_depth(body: bytes, limit: int) -> int:
-    """How deep ``body``'s JSON arrays and objects nest, counted up to ``limit + 1``.
-
-    A linear scan of the bytes (brackets inside strings do not count), so a
-    document nested a million levels deep is measured without recursing.
-    """
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in body:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
-        elif byte in (0x5D, 0x7D):  # ] }
-            depth -= 1
-    return deepest
 
 
 def parse(body: bytes) -> Notification:

@@ -16,6 +16,7 @@ import yaml
 
 from inferfleet.artifacts.locate import declared_file, main_file, model_dir_on
 from inferfleet.artifacts.manifest import declared_files
+from inferfleet.bounded import read_bounded
 from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.runtimes.pinned import server_relpath
@@ -60,12 +61,20 @@ def default_facts(host: Host, fleet_subdir: str = "") -> HostFacts:
 
 
 _FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir", "fleet_dir"}
+MAX_FACTS_BYTES = 1 << 20  # a few keys per host
+
+
+def _facts_error(message: str, *, where: str, hint: str = "") -> SpecError:
+    return SpecError(message, path=where, hint=hint)
 
 
 def load_facts(path: Path, fleet: Fleet, fleet_subdir: str = "") -> dict[str, HostFacts]:
     """Per-host overrides from a YAML file: ``{host: {user, home, cache_dir}}``."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = read_bounded(path, MAX_FACTS_BYTES, what="host facts", error=_facts_error)
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SpecError("host facts are not UTF-8 text", path=path) from None
     except OSError as exc:
         raise SpecError(f"cannot read host facts: {exc.strerror}", path=path) from None
     except yaml.YAMLError as exc:

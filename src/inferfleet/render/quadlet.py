@@ -35,7 +35,7 @@ HEALTH_TIMEOUT = "10s"
 def health_command(resolved: Resolved) -> str | None:
     opts = resolved.service.container
     if opts.health_cmd is not None:
-        return opts.health_cmd
+        return escape_value(opts.health_cmd)  # Quadlet copies it into ExecStart: % is a specifier
     if resolved.traits is None:
         return None  # an ordinary container: only what the fleet says
     port = resolved.container_port or resolved.service.port
@@ -74,7 +74,7 @@ def container_unit(resolved: Resolved) -> UnitFile:
     if service.secrets_env is not None:
         unit.add(c, "EnvironmentFile", escape_value(resolved.facts.expand(service.secrets_env)))
     if service.container.user is not None:
-        unit.add(c, "User", service.container.user)
+        unit.add(c, "User", escape_value(service.container.user))
     if service.container.shm_size is not None:
         unit.add(c, "ShmSize", podman_size(service.container.shm_size))
     if resolved.traits is not None:

@@ -21,13 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_bounded, read_tree_file
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.facts import HostFacts, fleet_relative
 
-# A settings template is a config file, not a data set.
-MAX_TEMPLATE_BYTES = 1024 * 1024
+# An env file holds KEY=value lines; more than this is not one.
+MAX_ENV_BYTES = 1024 * 1024
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # What is left of a "${" once the well-formed placeholders are gone: shown up to the
@@ -43,14 +44,16 @@ def read_env_files(files: Iterable[Path]) -> dict[str, str]:
     """``KEY=value`` lines (``#`` comments, optional ``export``, matching outer quotes)."""
     values: dict[str, str] = {}
     for path in files:
+        hint = "create it from the committed example (it is untracked on purpose)"
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
+            raw = read_bounded(path, MAX_ENV_BYTES, what="env file", error=SettingsError, hint=hint)
+            text = raw.decode("utf-8")
+        except FileNotFoundError:
             raise SettingsError(
-                f"cannot read env file: {exc.strerror}",
-                where=str(path),
-                hint="create it from the committed example (it is untracked on purpose)",
+                "cannot read env file: it does not exist", where=str(path), hint=hint
             ) from None
+        except UnicodeDecodeError:
+            raise SettingsError("env file is not UTF-8 text", where=str(path), hint=hint) from None
         found, bad = parse_env_text(text)
         if bad:
             raise SettingsError("env file line is not KEY=value", where=f"{path}:{bad[0]}", hint="")
@@ -128,7 +131,15 @@ def render_service_settings(
     for index, spec in enumerate(service.settings):
         where = f"services.{name}.settings[{index}]"
         template_path = Path(fleet_relative(facts, spec.template))
-        template = _read_template(template_path, where)
+        template = read_tree_file(
+            Path(facts.fleet_dir),
+            spec.template,
+            MAX_DECLARED_TEXT,
+            what="settings template",
+            error=SettingsError,
+            where=f"{where}.template",
+            hint="commit the template next to the fleet file (its path is relative to it)",
+        )
         files = (
             env_files
             if env_files is not None
@@ -161,27 +172,3 @@ def render_service_settings(
             )
         found.append(RenderedSettings(where, str(template_path), dest, text))
     return found
-
-
-def _read_template(path: Path, where: str) -> str:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_TEMPLATE_BYTES + 1)
-    except OSError as exc:
-        raise SettingsError(
-            f"cannot read settings template {path}: {exc.strerror or exc}",
-            where=where,
-            hint="commit the template next to the fleet file (its path is relative to it)",
-        ) from None
-    if len(raw) > MAX_TEMPLATE_BYTES:
-        raise SettingsError(
-            f"settings template {path} is larger than {MAX_TEMPLATE_BYTES // 1024} KiB",
-            where=where,
-            hint="a settings template is a config file; keep data out of it",
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SettingsError(
-            f"settings template {path} is not UTF-8 text", where=where, hint=""
-        ) from None

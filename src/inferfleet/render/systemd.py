@@ -77,7 +77,7 @@ def service_unit(resolved: Resolved) -> UnitFile:
     unit_head(unit, resolved)
     unit.add("Service", "Type", "exec")
     if service.unit.scope == "system":
-        unit.add("Service", "User", service.unit.user or resolved.facts.user)
+        unit.add("Service", "User", escape_value(service.unit.user or resolved.facts.user))
     unit.add("Service", "EnvironmentFile", escape_value(resolved.env_file))
     if service.secrets_env is not None:
         # Optional ("-"): a host without secrets still starts; the file is mode 600 (L-06).

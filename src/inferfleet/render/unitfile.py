@@ -64,6 +64,24 @@ def _value(value: str | int | float | bool) -> str:
             f"a unit file value cannot carry {found[1]}: {text!r}",
             hint="remove the control character from the fleet value",
         )
+    # systemd joins a line ending in a backslash with the next one: the next key
+    # (a User=, an EnvironmentFile=) would silently become part of this value.
+    if text.endswith("\\"):
+        raise UnitFileError(
+            f"a unit file value cannot end in a backslash: {text!r}",
+            hint="remove the trailing backslash from the fleet value (systemd would read "
+            "the next line as part of it)",
+        )
+    # systemd expands %-specifiers in nearly every key (Exec*, Environment, User,
+    # paths, descriptions; Quadlet passes them through): a value reaches it as
+    # written only with each % doubled, which the renderers do; one left single is
+    # refused here rather than expanded on the host (%h, %u, %H ...).
+    if "%" in text.replace("%%", ""):
+        raise UnitFileError(
+            f"a unit file value has an unescaped % (systemd would expand it as a specifier): "
+            f"{text!r}",
+            hint="renderers pass such values through escape_value or command_line",
+        )
     return text
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inferfleet.artifacts.manifest import declared_files, manifest_path
+from inferfleet.artifacts.manifest import MAX_MANIFEST_BYTES, declared_files
+from inferfleet.bounded import read_tree_file
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, HubSource, PathSource
 from inferfleet.fleetfile.kubernetes import KubernetesTarget
@@ -72,11 +73,17 @@ def models_fleet(fleet: Fleet, root: Path, models: list[str]) -> dict[str, str]:
         if model.main is not None:
             entry["main"] = model.main
         declared_files(model, root)  # a missing or malformed manifest fails here, with its line
-        path = manifest_path(model, root)
-        if path is not None:
+        if model.manifest is not None:
             # Copied verbatim: the same sizes and hashes the hosts verify against.
             key = f"{name}.manifest"
-            data[key] = path.read_text(encoding="utf-8")
+            data[key] = read_tree_file(
+                root,
+                model.manifest,
+                MAX_MANIFEST_BYTES,
+                what="model manifest",
+                error=UsageError,
+                where=f"models.{name}.manifest",
+            )
             entry["manifest"] = key
         else:
             entry["files"] = [f.model_dump(mode="json", exclude_none=True) for f in model.files]

@@ -18,7 +18,10 @@ gets the peers its exposure level means:
 
 Metrics are served on each service's own port (they follow its exposure on
 the hosts, where Prometheus scrapes from the same host or the LAN): the
-Prometheus pods named by ``kubernetes.monitoring_pods`` may reach that port.
+Prometheus pods named by ``kubernetes.monitoring_pods`` in the namespaces
+``kubernetes.monitoring_namespace`` names may reach that port. Both selectors
+in one peer (an AND): any pod may label itself ``prometheus``, but only the
+cluster's admins label namespaces.
 Egress is not restricted: the init containers fetch from the Hub.
 """
 
@@ -76,7 +79,7 @@ def network_policies(fleet: Fleet, namespace: str) -> list[Obj]:
     target = fleet.kubernetes
     assert target is not None
     monitoring: Obj = {
-        "namespaceSelector": {},
+        "namespaceSelector": {"matchLabels": dict(sorted(target.monitoring_namespace.items()))},
         "podSelector": {"matchLabels": dict(sorted(target.monitoring_pods.items()))},
     }
     fronted = set(gateway_services(fleet))

@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
 from inferfleet.fleetfile.kubernetes import KubernetesTarget, pinned_image
@@ -336,12 +337,12 @@ def cluster_url(name: str, port: int, namespace: str) -> str:
 
 
 def _read(root: Path, name: str, relative: str) -> str:
-    path = root / relative
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(
-            f"service {name!r}: cannot read its chat template: {exc.strerror}",
-            where=str(path),
-            hint="chat_template_file is relative to the fleet file",
-        ) from None
+    return read_tree_file(
+        root,
+        relative,
+        MAX_DECLARED_TEXT,
+        what="chat template file",
+        error=UsageError,
+        where=f"services.{name}.chat_template_file",
+        hint="commit the template next to the fleet file; chat_template_file is relative to it",
+    )
