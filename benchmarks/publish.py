@@ -1,5 +1,6 @@
 """Run the benchmarks and publish their figures: docs/benchmarks/<name>.json and .png, and the
-handbook's benchmarks page (docs/benchmarks.md): its table between ``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``.
+handbook's benchmarks page (docs/benchmarks.md): its table between
+``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``.
 
     .venv/bin/python benchmarks/publish.py                  # run every benchmark, then publish
     .venv/bin/python benchmarks/publish.py --only cli_startup
