@@ -1,6 +1,6 @@
 """benchmarks/publish.py: the handbook's benchmark table (docs/benchmarks.md) and the plots
-are a pure, byte-stable function of the recorded figures, the committed table never drifts from the committed
-figures, and a bad results file stops publishing before anything is written."""
+are a pure, byte-stable function of the recorded figures, the committed table never drifts
+from the committed figures, and a bad results file stops publishing before anything is written."""
 
 from __future__ import annotations
 
