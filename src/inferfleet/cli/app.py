@@ -58,6 +58,11 @@ VERBS: dict[str, Verb] = {
         "register",
         "Scaffold a fleet repo: fleet.yaml, .gitignore, pre-commit + CI running check --strict.",
     ),
+    "import": Verb(
+        "import_cmd",
+        "group",
+        "Import an existing setup (llama-swap config) into the fleet file.",
+    ),
     "up": Verb(
         "run_cmds",
         "register",

@@ -1,0 +1,148 @@
+"""``inferfleet import FORMAT SOURCE``: an existing setup into the fleet file, proven by argv.
+
+The import is all or nothing: the source is read with every problem
+collected (file:line), the blocks are merged into the fleet file's text
+(comments kept), the result must validate, and every imported service's
+argv (what ``show SERVICE`` prints) must match the original command line
+flag by flag, up to the differences the import made on purpose. Only then is
+the fleet file replaced, atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
+from inferfleet.fleetfile.fleet import Fleet, HubSource
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
+from inferfleet.importers.compare import Comparison, compare_llama_server
+from inferfleet.importers.fleetedit import merge
+from inferfleet.importers.result import Imported
+from inferfleet.io.files import atomic_write
+from inferfleet.output import Output, esc
+
+app = typer.Typer(
+    help="Import an existing setup (llama-swap config) into the fleet file.",
+    no_args_is_help=True,
+)
+
+OutOpt = typer.Option(
+    Path("fleet.yaml"),
+    "--out",
+    "-o",
+    help="The fleet file to write; when it exists the import is added to it (comments kept).",
+)
+HostOpt = typer.Option(
+    None,
+    "--host",
+    help="The host the imported services run on (a host of --out, or a new one); default: "
+    "this machine, as host `local`.",
+)
+
+
+@app.command("llama-swap")
+def llama_swap(
+    config: Path = typer.Argument(..., help="llama-swap's config.yaml."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check and report, write nothing; print the fleet file."
+    ),
+) -> None:
+    """Import llama-swap's models as services (groups where they swap); argv checked per service."""
+    from inferfleet.importers.llamaswap import read_config
+
+    out = Output()
+    host_name = host or "local"
+    existing, fleet = _existing(out_file)
+    host_spec = None if fleet is None else fleet.hosts.get(host_name)
+    imported = read_config(config, host_name, host_spec)
+    imported.raise_problems()
+    _finish(out, imported, out_file, existing, origin=str(config), dry_run=dry_run)
+
+
+def _existing(path: Path) -> tuple[str | None, Fleet | None]:
+    if not path.exists():
+        return None, None
+    loaded = load_fleet(path)  # an invalid fleet file is reported as it is, untouched
+    return loaded.source, loaded.fleet
+
+
+def _finish(
+    out: Output,
+    imported: Imported,
+    out_file: Path,
+    existing: str | None,
+    *,
+    origin: str,
+    dry_run: bool,
+) -> None:
+    if not imported.services:
+        raise UsageError(f"{origin} has no service to import")
+    text = merge(existing, imported, origin=origin, file=str(out_file))
+    try:
+        fleet = parse_fleet(text, out_file)
+    except SpecError as exc:
+        raise UsageError(
+            f"the imported fleet would not be valid: {exc.render()}",
+            where=origin,
+            hint=f"nothing was written to {out_file}",
+        ) from None
+    for note in imported.notes:
+        out.line(f"[yellow]note[/yellow] {esc(note.where)}: {esc(note.text)}")
+    loaded = LoadedFleet(fleet, out_file.resolve(), text)
+    results = [_verify(loaded, imported, name) for name in imported.services]
+    failed = False
+    for result in results:
+        if isinstance(result, str):
+            out.line(f"[yellow]unchecked[/yellow] {esc(result)}")
+            continue
+        failed |= not result.matches
+        _report(out, result)
+    if failed:
+        out.line(
+            f"[red]not written[/red]: the argv of a service differs; {esc(out_file)} unchanged"
+        )
+        raise typer.Exit(EXIT_FAILED)
+    if dry_run:
+        out.line(esc(text))
+        return
+    atomic_write(out_file, text)
+    counts = f"{len(imported.services)} service(s)"
+    if imported.groups:
+        counts += f", {len(imported.groups)} group(s)"
+    out.line(f"[green]wrote[/green] {esc(out_file)}: {counts} from {esc(origin)}")
+
+
+def _verify(loaded: LoadedFleet, imported: Imported, name: str) -> Comparison | str:
+    """The service's argv as ``show`` computes it, against the original; a str when unchecked."""
+    from inferfleet.cli.fleet_cmds import service_detail
+
+    service = loaded.fleet.services[name]
+    model = loaded.fleet.models.get(service.model or "")
+    manifest = None if model is None else model.manifest
+    hub = model is not None and isinstance(model.source, HubSource)
+    if hub and manifest is not None and not (loaded.root / manifest).exists():
+        return (
+            f"{name}: its Hub model is not resolved yet (see the note above); then "
+            f"`inferfleet show {name}` prints its argv"
+        )
+    try:
+        detail = service_detail(loaded, name)
+    except FleetError as exc:
+        return f"{name}: show cannot render it yet: {exc.render()}"
+    item = imported.services[name]
+    return compare_llama_server(name, item.original, detail["argv"], item.explained)
+
+
+def _report(out: Output, result: Comparison) -> None:
+    verdict = "[green]same argv[/green]" if result.matches else "[red]argv differs[/red]"
+    out.line(f"{verdict} {esc(result.service)}: {result.same} flag(s) as in the original")
+    for diff in result.differences:
+        text = f"{diff.flag}: {diff.original} -> {diff.rendered}"
+        if diff.why is None:
+            out.line(f"    [red]differs[/red] {esc(text)}")
+        else:
+            out.line(f"    {esc(text)} ({esc(diff.why)})")
