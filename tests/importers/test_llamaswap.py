@@ -172,10 +172,14 @@ models:
       -m {models}/gemma-3-270m-it-Q4_K_M.gguf -ngl 99 -c 4096 -fa on
     ttl: 300
   "chat":
-    cmd: /usr/local/bin/llama-server --port ${{PORT}} -m {models}/Qwen3-8B-Q4_K_M-00001-of-00002.gguf -ngl 999 -c 8192
+    cmd: |
+      /usr/local/bin/llama-server --port ${{PORT}}
+        -m {models}/Qwen3-8B-Q4_K_M-00001-of-00002.gguf -ngl 999 -c 8192
     ttl: 300
   "embed":
-    cmd: /usr/local/bin/llama-server --port ${{PORT}} -m {models}/gemma-3-270m-it-Q4_K_M.gguf -c 2048 --embeddings
+    cmd: >
+      /usr/local/bin/llama-server --port ${{PORT}}
+      -m {models}/gemma-3-270m-it-Q4_K_M.gguf -c 2048 --embeddings
 groups:
   "big":
     swap: true
