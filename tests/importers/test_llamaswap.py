@@ -92,7 +92,7 @@ def test_documented_config_becomes_services_with_the_same_argv(
     gemma = fleet.services["gemma"]
     # ${PORT}: llama-swap's first port from startPort; -c 8192 over 2 slots (L-25).
     assert (gemma.port, gemma.ctx_per_slot, gemma.parallel) == (10001, 4096, 2)
-    assert gemma.alias == "gemma"
+    assert gemma.alias is None  # the service name, llama-swap's model id, is its alias
     assert gemma.extra_args == ["--temp", "0.7", "--top-k", "40"]
     assert gemma.runtime_env == {"CUDA_VISIBLE_DEVICES": "0"}
     assert gemma.env == {"MY_TUNABLE": "1"}

@@ -15,9 +15,10 @@ kept here so the import runs exactly the command llama-swap would:
   (default true: loading a member unloads other groups), ``persistent``;
   models in no group share an implicit swapping group.
 
-A swapping group of llama.cpp members becomes a fleet swap group (one
-llama-server router, ``max_loaded: 1``, ``idle_unload`` from a shared
-``ttl``); everything else with no equivalent is listed as a note.
+A group of llama.cpp members becomes a fleet swap group (one llama-server
+router; ``max_loaded: 1`` when it swaps, 0 when its members run side by
+side; ``idle_unload`` from a shared ``ttl``); everything else with no
+equivalent is listed as a note.
 """
 
 from __future__ import annotations
@@ -308,6 +309,8 @@ def _service(
     block: dict[str, Any] = {"host": host_name, "runtime": _runtime(out, program.program[0])}
     block.update(mapped.fields)
     block.setdefault("alias", model_id)
+    if block["alias"] == name:
+        del block["alias"]  # the service's name is its alias by default
     if "alias" not in mapped.fields:
         mapped.explained["--alias"] = "clients ask for the model by its llama-swap id"
     port = _port(path, model_id, model, macros, block.get("port"), out)
@@ -454,11 +457,12 @@ def _groups(
             )
         if group.get("persistent", False):
             out.note(where, f"groups.{group_id}.persistent: every fleet service is persistent")
-        if not group.get("swap", True) or len(services) < 2:
+        if len(services) < 2:
             for name in services:
                 _ttl_note(path, name, ttls, out)
             continue
-        _fleet_group(str(group_id), services, ttls, where, out)
+        # swap: one member at a time; no swap: members load side by side, on demand.
+        _fleet_group(str(group_id), services, ttls, where, out, 1 if group.get("swap", True) else 0)
     loose = [n for m, n in names.items() if m not in member_of]
     if len(loose) > 1:
         out.note(
@@ -479,14 +483,19 @@ def _ttl_note(path: Path, name: str, ttls: dict[str, int], out: Imported) -> Non
 
 
 def _fleet_group(
-    group_id: str, services: list[str], ttls: dict[str, int], where: Where, out: Imported
+    group_id: str,
+    services: list[str],
+    ttls: dict[str, int],
+    where: Where,
+    out: Imported,
+    max_loaded: int,
 ) -> None:
-    """A swapping llama-swap group of llama.cpp members: one router, one member at a time."""
+    """A llama-swap group of llama.cpp members: one router, its members loaded on demand."""
     name = model_name(group_id)
     if name in out.services:
         out.problem(where, f"group {group_id!r} has the name of a service", "rename the group")
         return
-    group: dict[str, Any] = {"max_loaded": 1}
+    group: dict[str, Any] = {"max_loaded": max_loaded}
     times = {ttls.get(s, 0) for s in services}
     if len(times) == 1 and times != {0}:
         group["idle_unload"] = f"{times.pop()}s"
