@@ -15,6 +15,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from inferfleet.errors import SpecError, SpecErrors
 from inferfleet.importers.result import Imported
@@ -34,6 +35,21 @@ def _yaml() -> YAML:
 def _plain(value: Any) -> Any:
     """A round-trip node as plain data, to compare with an imported block."""
     return json.loads(json.dumps(value, default=str))
+
+
+# Strings that YAML 1.1 readers (PyYAML, the fleet loader) take for booleans.
+_BOOLISH = frozenset({"on", "off", "yes", "no", "y", "n", "true", "false"})
+
+
+def quoted(value: Any) -> Any:
+    """``value`` with every boolean-looking string quoted (``flash_attn: "on"``)."""
+    if isinstance(value, dict):
+        return {k: quoted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [quoted(v) for v in value]
+    if isinstance(value, str) and value.lower() in _BOOLISH:
+        return DoubleQuotedScalarString(value)
+    return value
 
 
 def _free(name: str, taken: Any) -> str:
@@ -95,7 +111,7 @@ def merge(existing: str | None, imported: Imported, *, origin: str, file: str) -
         block["runtime"] = runtimes.get(block["runtime"], block["runtime"])
         if "model" in block:
             block["model"] = models.get(block["model"], block["model"])
-        services[name] = block
+        services[name] = quoted(block)
         services.yaml_set_comment_before_after_key(
             name, before=f"imported from {service.where}", indent=2
         )
@@ -133,6 +149,6 @@ def _add_shared(held: CommentedMap | None, blocks: dict[str, dict[str, Any]]) ->
             renamed[name] = str(same)
             continue
         target = _free(name, held)
-        held[target] = block
+        held[target] = quoted(block)
         renamed[name] = target
     return renamed
