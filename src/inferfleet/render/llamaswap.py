@@ -29,6 +29,7 @@ from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import service_launch
 
 PORT_MACRO = "${PORT}"
+_REACHED_BY_LOCALHOST = frozenset({"127.0.0.1", "localhost", "0.0.0.0", "::"})
 
 
 @dataclass
@@ -90,6 +91,11 @@ def render_llama_swap(
         launch = service_launch(fleet, root, name, facts)
         entry = CommentedMap()
         entry["cmd"] = LiteralScalarString(cmd_text(launch.argv, service.port))
+        if service.bind not in _REACHED_BY_LOCALHOST:
+            # llama-swap's default proxy is http://localhost:${PORT}: a server bound to one
+            # other address is reached there only.
+            host_part = f"[{service.bind}]" if ":" in service.bind else service.bind
+            entry["proxy"] = f"http://{host_part}:{PORT_MACRO}"
         entry["checkEndpoint"] = service.health.path
         env = {**service.runtime_env, **service.env}
         if env:
