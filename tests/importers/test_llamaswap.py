@@ -261,6 +261,11 @@ BAD_CONFIGS = {
         3,
         "no -c",
     ),
+    "server not on the proxy's port": (
+        """models:\n  m:\n    cmd: llama-server -m {m} -c 4096\n""",
+        3,
+        "the server listens on 8080 but proxy sends to 5800",
+    ),
     "reserved macro": (
         """macros:\n  PORT: 1234\nmodels:\n  m:\n    cmd: llama-server -m {m} -c 4096\n""",
         2,
@@ -317,7 +322,8 @@ def test_gpu_layers_need_declared_devices(cli: Cli, tmp_path: Path, models: Path
 def test_hub_model_is_marked_to_resolve(cli: Cli, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(
-        "models:\n  g:\n    cmd: llama-server -hf ggml-org/gemma-3-270m-it-GGUF:Q4_K_M -c 4096\n"
+        "models:\n  g:\n    cmd: llama-server --port ${PORT}"
+        " -hf ggml-org/gemma-3-270m-it-GGUF:Q4_K_M -c 4096\n"
     )
     out = tmp_path / "fleet.yaml"
     result = cli("import", "llama-swap", str(config), "--out", str(out))

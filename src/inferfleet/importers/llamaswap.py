@@ -30,10 +30,10 @@ from urllib.parse import urlsplit
 
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
-from inferfleet.importers.llamacpp import model_name, read_llama_server
+from inferfleet.importers.llamacpp import model_name
 from inferfleet.importers.result import Imported, ImportedService, Where
+from inferfleet.importers.service import EnvItem, Source, read_service
 from inferfleet.importers.yamlsource import item_line, key_line, node_line, read_yaml, value_line
-from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
 
 START_PORT = 5800
 _MACRO_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -50,9 +50,6 @@ MODEL_KEYS = frozenset(
      "useModelName", "filters", "name", "description", "concurrencyLimit", "macros",
      "metadata", "sendLoadingState"}
 )  # fmt: skip
-# The order a service block is written in (as the examples write them).
-BLOCK_ORDER = ("host", "runtime", "model", "alias", "group", "bind", "port", "ctx_per_slot",
-               "parallel")  # fmt: skip
 GROUP_KEYS = frozenset({"swap", "exclusive", "persistent", "members"})
 # What each key without an equivalent means for the imported fleet, in a line.
 NO_EQUIVALENT = {
@@ -284,73 +281,24 @@ def _service(
     except ValueError as exc:
         out.problem(where, f"models.{model_id}.cmd: {exc}")
         return None
-    program = commandline.identify(words)
-    if program is None:
-        out.problem(
-            where,
-            f"models.{model_id}.cmd starts {words[0] if words else '(nothing)'!r}, not a server "
-            "inferfleet runs",
-            "llama-server commands are imported; run other programs outside the fleet",
-        )
-        return None
-    if program.kind != "llama.cpp":
-        out.problem(
-            where,
-            f"models.{model_id}.cmd starts {program.kind}, whose flags the llama-swap import "
-            "does not read yet",
-            "declare the vLLM/SGLang service by hand",
-        )
-        return None
-    mapped = read_llama_server(program.args, host=host, host_name=host_name, where=where, out=out)
     name = model_name(model_id)
-    if name in out.services:
-        out.problem(where, f"model {model_id!r} and another model both become service {name!r}")
+    env = _env(path, model_id, model, out)
+    read = read_service(
+        out,
+        Source(name, words, where, alias=model_id, env=env),
+        host_name=host_name,
+        host=host,
+    )
+    if read is None:
         return None
-    block: dict[str, Any] = {"host": host_name, "runtime": _runtime(out, program.program[0])}
-    block.update(mapped.fields)
-    block.setdefault("alias", model_id)
-    if block["alias"] == name:
-        del block["alias"]  # the service's name is its alias by default
-    if "alias" not in mapped.fields:
-        mapped.explained["--alias"] = "clients ask for the model by its llama-swap id"
-    port = _port(path, model_id, model, macros, block.get("port"), out)
+    service, _ = read
+    block = service.block
+    # The proxy's port must be the one the server listens on (its --port, or 8080).
+    port = _port(path, model_id, model, macros, block["port"], out)
     if port is not None:
         block["port"] = port
-    if mapped.extra_args:
-        block["extra_args"] = mapped.extra_args
     _health(path, model_id, model, macros, block, out)
-    _env(path, model_id, model, block, mapped.secret_names, out)
-    if mapped.secret_names:
-        block["secrets_env"] = f"~/.config/inferfleet/secrets/{name}.env"
-    if mapped.model is not None:
-        block["model"] = _model(out, *mapped.model)
-    ordered = {k: block[k] for k in BLOCK_ORDER if k in block}
-    ordered.update(block)
-    return ImportedService(name, ordered, words, where, mapped.explained)
-
-
-def _runtime(out: Imported, binary: str) -> str:
-    """The llama.cpp runtime of a binary (one per distinct binary)."""
-    wanted = {"kind": "llama.cpp", "binary": binary}
-    for name, block in out.runtimes.items():
-        if block == wanted:
-            return name
-    name = "llama-server" if not out.runtimes else f"llama-server-{len(out.runtimes) + 1}"
-    out.runtimes[name] = wanted
-    return name
-
-
-def _model(out: Imported, name: str, block: dict[str, Any]) -> str:
-    """One model per distinct file set; another with the same name gets a suffix."""
-    for known, held in out.models.items():
-        if held == block:
-            return known
-    base, count = name, 1
-    while name in out.models:
-        count += 1
-        name = f"{base[:60]}-{count}"
-    out.models[name] = block
-    return name
+    return service
 
 
 def _port(
@@ -403,28 +351,18 @@ def _health(
     block.setdefault("health", {})["path"] = text
 
 
-def _env(
-    path: Path,
-    model_id: str,
-    model: Any,
-    block: dict[str, Any],
-    secret_names: list[str],
-    out: Imported,
-) -> None:
-    """``env: [NAME=value]``: secrets never copied, runtime variables apart from tunables (L-24)."""
+def _env(path: Path, model_id: str, model: Any, out: Imported) -> list[EnvItem]:
+    """``env: [NAME=value]``, each with its line."""
     items = model.get("env") or []
+    found = []
     for index, item in enumerate(items):
         where = _where(path, item_line(items, index))
         name, eq, value = str(item).partition("=")
         if not eq or not name:
             out.problem(where, f"models.{model_id}.env item {item!r} is not NAME=value")
             continue
-        if is_secret_name(name) or secret_in(value) is not None:
-            secret_names.append(name)
-            out.note(where, f"{name}: value not copied; put it in the service's secrets_env file")
-            continue
-        section = "runtime_env" if runtime_owned(name) else "env"
-        block.setdefault(section, {})[name] = value
+        found.append(EnvItem(name, value, where))
+    return found
 
 
 def _groups(

@@ -1,0 +1,144 @@
+"""One command line (and its environment) into a service block: what every importer shares.
+
+The program decides the runtime (:func:`inferfleet.importers.commandline.identify`),
+its flags are read with the runtime adapter's own table, the model file
+becomes a model block, the runtime a runtime block (one per distinct
+binary or image), and the environment is sorted: secrets are never copied
+(a ``secrets_env`` reference instead, L-06/L-55), variables a runtime or
+driver reads itself go to ``runtime_env`` (L-24), the rest to ``env``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferfleet.fleetfile.fleet import Host
+from inferfleet.importers import commandline
+from inferfleet.importers.llamacpp import Mapped, model_name, read_llama_server
+from inferfleet.importers.result import Imported, ImportedService, Where
+from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
+
+# The order a service block is written in (as the examples write them).
+BLOCK_ORDER = ("host", "runtime", "model", "alias", "group", "bind", "port", "ctx_per_slot",
+               "parallel")  # fmt: skip
+# llama-server listens here when the command line names no --port.
+LLAMA_SERVER_PORT = 8080
+
+
+@dataclass(frozen=True)
+class EnvItem:
+    name: str
+    value: str
+    where: Where
+
+
+@dataclass
+class Source:
+    """One server as another tool starts it."""
+
+    name: str  # the service name to give it (already a fleet name)
+    words: list[str]  # its command line, every macro or variable resolved
+    where: Where
+    alias: str | None = None  # what clients call it, when the tool names it (llama-swap's id)
+    env: list[EnvItem] = field(default_factory=list)
+    image: str | None = None  # a container image runs it (its entrypoint is words[0])
+    secrets_file: str | None = None  # an env file the server reads, possibly secrets
+
+
+def runtime_name(out: Imported, block: dict[str, Any]) -> str:
+    """The runtime of a binary or image (one per distinct block)."""
+    for name, held in out.runtimes.items():
+        if held == block:
+            return name
+    base = "llama-server" if "binary" in block else "llama-cpp-image"
+    name, count = base, 1
+    while name in out.runtimes:
+        count += 1
+        name = f"{base}-{count}"
+    out.runtimes[name] = block
+    return name
+
+
+def model_ref(out: Imported, name: str, block: dict[str, Any]) -> str:
+    """One model per distinct file set; another with the same name gets a suffix."""
+    for known, held in out.models.items():
+        if held == block:
+            return known
+    base, count = name, 1
+    while name in out.models:
+        count += 1
+        name = f"{base[:60]}-{count}"
+    out.models[name] = block
+    return name
+
+
+def read_service(
+    out: Imported, source: Source, *, host_name: str, host: Host | None
+) -> tuple[ImportedService, Mapped] | None:
+    """The service block of ``source``; None (with problems recorded) when it cannot be one."""
+    where = source.where
+    program = commandline.identify(source.words)
+    if program is None:
+        first = source.words[0] if source.words else "(nothing)"
+        out.problem(
+            where,
+            f"{source.name}: the command starts {first!r}, not a server inferfleet runs",
+            "llama-server commands are imported; run other programs outside the fleet",
+        )
+        return None
+    if program.kind != "llama.cpp":
+        out.problem(
+            where,
+            f"{source.name}: the command starts {program.kind}, whose flags the import does "
+            "not read yet",
+            "declare the vLLM/SGLang service by hand",
+        )
+        return None
+    if source.name in out.services:
+        out.problem(where, f"two servers become service {source.name!r}", "rename one of them")
+        return None
+    mapped = read_llama_server(program.args, host=host, host_name=host_name, where=where, out=out)
+    if source.image is not None:
+        runtime = {"kind": "llama.cpp", "image": source.image}
+    else:
+        runtime = {"kind": "llama.cpp", "binary": program.program[0]}
+    block: dict[str, Any] = {"host": host_name, "runtime": runtime_name(out, runtime)}
+    block.update(mapped.fields)
+    alias = mapped.fields.get("alias", source.alias)
+    if alias is not None and alias != source.name:
+        block["alias"] = alias
+    else:
+        block.pop("alias", None)  # the service's name is its alias by default
+    if "alias" not in mapped.fields:
+        mapped.explained["--alias"] = "clients ask for the model by the service's name"
+    if "port" not in block:
+        block["port"] = LLAMA_SERVER_PORT
+        mapped.explained["--port"] = (
+            f"llama-server's default port ({LLAMA_SERVER_PORT}), written out"
+        )
+    if mapped.extra_args:
+        block["extra_args"] = mapped.extra_args
+    secret_names = list(mapped.secret_names)
+    for item in source.env:
+        if is_secret_name(item.name) or secret_in(item.value) is not None:
+            secret_names.append(item.name)
+            out.note(
+                item.where,
+                f"{item.name}: value not copied; put it in the service's secrets_env file",
+            )
+            continue
+        section = "runtime_env" if runtime_owned(item.name) else "env"
+        block.setdefault(section, {})[item.name] = item.value
+    if source.secrets_file is not None:
+        block["secrets_env"] = source.secrets_file
+    elif secret_names:
+        block["secrets_env"] = f"~/.config/inferfleet/secrets/{source.name}.env"
+    if mapped.model is not None:
+        block["model"] = model_ref(out, *mapped.model)
+    ordered = {k: block[k] for k in BLOCK_ORDER if k in block}
+    ordered.update(block)
+    return ImportedService(source.name, ordered, source.words, where, mapped.explained), mapped
+
+
+__all__ = ["EnvItem", "Source", "model_name", "read_service"]
