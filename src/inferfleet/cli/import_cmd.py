@@ -24,7 +24,7 @@ from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
 
 app = typer.Typer(
-    help="Import an existing setup (llama-swap config) into the fleet file.",
+    help="Import an existing setup (llama-swap config, systemd units) into the fleet file.",
     no_args_is_help=True,
 )
 
@@ -61,6 +61,25 @@ def llama_swap(
     imported = read_config(config, host_name, host_spec)
     imported.raise_problems()
     _finish(out, imported, out_file, existing, origin=str(config), dry_run=dry_run)
+
+
+@app.command("systemd")
+def systemd(
+    units: list[Path] = typer.Argument(..., help="Unit files (.service) that start llama-server."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import systemd units that start llama-server as services (backend systemd)."""
+    from inferfleet.importers.systemd import read_units
+
+    out = Output()
+    host_name = host or "local"
+    existing, fleet = _existing(out_file)
+    imported = read_units(units, host_name, None if fleet is None else fleet.hosts.get(host_name))
+    imported.raise_problems()
+    origin = ", ".join(str(u) for u in units)
+    _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
 
 
 def _existing(path: Path) -> tuple[str | None, Fleet | None]:
