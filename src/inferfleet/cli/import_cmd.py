@@ -10,12 +10,13 @@ the fleet file replaced, atomically.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
 from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
-from inferfleet.fleetfile.fleet import Fleet, HubSource
+from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
 from inferfleet.importers.compare import Comparison, compare_llama_server
 from inferfleet.importers.fleetedit import merge
@@ -24,7 +25,7 @@ from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
 
 app = typer.Typer(
-    help="Import an existing setup (llama-swap config, systemd units) into the fleet file.",
+    help="Import an existing setup (llama-swap, systemd, Quadlet, compose) into the fleet file.",
     no_args_is_help=True,
 )
 
@@ -73,12 +74,47 @@ def systemd(
     """Import systemd units that start llama-server as services (backend systemd)."""
     from inferfleet.importers.systemd import read_units
 
+    _import_files(units, out_file, host, dry_run, read_units)
+
+
+@app.command("quadlet")
+def quadlet(
+    files: list[Path] = typer.Argument(..., help="Quadlet .container files running llama-server."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import Quadlet .container files that run llama-server as services (backend quadlet)."""
+    from inferfleet.importers.quadlet import read_quadlets
+
+    _import_files(files, out_file, host, dry_run, read_quadlets)
+
+
+@app.command("compose")
+def compose(
+    file: Path = typer.Argument(..., help="A compose file (compose.yaml, docker-compose.yml)."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import a compose file's llama-server services as services (backend quadlet)."""
+    from inferfleet.importers.compose import read_compose
+
+    _import_files([file], out_file, host, dry_run, lambda p, h, s: read_compose(p[0], h, s))
+
+
+Reader = Callable[[list[Path], str, Host | None], Imported]
+
+
+def _import_files(
+    files: list[Path], out_file: Path, host: str | None, dry_run: bool, reader: Reader
+) -> None:
     out = Output()
     host_name = host or "local"
     existing, fleet = _existing(out_file)
-    imported = read_units(units, host_name, None if fleet is None else fleet.hosts.get(host_name))
+    imported = reader(files, host_name, None if fleet is None else fleet.hosts.get(host_name))
     imported.raise_problems()
-    origin = ", ".join(str(u) for u in units)
+    origin = ", ".join(str(f) for f in files)
     _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
 
 

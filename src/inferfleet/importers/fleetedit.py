@@ -28,7 +28,7 @@ def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.indent(mapping=2, sequence=4, offset=2)
-    yaml.width = 100
+    yaml.width = 4096  # a long value (an image by digest) stays on its line
     return yaml
 
 

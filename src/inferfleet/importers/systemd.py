@@ -104,10 +104,11 @@ def environment(entries: list[Entry], key: str, path: Path, out: Imported) -> li
 
 
 def exec_words(
-    value: str, env: list[EnvItem], where: Where, out: Imported, *, key: str
+    value: str, env: list[EnvItem], where: Where, out: Imported, *, key: str, prefixes: bool = True
 ) -> list[str] | None:
-    """A command line as systemd splits it, ``${VAR}`` resolved from the unit's environment."""
-    command = value.lstrip("@-:+!")
+    """A command line as systemd splits it, ``${VAR}`` resolved from the unit's environment
+    (``prefixes``: ExecStart's ``-@:+!``; Quadlet's ``Exec=`` holds arguments only)."""
+    command = value.lstrip("@-:+!") if prefixes else value
     specifier = _SPECIFIER.search(command.replace("%%", ""))
     if specifier is not None:
         out.problem(

@@ -1,0 +1,159 @@
+"""`inferfleet import quadlet FILE...` and `import compose FILE`: containerised llama-server.
+
+A Quadlet `.container` written as podman-systemd.unit(5) writes one, and a
+compose file as the compose specification writes one (GPUs through
+`deploy.resources.reservations.devices`, a web UI beside the server). The
+model path inside the container is mapped through the volume to the real
+file on disk, whose size the model records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.cli import CliResult
+
+from inferfleet.fleetfile.loader import load_fleet
+
+Cli = Callable[..., CliResult]
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+BASE = """\
+# GPU box, declared by hand
+version: 1
+hosts:
+  gpu1:
+    address: 10.0.0.5
+    devices:
+      - {name: gpu0, vendor: nvidia, memory: 24GiB}
+"""
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "gemma-3-270m-it-Q4_K_M.gguf").write_bytes(b"G" * 4321)
+    return folder
+
+
+def test_quadlet_container_becomes_a_quadlet_service(
+    cli: Cli, tmp_path: Path, models: Path
+) -> None:
+    unit = tmp_path / "llama.container"
+    unit.write_text(
+        f"""\
+[Unit]
+Description=llama.cpp server
+
+[Container]
+Image=ghcr.io/ggml-org/llama.cpp:server-cuda@{DIGEST}
+ContainerName=llama
+Volume={models}:/models:ro,z
+PublishPort=127.0.0.1:8090:8080
+AddDevice=nvidia.com/gpu=all
+Environment=LLAMA_ARG_THREADS=8
+Exec=-m /models/gemma-3-270m-it-Q4_K_M.gguf --host 0.0.0.0 --port 8080 -c 8192 -np 2 -ngl 99
+
+[Service]
+Restart=always
+
+[Install]
+WantedBy=default.target
+"""
+    )
+    out = tmp_path / "fleet.yaml"
+    out.write_text(BASE)
+    result = cli("import", "quadlet", str(unit), "--out", str(out), "--host", "gpu1")
+    assert result.code == 0, result.stdout + result.stderr
+    fleet = load_fleet(out).fleet
+    service = fleet.services["llama"]
+    assert service.backend == "quadlet"
+    assert (service.port, service.container.port) == (8090, 8080)
+    assert service.container.devices == ["nvidia.com/gpu=all"]
+    assert service.devices == ["gpu0"]
+    assert (
+        fleet.runtimes[service.runtime or ""].image
+        == f"ghcr.io/ggml-org/llama.cpp:server-cuda@{DIGEST}"
+    )
+    model = fleet.models[service.model or ""]
+    assert [(f.path, f.size) for f in model.files] == [("gemma-3-270m-it-Q4_K_M.gguf", 4321)]
+    assert "same argv llama" in result.stdout
+    assert "the fleet mounts the file's folder" in result.stdout
+    assert f"{unit}:14: Restart= ([Service]): not imported" in result.stdout
+    assert "# GPU box, declared by hand" in out.read_text()
+
+
+COMPOSE = """\
+services:
+  llama:
+    image: ghcr.io/ggml-org/llama.cpp:server-cuda
+    command: >
+      -m /models/gemma-3-270m-it-Q4_K_M.gguf
+      --host 0.0.0.0 --port 8080
+      -c 8192 -np 2 -ngl 99
+    ports:
+      - "127.0.0.1:8080:8080"
+    volumes:
+      - {models}:/models:ro
+    environment:
+      LLAMA_ARG_THREADS: "8"
+      HF_TOKEN: hf_abcdefghijklmnopqrstuvwxyz0123
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: all
+              capabilities: [gpu]
+    restart: unless-stopped
+  webui:
+    image: ghcr.io/open-webui/open-webui:main
+    ports: ["3000:8080"]
+"""
+
+
+def test_compose_file_llama_server_is_imported_and_the_ui_listed(
+    cli: Cli, tmp_path: Path, models: Path
+) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(COMPOSE.format(models=models))
+    out = tmp_path / "fleet.yaml"
+    out.write_text(BASE)
+    result = cli("import", "compose", str(compose), "--out", str(out), "--host", "gpu1")
+    assert result.code == 0, result.stdout + result.stderr
+    fleet = load_fleet(out).fleet
+    assert set(fleet.services) == {"llama"}
+    service = fleet.services["llama"]
+    assert service.container.devices == ["nvidia.com/gpu=all"]
+    assert (service.port, service.ctx_per_slot, service.parallel) == (8080, 4096, 2)
+    assert service.secrets_env is not None
+    assert "hf_abcdefghijklmnop" not in out.read_text()
+    assert "services.webui: image ghcr.io/open-webui/open-webui:main is not a llama-server" in (
+        result.stdout
+    )
+    assert "is not pinned by digest (L-42)" in result.stdout
+    assert f"{compose}:22: services.llama.restart: not imported" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("--port 8080", "--port ${{PORT}}"), "uses ${PORT}, which compose takes from the shell"),
+        (("127.0.0.1:8080:8080", "127.0.0.1:8080:9999"), "port 8080 is not published"),
+        (("{models}:/models:ro", "{models}:/elsewhere:ro"), "is in no volume of the container"),
+    ],
+)
+def test_bad_compose_is_refused_and_nothing_written(
+    cli: Cli, tmp_path: Path, models: Path, change: tuple[str, str], message: str
+) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(COMPOSE.replace(*change).format(models=models))
+    out = tmp_path / "fleet.yaml"
+    out.write_text(BASE)
+    result = cli("import", "compose", str(compose), "--out", str(out), "--host", "gpu1")
+    assert result.code == 2, result.stdout + result.stderr
+    assert message in result.stderr and f"{compose}:" in result.stderr
+    assert out.read_text() == BASE
