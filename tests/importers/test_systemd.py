@@ -117,3 +117,16 @@ def test_bad_unit_is_refused_with_its_line(
     assert result.code == 2, result.stdout + result.stderr
     assert f"{unit}:{line}:" in result.stderr and message in result.stderr
     assert out.read_text() == before
+
+
+def test_a_server_open_to_the_network_is_imported_on_loopback(
+    cli: Cli, tmp_path: Path, models: Path
+) -> None:
+    unit = tmp_path / "coder.service"
+    unit.write_text(UNIT.format(models=models).replace("--host 127.0.0.1", "--host 0.0.0.0"))
+    out = tmp_path / "fleet.yaml"
+    result = cli("import", "systemd", str(unit), "--out", str(out))
+    assert result.code == 0, result.stdout + result.stderr
+    assert load_fleet(out).fleet.services["coder"].bind == "127.0.0.1"
+    assert f"{unit}:14: coder: listened on 0.0.0.0; imported on 127.0.0.1" in result.stdout
+    assert "--host: 0.0.0.0 -> 127.0.0.1 (kept on loopback" in result.stdout

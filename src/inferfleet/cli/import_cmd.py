@@ -18,7 +18,7 @@ import typer
 from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
-from inferfleet.importers.compare import Comparison, compare_llama_server
+from inferfleet.importers.compare import Comparison, Difference, compare_llama_server
 from inferfleet.importers.fleetedit import merge
 from inferfleet.importers.result import Imported
 from inferfleet.io.files import atomic_write
@@ -187,7 +187,11 @@ def _verify(loaded: LoadedFleet, imported: Imported, name: str) -> Comparison | 
     try:
         detail = service_detail(loaded, name)
     except FleetError as exc:
-        return f"{name}: show cannot render it yet: {exc.render()}"
+        failed = Comparison(name)
+        failed.differences.append(
+            Difference("(launch)", "-", f"show refuses: {exc.render()}", None)
+        )
+        return failed
     item = imported.services[name]
     return compare_llama_server(name, item.original, detail["argv"], item.explained)
 

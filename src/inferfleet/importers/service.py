@@ -22,6 +22,7 @@ from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
 # The order a service block is written in (as the examples write them).
 BLOCK_ORDER = ("host", "runtime", "model", "alias", "group", "bind", "port", "ctx_per_slot",
                "parallel")  # fmt: skip
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 # llama-server listens here when the command line names no --port.
 LLAMA_SERVER_PORT = 8080
 
@@ -105,6 +106,16 @@ def read_service(
         runtime = {"kind": "llama.cpp", "binary": program.program[0]}
     block: dict[str, Any] = {"host": host_name, "runtime": runtime_name(out, runtime)}
     block.update(mapped.fields)
+    bind = block.get("bind")
+    if bind is not None and bind not in LOOPBACK and source.image is None:
+        # Servers stay closed unless the fleet says who reaches them and why (L-58).
+        block["bind"] = "127.0.0.1"
+        mapped.explained["--host"] = "kept on loopback until the service's exposure says why (L-58)"
+        out.note(
+            where,
+            f"{source.name}: listened on {bind}; imported on 127.0.0.1: to open it, give it "
+            "exposure: {level: lan, reason: ...} and bind: " + bind + " (L-58)",
+        )
     alias = mapped.fields.get("alias", source.alias)
     if alias is not None and alias != source.name:
         block["alias"] = alias
