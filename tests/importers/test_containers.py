@@ -157,3 +157,63 @@ def test_bad_compose_is_refused_and_nothing_written(
     assert result.code == 2, result.stdout + result.stderr
     assert message in result.stderr and f"{compose}:" in result.stderr
     assert out.read_text() == BASE
+
+
+VLLM_COMPOSE = """\
+services:
+  vllm:
+    image: vllm/vllm-openai@{digest}
+    command: ["/models/qwen3-8b", "--served-model-name", "qwen3-8b", "--host", "0.0.0.0",
+              "--port", "8000", "--max-model-len", "32768", "--max-num-seqs", "16",
+              "--gpu-memory-utilization", "0.9", "--enable-auto-tool-choice",
+              "--tool-call-parser", "hermes", "--enable-prefix-caching"]
+    ports: ["127.0.0.1:8000:8000"]
+    volumes: ["{models}:/models:ro"]
+    ipc: host
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              device_ids: ["0", "1"]
+              capabilities: [gpu]
+"""
+
+
+def test_compose_vllm_server_with_a_model_folder(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "models" / "qwen3-8b"
+    folder.mkdir(parents=True)
+    sizes = {"config.json": 700, "model-00001-of-00002.safetensors": 3000,
+             "model-00002-of-00002.safetensors": 2000, "tokenizer.json": 900}  # fmt: skip
+    for name, size in sizes.items():
+        (folder / name).write_bytes(b"\0" * size)
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(VLLM_COMPOSE.format(digest=DIGEST, models=folder.parent))
+    out = tmp_path / "fleet.yaml"
+    out.write_text(BASE)
+    result = cli("import", "compose", str(compose), "--out", str(out), "--host", "gpu1")
+    assert result.code == 0, result.stdout + result.stderr
+    fleet = load_fleet(out).fleet
+    service = fleet.services["vllm"]
+    assert fleet.runtimes[service.runtime or ""].kind == "vllm"
+    assert (service.ctx_per_slot, service.parallel, service.port) == (32768, 16, 8000)
+    assert (service.gpu_memory_utilization, service.tool_parser) == (0.9, "hermes")
+    assert service.client.tools and service.alias == "qwen3-8b"
+    assert service.extra_args == ["--enable-prefix-caching"]
+    assert service.container.devices == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
+    model = fleet.models[service.model or ""]
+    assert {f.path: f.size for f in model.files} == sizes
+    assert "same argv vllm" in result.stdout
+    assert f"{compose}:10: services.vllm.ipc: not imported" in result.stdout
+
+
+def test_vllm_outside_a_container_is_refused_clearly(cli: Cli, tmp_path: Path) -> None:
+    unit = tmp_path / "vllm.service"
+    unit.write_text(
+        "[Service]\nExecStart=/opt/vllm/bin/vllm serve /srv/qwen --max-model-len 8192\n"
+    )
+    out = tmp_path / "fleet.yaml"
+    result = cli("import", "systemd", str(unit), "--out", str(out))
+    assert result.code == 2
+    assert f"{unit}:2: vllm: the command starts /opt/vllm/bin/vllm serve" in result.stderr
+    assert not out.exists()

@@ -18,7 +18,7 @@ import typer
 from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
-from inferfleet.importers.compare import Comparison, Difference, compare_llama_server
+from inferfleet.importers.compare import Comparison, Difference, compare_argv
 from inferfleet.importers.fleetedit import merge
 from inferfleet.importers.result import Imported
 from inferfleet.io.files import atomic_write
@@ -193,7 +193,9 @@ def _verify(loaded: LoadedFleet, imported: Imported, name: str) -> Comparison | 
         )
         return failed
     item = imported.services[name]
-    return compare_llama_server(name, item.original, detail["argv"], item.explained)
+    return compare_argv(
+        name, item.original, detail["argv"], item.explained, program=item.program, kind=item.kind
+    )
 
 
 def _report(out: Output, result: Comparison) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from inferfleet.importers.llamacpp import DEFAULTS_WRITTEN, POLICY_FLAGS, canonical_flag
+from inferfleet.importers.vllm import canonical_flag as vllm_flag
 from inferfleet.render.secrets import SECRET_FLAGS, redact
 from inferfleet.runtimes import llamacpp as lc
+from inferfleet.runtimes import vllm as vl
 from inferfleet.runtimes.flags import parse_args
 
 
@@ -41,10 +43,18 @@ class Comparison:
 ABSENT = "(absent)"
 
 
-def _flags(words: list[str]) -> dict[str, list[str]]:
+def _flags(words: list[str], kind: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for arg in parse_args(words, lc.FLAGS.takes):
-        key = canonical_flag(arg.flag) if arg.flag is not None else "(positional)"
+    if kind == "vllm":
+        table, canonical = vl.FLAGS, vllm_flag
+    else:
+        table, canonical = lc.FLAGS, canonical_flag
+    for arg in parse_args(words, lambda f: table.takes(table.canonical(f))):
+        if arg.flag is not None:
+            key = canonical(arg.flag)
+        else:
+            # vllm serve's first argument is its model.
+            key = "--model" if kind == "vllm" and arg.index == 0 else "(positional)"
         found.setdefault(key, []).append("" if arg.value is None else arg.value)
     return found
 
@@ -57,22 +67,29 @@ def _show(key: str, values: list[str] | None) -> str:
     return " | ".join(v or "(set)" for v in values)
 
 
-def compare_llama_server(
-    service: str, original: list[str], rendered: list[str], explained: dict[str, str]
+def compare_argv(
+    service: str,
+    original: list[str],
+    rendered: list[str],
+    explained: dict[str, str],
+    *,
+    program: int = 1,
+    kind: str = "llama.cpp",
 ) -> Comparison:
+    """``program``: how many words start the server (``vllm serve`` is two)."""
     result = Comparison(service)
-    if original[:1] != rendered[:1]:
+    if original[:program] != rendered[:program]:
         result.differences.append(
-            Difference("program", " ".join(original[:1]), " ".join(rendered[:1]), None)
+            Difference("program", " ".join(original[:program]), " ".join(rendered[:program]), None)
         )
-    mine, theirs = _flags(original[1:]), _flags(rendered[1:])
+    mine, theirs = _flags(original[program:], kind), _flags(rendered[program:], kind)
     for key in sorted(set(mine) | set(theirs)):
         was, now = mine.get(key), theirs.get(key)
         if was == now:
             result.same += 1
             continue
         why = explained.get(key)
-        if why is None and was is None:
+        if why is None and was is None and kind == "llama.cpp":
             default = DEFAULTS_WRITTEN.get(key)
             if default is not None and now == [default[0]]:
                 why = default[1]

@@ -22,6 +22,8 @@ from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.service import EnvItem, Source, read_service
 
 LLAMA_CPP_ENTRYPOINT = "/app/llama-server"
+# vLLM's official image starts `vllm serve` (its Dockerfile's ENTRYPOINT).
+VLLM_ENTRYPOINT = ("vllm", "serve")
 _PATH_FLAGS = {"-m", "--model", "--mmproj", "-mm", "--chat-template-file"}
 _LOOPBACK = "127.0.0.1"
 
@@ -55,6 +57,8 @@ def entrypoint_of(spec: ContainerSpec) -> list[str] | None:
     repo = spec.image.split("@", 1)[0].rsplit(":", 1)[0]
     if repo.endswith("ggml-org/llama.cpp") or repo.endswith("ggerganov/llama.cpp"):
         return [LLAMA_CPP_ENTRYPOINT]
+    if repo.endswith("vllm/vllm-openai"):
+        return list(VLLM_ENTRYPOINT)
     return None
 
 
@@ -89,8 +93,18 @@ def read_container(
     original = [*program, *spec.args]
     words = list(original)
     used: list[Volume] = []
-    for i in range(1, len(words) - 1):
-        if words[i] in _PATH_FLAGS and words[i + 1].startswith("/"):
+    model_at = len(program) if list(program) == list(VLLM_ENTRYPOINT) else None
+    for i in range(len(program) - 1, len(words)):
+        at_model = i == model_at and words[i].startswith("/")
+        flagged = i + 1 < len(words) and words[i] in _PATH_FLAGS and words[i + 1].startswith("/")
+        if at_model:
+            found = _on_host(words[i], spec.volumes)
+            if found is None:
+                out.problem(where, f"{spec.name}: model {words[i]} is in no volume")
+                return
+            words[i], volume = found
+            used.append(volume)
+        elif flagged:
             found = _on_host(words[i + 1], spec.volumes)
             if found is None:
                 out.problem(

@@ -36,6 +36,8 @@ class ImportedService:
     # Differences between the original and the rendered argv that the import made on
     # purpose, by flag: why (compare.py reports them as explained, not as mismatches).
     explained: dict[str, str] = field(default_factory=dict)
+    kind: str = "llama.cpp"  # the runtime, whose flag table compares the argv
+    program: int = 1  # words that start the server (``vllm serve``: 2)
 
 
 @dataclass

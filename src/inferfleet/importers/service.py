@@ -17,14 +17,15 @@ from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.llamacpp import Mapped, model_name, read_llama_server
 from inferfleet.importers.result import Imported, ImportedService, Where
+from inferfleet.importers.vllm import read_vllm
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
 
 # The order a service block is written in (as the examples write them).
 BLOCK_ORDER = ("host", "runtime", "model", "alias", "group", "bind", "port", "ctx_per_slot",
                "parallel")  # fmt: skip
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-# llama-server listens here when the command line names no --port.
-LLAMA_SERVER_PORT = 8080
+# Where each server listens when the command line names no --port.
+DEFAULT_PORT = {"llama.cpp": 8080, "vllm": 8000, "sglang": 30000}
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def runtime_name(out: Imported, block: dict[str, Any]) -> str:
     for name, held in out.runtimes.items():
         if held == block:
             return name
-    base = "llama-server" if "binary" in block else "llama-cpp-image"
+    base = {"llama.cpp": "llama-server", "vllm": "vllm"}.get(block["kind"], block["kind"])
+    base += "-image" if "image" in block else ""
     name, count = base, 1
     while name in out.runtimes:
         count += 1
@@ -88,22 +90,28 @@ def read_service(
             "llama-server commands are imported; run other programs outside the fleet",
         )
         return None
-    if program.kind != "llama.cpp":
+    if program.kind == "sglang" or (program.kind == "vllm" and source.image is None):
         out.problem(
             where,
-            f"{source.name}: the command starts {program.kind}, whose flags the import does "
-            "not read yet",
-            "declare the vLLM/SGLang service by hand",
+            f"{source.name}: the command starts {' '.join(program.program)}; the import reads "
+            + ("vLLM only in a container image" if program.kind == "vllm" else "no SGLang yet"),
+            "declare the service by hand (a vLLM runtime pinned with source:, or an image)",
         )
         return None
     if source.name in out.services:
         out.problem(where, f"two servers become service {source.name!r}", "rename one of them")
         return None
-    mapped = read_llama_server(program.args, host=host, host_name=host_name, where=where, out=out)
-    if source.image is not None:
-        runtime = {"kind": "llama.cpp", "image": source.image}
+    if program.kind == "vllm":
+        positional = program.program[-1] == "serve"
+        mapped = read_vllm(program.args, positional_model=positional, where=where, out=out)
     else:
-        runtime = {"kind": "llama.cpp", "binary": program.program[0]}
+        mapped = read_llama_server(
+            program.args, host=host, host_name=host_name, where=where, out=out
+        )
+    if source.image is not None:
+        runtime = {"kind": program.kind, "image": source.image}
+    else:
+        runtime = {"kind": program.kind, "binary": program.program[0]}
     block: dict[str, Any] = {"host": host_name, "runtime": runtime_name(out, runtime)}
     block.update(mapped.fields)
     bind = block.get("bind")
@@ -124,10 +132,8 @@ def read_service(
     if "alias" not in mapped.fields:
         mapped.explained["--alias"] = "clients ask for the model by the service's name"
     if "port" not in block:
-        block["port"] = LLAMA_SERVER_PORT
-        mapped.explained["--port"] = (
-            f"llama-server's default port ({LLAMA_SERVER_PORT}), written out"
-        )
+        block["port"] = DEFAULT_PORT[program.kind]
+        mapped.explained["--port"] = f"the server's default ({block['port']}), written out"
     if mapped.extra_args:
         block["extra_args"] = mapped.extra_args
     secret_names = list(mapped.secret_names)
@@ -149,7 +155,9 @@ def read_service(
         block["model"] = model_ref(out, *mapped.model)
     ordered = {k: block[k] for k in BLOCK_ORDER if k in block}
     ordered.update(block)
-    return ImportedService(source.name, ordered, source.words, where, mapped.explained), mapped
+    service = ImportedService(source.name, ordered, source.words, where, mapped.explained)
+    service.kind, service.program = program.kind, len(program.program)
+    return service, mapped
 
 
 __all__ = ["EnvItem", "Source", "model_name", "read_service"]
