@@ -61,7 +61,8 @@ VERBS: dict[str, Verb] = {
     "import": Verb(
         "import_cmd",
         "group",
-        "Import an existing setup (llama-swap, systemd, Quadlet, compose) into the fleet file.",
+        "Import an existing setup (llama-swap, systemd, Quadlet, compose, a host's running "
+        "servers) into the fleet file.",
     ),
     "up": Verb(
         "run_cmds",

@@ -25,7 +25,8 @@ from inferfleet.io.files import atomic_write
 from inferfleet.output import Output, esc
 
 app = typer.Typer(
-    help="Import an existing setup (llama-swap, systemd, Quadlet, compose) into the fleet file.",
+    help="Import an existing setup (llama-swap, systemd, Quadlet, compose, a host's running "
+    "servers) into the fleet file.",
     no_args_is_help=True,
 )
 
@@ -101,6 +102,40 @@ def compose(
     from inferfleet.importers.compose import read_compose
 
     _import_files([file], out_file, host, dry_run, lambda p, h, s: read_compose(p[0], h, s))
+
+
+@app.command("host")
+def host_cmd(
+    name: str = typer.Argument(..., help="A host of --out (or `local`, this machine)."),
+    port: list[int] = typer.Option(
+        [], "--port", help="Only the server listening on this port (repeatable)."
+    ),
+    out_file: Path = OutOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import the llama-server processes running on a host (over ssh) as services."""
+    from inferfleet.deploy.ssh import connector_for
+    from inferfleet.importers.host import read_host
+
+    out = Output()
+    existing, fleet = _existing(out_file)
+    host = None if fleet is None else fleet.hosts.get(name)
+    if host is None:
+        if name != "local":
+            raise UsageError(
+                f"host {name!r} is not in {out_file}",
+                hint="declare it there (address, ssh user) first; `local` is this machine",
+            )
+        host = Host(address="localhost")
+    connector = connector_for(name, host)
+    try:
+        imported = read_host(
+            lambda command: connector.run(command, timeout=60).stdout, name, host, ports=port
+        )
+    finally:
+        connector.close()
+    imported.raise_problems()
+    _finish(out, imported, out_file, existing, origin=f"host {name}", dry_run=dry_run)
 
 
 Reader = Callable[[list[Path], str, Host | None], Imported]

@@ -59,8 +59,17 @@ class Mapped:
     secret_names: list[str] = field(default_factory=list)
 
 
-def path_model(path_text: str, where: Where, out: Imported) -> tuple[str, dict[str, Any]] | None:
-    """A ``path:`` model for a GGUF on this machine, every split part with its size."""
+def local_size(path: Path) -> int:
+    return path.stat().st_size
+
+
+SizeOf = Callable[[Path], int]  # a file's size where the server runs; OSError when absent
+
+
+def path_model(
+    path_text: str, where: Where, out: Imported, size_of: SizeOf = local_size
+) -> tuple[str, dict[str, Any]] | None:
+    """A ``path:`` model for a GGUF where the server runs, every split part with its size."""
     path = Path(path_text)
     if not path.is_absolute():
         out.problem(
@@ -77,7 +86,7 @@ def path_model(path_text: str, where: Where, out: Imported) -> tuple[str, dict[s
     files = []
     for name in names:
         try:
-            size = (path.parent / name).stat().st_size
+            size = size_of(path.parent / name)
         except OSError as exc:
             out.problem(
                 where,
@@ -207,7 +216,13 @@ Handler = Callable[[str, str | None], None]
 
 
 def read_llama_server(
-    args: list[str], *, host: Host | None, host_name: str, where: Where, out: Imported
+    args: list[str],
+    *,
+    host: Host | None,
+    host_name: str,
+    where: Where,
+    out: Imported,
+    size_of: SizeOf = local_size,
 ) -> Mapped:
     """The service fields a ``llama-server`` argv (after the binary) sets."""
     mapped = Mapped()
@@ -232,7 +247,7 @@ def read_llama_server(
             mapped.extra_args += words
             continue
         values[_canonical(item, arg.flag)] = arg.value
-    _apply(values, mapped, host, host_name, where, out)
+    _apply(values, mapped, host, host_name, where, out, size_of)
     return mapped
 
 
@@ -281,6 +296,7 @@ def _apply(
     host_name: str,
     where: Where,
     out: Imported,
+    size_of: SizeOf,
 ) -> None:
     fields = mapped.fields
     ex = mapped.explained
@@ -291,7 +307,7 @@ def _apply(
         if flag in values:
             out.problem(where, f"{flag} has no equivalent in a fleet file", _FIELD_HINT[flag])
     if "--model" in values:
-        mapped.model = path_model(values["--model"] or "", where, out)
+        mapped.model = path_model(values["--model"] or "", where, out, size_of)
     elif "--hf-repo" in values:
         ref = values["--hf-repo"] or ""
         mapped.model = hub_model(ref, values.get("--hf-file"))
@@ -358,7 +374,7 @@ def _apply(
             values["--override-tensor"] or "", host, host_name, where, out
         )
     if "--mmproj" in values:
-        _mmproj(values["--mmproj"] or "", mapped, where, out)
+        _mmproj(values["--mmproj"] or "", mapped, where, out, size_of)
     if "--jinja" in values or "--no-jinja" in values:
         fields["jinja"] = "--jinja" in values
     if "--chat-template-file" in values:
@@ -384,7 +400,7 @@ def _apply(
         out.problem(where, f"{', '.join(left)} not imported", "remove it from cmd")
 
 
-def _mmproj(path_text: str, mapped: Mapped, where: Where, out: Imported) -> None:
+def _mmproj(path_text: str, mapped: Mapped, where: Where, out: Imported, size_of: SizeOf) -> None:
     """A projector next to the model's file joins the model's files (L-22)."""
     path = Path(path_text)
     model = mapped.model[1] if mapped.model is not None else {}
@@ -397,7 +413,7 @@ def _mmproj(path_text: str, mapped: Mapped, where: Where, out: Imported) -> None
         )
         return
     try:
-        size = path.stat().st_size
+        size = size_of(path)
     except OSError as exc:
         out.problem(where, f"cannot read the size of {path}: {exc.strerror}")
         return

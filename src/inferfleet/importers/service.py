@@ -15,7 +15,13 @@ from typing import Any
 
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
-from inferfleet.importers.llamacpp import Mapped, model_name, read_llama_server
+from inferfleet.importers.llamacpp import (
+    Mapped,
+    SizeOf,
+    local_size,
+    model_name,
+    read_llama_server,
+)
 from inferfleet.importers.result import Imported, ImportedService, Where
 from inferfleet.importers.vllm import read_vllm
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
@@ -46,6 +52,7 @@ class Source:
     env: list[EnvItem] = field(default_factory=list)
     image: str | None = None  # a container image runs it (its entrypoint is words[0])
     secrets_file: str | None = None  # an env file the server reads, possibly secrets
+    size_of: SizeOf = local_size  # model file sizes where the server runs
 
 
 def runtime_name(out: Imported, block: dict[str, Any]) -> str:
@@ -106,8 +113,9 @@ def read_service(
         mapped = read_vllm(program.args, positional_model=positional, where=where, out=out)
     else:
         mapped = read_llama_server(
-            program.args, host=host, host_name=host_name, where=where, out=out
-        )
+            program.args, host=host, host_name=host_name, where=where, out=out,
+            size_of=source.size_of,
+        )  # fmt: skip
     if source.image is not None:
         runtime = {"kind": program.kind, "image": source.image}
     else:
