@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import deploy_hosts
 import pytest
 import yaml
-from deploy_hosts import Lab, TestHost
+from deploy_hosts import Lab
 from helpers import free_port
 from helpers.cli import CliResult
 from helpers.real_server import SERVICE, fleet_data, write_fleet
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.needs_root]
 
 
 @contextlib.contextmanager
-def by_hand(host: TestHost, argv: list[str], log: Path) -> Iterator[int]:
+def by_hand(host: deploy_hosts.TestHost, argv: list[str], log: Path) -> Iterator[int]:
     proc = host.spawn(argv, log)
     try:
         yield proc.pid
