@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 
+from inferfleet.artifacts.manifest import Manifest
 from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
@@ -171,6 +172,10 @@ def _finish(
 ) -> None:
     if not imported.services:
         raise UsageError(f"{origin} has no service to import")
+    from inferfleet.importers.hubrefs import resolve_hub_models
+
+    manifests = resolve_hub_models(imported)
+    imported.raise_problems()
     text = merge(existing, imported, origin=origin, file=str(out_file))
     try:
         fleet = parse_fleet(text, out_file)
@@ -183,7 +188,12 @@ def _finish(
     for note in imported.notes:
         out.line(f"[yellow]note[/yellow] {esc(note.where)}: {esc(note.text)}")
     loaded = LoadedFleet(fleet, out_file.resolve(), text)
-    results = [_verify(loaded, imported, name) for name in imported.services]
+    written = _write_manifests(loaded.root, manifests)
+    try:
+        results = [_verify(loaded, imported, name) for name in imported.services]
+    except BaseException:
+        _remove(written)
+        raise
     failed = False
     for result in results:
         if isinstance(result, str):
@@ -191,19 +201,50 @@ def _finish(
             continue
         failed |= not result.matches
         _report(out, result)
+    if failed or dry_run:
+        _remove(written)
     if failed:
-        out.line(
-            f"[red]not written[/red]: the argv of a service differs; {esc(out_file)} unchanged"
-        )
+        out.line(f"[red]not written[/red]: a service's argv differs; {esc(out_file)} unchanged")
         raise typer.Exit(EXIT_FAILED)
     if dry_run:
         out.line(esc(text))
         return
-    atomic_write(out_file, text)
+    try:
+        atomic_write(out_file, text)
+    except BaseException:
+        _remove(written)
+        raise
+    for path in written:
+        out.line(f"[green]wrote[/green] {esc(path)}")
     counts = f"{len(imported.services)} service(s)"
     if imported.groups:
         counts += f", {len(imported.groups)} group(s)"
     out.line(f"[green]wrote[/green] {esc(out_file)}: {counts} from {esc(origin)}")
+
+
+def _write_manifests(root: Path, manifests: dict[str, Manifest]) -> list[Path]:
+    """The Hub models' manifests next to the fleet file (before the argv check reads them);
+    an existing file is never replaced."""
+    from inferfleet.hub.manifest import write_manifest
+
+    written: list[Path] = []
+    for relative, manifest in manifests.items():
+        path = root / relative
+        if path.exists():
+            _remove(written)
+            raise UsageError(
+                f"{path} exists already",
+                hint="remove it, or import into a fleet file in another folder",
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_manifest(path, manifest)
+        written.append(path)
+    return written
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def _verify(loaded: LoadedFleet, imported: Imported, name: str) -> Comparison | str:

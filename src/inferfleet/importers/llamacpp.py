@@ -57,6 +57,7 @@ class Mapped:
     model: tuple[str, dict[str, Any]] | None = None  # suggested name, block
     explained: dict[str, str] = field(default_factory=dict)
     secret_names: list[str] = field(default_factory=list)
+    hub_ref: str | None = None  # a Hub model's reference as written (-hf REPO:TAG)
 
 
 def local_size(path: Path) -> int:
@@ -311,11 +312,8 @@ def _apply(
     elif "--hf-repo" in values:
         ref = values["--hf-repo"] or ""
         mapped.model = hub_model(ref, values.get("--hf-file"))
-        out.note(
-            where,
-            f"-hf {ref}: a Hub model, to resolve where the Hub is reachable: `inferfleet models "
-            f"manifest {ref} --out {mapped.model[1]['manifest']}` (sizes, sha256, revision)",
-        )
+        hff = values.get("--hf-file")
+        mapped.hub_ref = f"{ref.partition(':')[0]}:{hff}" if hff else ref
         ex["--hf-repo"] = "a Hub model: the fleet fetches and verifies its file, then --model"
         ex["--hf-file"] = ex["--hf-repo"]
         ex["--model"] = ex["--hf-repo"]

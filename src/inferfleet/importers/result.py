@@ -51,6 +51,8 @@ class Imported:
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     problems: list[SpecError] = field(default_factory=list)
+    # Hub models to list (model name -> the reference as written, REPO:TAG), with where.
+    hub_refs: dict[str, tuple[str, Where]] = field(default_factory=dict)
 
     def note(self, where: Where, text: str) -> None:
         self.notes.append(Note(where, text))

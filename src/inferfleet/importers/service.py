@@ -161,6 +161,8 @@ def read_service(
         block["secrets_env"] = f"~/.config/inferfleet/secrets/{source.name}.env"
     if mapped.model is not None:
         block["model"] = model_ref(out, *mapped.model)
+        if mapped.hub_ref is not None:
+            out.hub_refs[block["model"]] = (mapped.hub_ref, where)
     ordered = {k: block[k] for k in BLOCK_ORDER if k in block}
     ordered.update(block)
     service = ImportedService(source.name, ordered, source.words, where, mapped.explained)
