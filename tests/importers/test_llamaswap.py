@@ -14,8 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import free_port
 from helpers.cli import CliResult
 
 from inferfleet.fleetfile.loader import load_fleet
@@ -318,31 +316,3 @@ def test_gpu_layers_need_declared_devices(cli: Cli, tmp_path: Path, models: Path
     assert "host 'local' declares no GPU devices" in result.stderr
     assert "hosts.local.devices" in result.stderr
     assert not out.exists()
-
-
-@pytest.mark.parametrize("offline", [True, False])
-def test_hub_model_is_marked_to_resolve(
-    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline: bool
-) -> None:
-    if offline:
-        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    else:  # a Hub that does not answer: nothing listens on that port
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "models:\n  g:\n    cmd: llama-server --port ${PORT}"
-        " -hf ggml-org/gemma-3-270m-it-GGUF:Q4_K_M -c 4096\n"
-    )
-    out = tmp_path / "fleet.yaml"
-    result = cli("import", "llama-swap", str(config), "--out", str(out))
-    assert result.code == 0, result.stdout + result.stderr
-    data = yaml.safe_load(out.read_text())
-    model = data["models"][data["services"]["g"]["model"]]
-    assert model["source"] == {"hub": "ggml-org/gemma-3-270m-it-GGUF", "revision": "main"}
-    assert model["manifest"].startswith("models/")
-    said = " ".join(result.stdout.split())
-    assert "inferfleet models manifest ggml-org/gemma-3-270m-it-GGUF:Q4_K_M" in said
-    assert ("HF_HUB_OFFLINE is set" if offline else "the Hub did not answer") in said
-    assert "not resolved yet" in result.stdout
-    assert not (tmp_path / "models").exists()
