@@ -64,6 +64,11 @@ VERBS: dict[str, Verb] = {
         "Import an existing setup (llama-swap, systemd, Quadlet, compose, a host's running "
         "servers) into the fleet file.",
     ),
+    "add": Verb(
+        "add_cmd",
+        "register",
+        "Add a Hub model and a service for it (manifest pinned, checked, comments kept).",
+    ),
     "up": Verb(
         "run_cmds",
         "register",

@@ -60,7 +60,9 @@ def _free(name: str, taken: Any) -> str:
     return name
 
 
-def merge(existing: str | None, imported: Imported, *, origin: str, file: str) -> str:
+def merge(
+    existing: str | None, imported: Imported, *, origin: str, file: str, verb: str = "imported"
+) -> str:
     """The fleet file's text with ``imported`` added; a clash of names is a SpecError."""
     yaml = _yaml()
     try:
@@ -113,7 +115,7 @@ def merge(existing: str | None, imported: Imported, *, origin: str, file: str) -
             block["model"] = models.get(block["model"], block["model"])
         services[name] = quoted(block)
         services.yaml_set_comment_before_after_key(
-            name, before=f"imported from {service.where}", indent=2
+            name, before=f"{verb} from {service.where}", indent=2
         )
     if imported.groups:
         groups = section("groups")
