@@ -265,6 +265,11 @@ BAD_CONFIGS = {
         3,
         "the server listens on 8080 but proxy sends to 5800",
     ),
+    "flag without its value": (
+        """models:\n  m:\n    cmd: llama-server --port ${{PORT}} -m {m} -fa -c 4096\n""",
+        3,
+        "-fa takes a value, but -c follows it",
+    ),
     "reserved macro": (
         """macros:\n  PORT: 1234\nmodels:\n  m:\n    cmd: llama-server -m {m} -c 4096\n""",
         2,

@@ -22,7 +22,7 @@ from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers.result import Imported, Where
 from inferfleet.render.secrets import SECRET_FLAGS, credential_in
 from inferfleet.runtimes import llamacpp as lc
-from inferfleet.runtimes.flags import FieldFlag, parse_args
+from inferfleet.runtimes.flags import FieldFlag, is_flag_word, parse_args
 
 # -ngl at or above this puts every layer of any model llama.cpp runs on the GPUs (the
 # adapter writes 999); below it is a partial offload no field expresses.
@@ -246,6 +246,13 @@ def read_llama_server(
                 continue
             words = args[arg.index : arg.index + 1 + (0 if arg.inline or arg.value is None else 1)]
             mapped.extra_args += words
+            continue
+        if item.takes_value and (arg.value is None or is_flag_word(arg.value)):
+            out.problem(
+                where,
+                f"{arg.flag} takes a value, but {arg.value or 'nothing'} follows it",
+                f"write {arg.flag} VALUE ({lc.FLAGS.program} reads the next word as its value)",
+            )
             continue
         values[_canonical(item, arg.flag)] = arg.value
     _apply(values, mapped, host, host_name, where, out, size_of)
