@@ -76,3 +76,36 @@ def test_add_of_a_repo_without_that_quant(hub: HubServer, tmp_path: Path) -> Non
     assert done.returncode == 2
     assert "test/gemma-split:Q8_0" in done.stderr and "no file matches" in done.stderr
     assert fleet.read_text() == FLEET
+
+
+def test_add_fit_sizes_the_window_for_the_host(hub: HubServer, tmp_path: Path) -> None:
+    hub.add(split_repo())
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        FLEET.replace(
+            "    address: localhost\n",
+            "    address: localhost\n    devices:\n"
+            "      - {name: cpu0, vendor: cpu, memory: 3GiB}\n",
+        )
+    )
+    env = hf_environment(tmp_path, hub)
+    done = run(env, tmp_path, "add", "test/gemma-split:q4_k_m", "--host", "box", "--fit")
+    assert done.returncode == 0, done.stdout + done.stderr
+    service = load_fleet(fleet).fleet.services["gemma-split-q4_k_m"]
+    assert service.devices == ["cpu0"]
+    assert service.ctx_per_slot is not None and service.ctx_per_slot % 4096 == 0
+    assert f"--fit: {service.ctx_per_slot} tokens per slot x 1 fit the devices of box" in (
+        " ".join(done.stdout.split())
+    )
+    # The budget agrees: it fits there, and one step more would not (or the model's own limit).
+    budget = run(env, tmp_path, "budget", "gemma-split-q4_k_m", "--solve", "--json")
+    assert budget.returncode == 0, budget.stdout + budget.stderr
+    assert f'"ctx_per_slot": {service.ctx_per_slot}' in budget.stdout
+
+
+def test_add_needs_a_window(hub: HubServer, tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    done = run(hf_environment(tmp_path, hub), tmp_path, "add", "test/x:Q4_K_M", "--host", "box")
+    assert done.returncode == 2 and "--ctx N, or --fit" in done.stderr
+    assert fleet.read_text() == FLEET

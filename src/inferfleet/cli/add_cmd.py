@@ -18,10 +18,14 @@ from typing import Any
 import typer
 
 from inferfleet.errors import EXIT_FAILED, HTTPError, UsageError
+from inferfleet.fleetfile.fleet import Host
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.errors import HubError
 from inferfleet.output import Output, esc
 
 FIRST_PORT = 8080
+FIT_HEADROOM_MIB = 1024  # what `budget` keeps free per device by default
+SOLVE_STEP = 4096  # a placeholder window while the solver runs (it searches its own)
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +40,10 @@ def add(
     ),
     host: str = typer.Option(..., "--host", help="The host of the fleet file that serves it."),
     name: str | None = typer.Option(None, "--name", help="Service (and model) name."),
-    ctx: int = typer.Option(..., "--ctx", min=256, help="Context window per slot (L-25)."),
+    ctx: int | None = typer.Option(None, "--ctx", min=256, help="Context window per slot (L-25)."),
+    fit: bool = typer.Option(
+        False, "--fit", help="The largest window per slot that fits the host's devices (L-27)."
+    ),
     parallel: int = typer.Option(1, "--parallel", min=1, max=256, help="Slots."),
     port: int | None = typer.Option(None, "--port", min=1, max=65535, help="Default: next free."),
     runtime: str | None = typer.Option(None, "--runtime", help="A llama.cpp runtime of the fleet."),
@@ -45,7 +52,7 @@ def add(
 ) -> None:
     """Add a Hub model and a service for it (manifest pinned, checked, comments kept)."""
     from inferfleet.checks.engine import run_checks
-    from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
+    from inferfleet.fleetfile.loader import load_fleet, parse_fleet
     from inferfleet.hub.auth import resolve_token
     from inferfleet.hub.fetch_plan import endpoint
     from inferfleet.hub.manifest import build_manifest
@@ -68,6 +75,8 @@ def add(
             f"{ref_text!r} does not name one GGUF of a Hub repo",
             hint="write OWNER/NAME:FILE.gguf or OWNER/NAME:TAG (a quant, e.g. Q4_K_M)",
         )
+    if (ctx is None) == (not fit):
+        raise UsageError("give the window per slot: --ctx N, or --fit (the largest that fits)")
     runtime_name = _runtime(fleet.runtimes, runtime, file)
     try:
         made = build_manifest(
@@ -97,20 +106,30 @@ def add(
     chosen = (
         port if port is not None else next(p for p in range(FIRST_PORT, 65536) if p not in used)
     )
-    block: dict[str, Any] = {
-        "host": host,
-        "runtime": runtime_name,
-        "model": service_name,
-        "port": chosen,
-        "ctx_per_slot": ctx,
-        "parallel": parallel,
-    }
-    imported = Imported(host=host)
-    imported.models[service_name] = model
+    devices = _devices(fleet.hosts[host])
     where = Where(f"{ref.repo}@{made.commit or ref.revision}")
-    imported.services[service_name] = ImportedService(service_name, block, [], where)
-    text = merge(loaded.source, imported, origin=ref_text, file=str(file), verb="added")
-    new = LoadedFleet(parse_fleet(text, file), loaded.path, text)
+
+    def with_window(window: int) -> tuple[str, LoadedFleet]:
+        block: dict[str, Any] = {
+            "host": host,
+            "runtime": runtime_name,
+            "model": service_name,
+            "port": chosen,
+            "ctx_per_slot": window,
+            "parallel": parallel,
+        }
+        if devices:
+            block["devices"] = devices
+        imported = Imported(host=host)
+        imported.models[service_name] = model
+        imported.services[service_name] = ImportedService(service_name, block, [], where)
+        text = merge(loaded.source, imported, origin=ref_text, file=str(file), verb="added")
+        return text, LoadedFleet(parse_fleet(text, file), loaded.path, text)
+
+    if ctx is None:
+        ctx = _fit(with_window(SOLVE_STEP)[1], service_name, host)
+        out.line(f"--fit: {ctx} tokens per slot x {parallel} fit the devices of {esc(host)}")
+    text, new = with_window(ctx)
     from inferfleet.install import runtime_flags
 
     # What the addition breaks: findings the fleet did not have before (L-xx rules).
@@ -144,6 +163,35 @@ def add(
         f"{total} bytes at {esc(ref.repo)}@{esc(made.commit or ref.revision)}, port {chosen}, "
         f"{ctx} per slot x {parallel}"
     )
+
+
+def _devices(host: Host) -> list[str]:
+    """The service's devices: the host's accelerators, else its CPU devices."""
+    gpus = [d.name for d in host.devices if d.vendor != "cpu"]
+    return gpus or [d.name for d in host.devices if d.vendor == "cpu"]
+
+
+def _fit(loaded: LoadedFleet, name: str, host: str) -> int:
+    """The largest window per slot that fits (the budget solver over the model's header)."""
+    from inferfleet.budget import solve
+    from inferfleet.cli.budget_cmd import build_request
+    from inferfleet.hub.headers import ModelSources
+
+    if not loaded.fleet.hosts[host].devices:
+        raise UsageError(
+            f"--fit sizes for the devices of host {host!r}, which declares none",
+            hint=f"declare them under hosts.{host}.devices (`inferfleet doctor {host}`), or "
+            "give --ctx",
+        )
+    with ModelSources(loaded) as sources:
+        request = build_request(loaded, sources, name, ctx=None, headroom_mib=FIT_HEADROOM_MIB)
+        solution = solve(request)
+    if solution.ctx_per_slot is None:
+        raise UsageError(
+            f"{name} does not fit the devices of host {host!r}: {solution.limit}",
+            hint="pick a smaller quant, fewer --parallel slots, or another host",
+        )
+    return solution.ctx_per_slot
 
 
 def _file(path: str, size: int, kind: str, value: str) -> dict[str, Any]:
