@@ -217,3 +217,48 @@ def test_vllm_outside_a_container_is_refused_clearly(cli: Cli, tmp_path: Path) -
     assert result.code == 2
     assert f"{unit}:2: vllm: the command starts /opt/vllm/bin/vllm serve" in result.stderr
     assert not out.exists()
+
+
+def test_compose_sglang_server_run_by_its_command(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "models" / "qwen3-4b"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes(b"{}" * 100)
+    (folder / "model.safetensors").write_bytes(b"\0" * 4000)
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        f"""\
+services:
+  sglang:
+    image: lmsysorg/sglang@{DIGEST}
+    command: >
+      python3 -m sglang.launch_server --model-path /models/qwen3-4b
+      --host 0.0.0.0 --port 30000 --context-length 32768 --max-running-requests 8
+      --mem-fraction-static 0.8 --tool-call-parser qwen25 --enable-torch-compile
+    ports: ["127.0.0.1:30000:30000"]
+    volumes: ["{folder.parent}:/models:ro"]
+    shm_size: 32g
+"""
+    )
+    out = tmp_path / "fleet.yaml"
+    result = cli("import", "compose", str(compose), "--out", str(out))
+    assert result.code == 0, result.stdout + result.stderr
+    fleet = load_fleet(out).fleet
+    service = fleet.services["sglang"]
+    assert fleet.runtimes[service.runtime or ""].kind == "sglang"
+    assert (service.ctx_per_slot, service.parallel, service.port) == (32768, 8, 30000)
+    assert service.gpu_memory_utilization == 0.8 and service.tool_parser == "qwen25"
+    assert service.container.shm_size == 32 * 1024**3
+    assert service.extra_args == ["--enable-torch-compile"]
+    assert "same argv sglang" in result.stdout
+    assert "--enable-metrics: (absent) -> (set)" in " ".join(result.stdout.split())
+
+
+def test_sglang_without_slots_is_refused(cli: Cli, tmp_path: Path) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  s:\n    image: lmsysorg/sglang\n"
+        "    command: python3 -m sglang.launch_server --model-path org/m --context-length 8192\n"
+    )
+    result = cli("import", "compose", str(compose), "--out", str(tmp_path / "fleet.yaml"))
+    assert result.code == 2
+    assert "no --max-running-requests: SGLang picks the slots itself" in result.stderr

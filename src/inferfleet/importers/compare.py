@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from inferfleet.importers.engines import ENGINES
+from inferfleet.importers.engines import canonical_flag as engine_flag
 from inferfleet.importers.llamacpp import DEFAULTS_WRITTEN, POLICY_FLAGS, canonical_flag
-from inferfleet.importers.vllm import canonical_flag as vllm_flag
 from inferfleet.render.secrets import SECRET_FLAGS, redact
 from inferfleet.runtimes import llamacpp as lc
-from inferfleet.runtimes import vllm as vl
 from inferfleet.runtimes.flags import parse_args
 
 
@@ -45,16 +45,19 @@ ABSENT = "(absent)"
 
 def _flags(words: list[str], kind: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    if kind == "vllm":
-        table, canonical = vl.FLAGS, vllm_flag
-    else:
-        table, canonical = lc.FLAGS, canonical_flag
+    table = ENGINES[kind].table if kind in ENGINES else lc.FLAGS
+
+    def canonical(flag: str) -> str:
+        return engine_flag(flag, kind) if kind in ENGINES else canonical_flag(flag)
+
     for arg in parse_args(words, lambda f: table.takes(table.canonical(f))):
         if arg.flag is not None:
             key = canonical(arg.flag)
         else:
             # vllm serve's first argument is its model.
             key = "--model" if kind == "vllm" and arg.index == 0 else "(positional)"
+        if key == "--model-path":
+            key = "--model"  # SGLang's two spellings of one flag
         found.setdefault(key, []).append("" if arg.value is None else arg.value)
     return found
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from inferfleet.fleetfile.fleet import Host
+from inferfleet.importers import commandline
 from inferfleet.importers.container import (
     ContainerSpec,
     Volume,
@@ -33,7 +34,7 @@ from inferfleet.importers.yamlsource import key_line, read_yaml
 
 _INTERPOLATION = re.compile(r"(?<!\$)\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 _READ = {"image", "entrypoint", "command", "environment", "env_file", "volumes", "ports",
-         "devices", "deploy", "user", "network_mode", "container_name"}  # fmt: skip
+         "devices", "deploy", "user", "network_mode", "container_name", "shm_size"}  # fmt: skip
 
 
 def read_compose(path: Path, host_name: str, host: Host | None) -> Imported:
@@ -102,8 +103,9 @@ def _one(
         env=_environment(body.get("environment"), at("environment")),
         user=None if body.get("user") is None else str(body["user"]),
         host_network=body.get("network_mode") == "host",
+        shm_size=None if body.get("shm_size") is None else str(body["shm_size"]),
     )
-    if entrypoint_of(spec) is None:
+    if entrypoint_of(spec) is None and commandline.identify(spec.args) is None:
         out.note(where, f"services.{name}: image {spec.image} is not a llama-server; not imported")
         return
     env_file = body.get("env_file")

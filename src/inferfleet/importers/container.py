@@ -13,18 +13,20 @@ fleet states why, L-58); devices and the user carry over.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 from inferfleet.fleetfile.fleet import Host
+from inferfleet.importers import commandline
 from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.service import EnvItem, Source, read_service
 
 LLAMA_CPP_ENTRYPOINT = "/app/llama-server"
 # vLLM's official image starts `vllm serve` (its Dockerfile's ENTRYPOINT).
 VLLM_ENTRYPOINT = ("vllm", "serve")
-_PATH_FLAGS = {"-m", "--model", "--mmproj", "-mm", "--chat-template-file"}
+_PATH_FLAGS = {"-m", "--model", "--model-path", "--mmproj", "-mm", "--chat-template-file"}
 _LOOPBACK = "127.0.0.1"
 
 
@@ -49,6 +51,7 @@ class ContainerSpec:
     devices: list[str] = field(default_factory=list)
     user: str | None = None
     host_network: bool = False
+    shm_size: str | None = None  # podman's and compose's SIZE: 16g, 512m, bytes
 
 
 def entrypoint_of(spec: ContainerSpec) -> list[str] | None:
@@ -83,6 +86,8 @@ def read_container(
 ) -> None:
     where = spec.where
     program = entrypoint_of(spec)
+    if program is None and commandline.identify(spec.args) is not None:
+        program = []  # an image without an entrypoint of its own: the command is the server
     if program is None:
         out.problem(
             where,
@@ -94,7 +99,7 @@ def read_container(
     words = list(original)
     used: list[Volume] = []
     model_at = len(program) if list(program) == list(VLLM_ENTRYPOINT) else None
-    for i in range(len(program) - 1, len(words)):
+    for i in range(max(len(program) - 1, 0), len(words)):
         at_model = i == model_at and words[i].startswith("/")
         flagged = i + 1 < len(words) and words[i] in _PATH_FLAGS and words[i + 1].startswith("/")
         if at_model:
@@ -136,12 +141,18 @@ def read_container(
     else:
         _published(spec, inside_port, block, container, out)
         mapped.explained["--host"] = "inside the container: every address; published on the bind"
-    for flag in ("--model", "--mmproj", "--chat-template-file"):
+    for flag in ("--model", "--mmproj", "--chat-template-file"):  # --model-path is --model
         mapped.explained[flag] = "the fleet mounts the file's folder at its own place (/models/...)"
     if spec.devices:
         container["devices"] = spec.devices
     if spec.user is not None:
         container["user"] = spec.user
+    if spec.shm_size is not None:
+        size = shm_size(spec.shm_size)
+        if size is None:
+            out.problem(where, f"{spec.name}: shm size {spec.shm_size!r} is not a size")
+        else:
+            container["shm_size"] = size
     other = [v for v in spec.volumes if v not in used]
     if other:
         container["volumes"] = [
@@ -190,6 +201,18 @@ def _published(
             f"{spec.name}: published on every address; the fleet publishes on {_LOOPBACK} "
             "unless the service's exposure says why (L-58)",
         )
+
+
+_SIZE = re.compile(r"^(\d+)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
+_UNITS = {"": "", "k": "KiB", "m": "MiB", "g": "GiB", "t": "TiB"}
+
+
+def shm_size(text: str) -> str | None:
+    """podman's and compose's size (``16g``, binary units) as the fleet writes one (16GiB)."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        return None
+    return match[1] + _UNITS[match[2].lower()]
 
 
 def parse_publish(text: str) -> tuple[str | None, int, int] | None:

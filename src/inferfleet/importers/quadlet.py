@@ -30,7 +30,7 @@ from inferfleet.importers.systemd import (
 )
 
 _READ = {"Image", "Entrypoint", "Exec", "Environment", "EnvironmentFile", "Volume",
-         "PublishPort", "AddDevice", "User", "Network", "ContainerName"}  # fmt: skip
+         "PublishPort", "AddDevice", "User", "Network", "ContainerName", "ShmSize"}  # fmt: skip
 
 
 def read_quadlets(paths: list[Path], host_name: str, host: Host | None) -> Imported:
@@ -66,6 +66,7 @@ def _one(path: Path, host_name: str, host: Host | None, out: Imported) -> None:
         env=environment(box, "Environment", path, out),
         user=last["User"].value if "User" in last else None,
         host_network="Network" in last and last["Network"].value == "host",
+        shm_size=last["ShmSize"].value if "ShmSize" in last else None,
     )
     files = [e for e in box if e.key == "EnvironmentFile"]
     if files:

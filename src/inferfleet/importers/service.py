@@ -15,6 +15,7 @@ from typing import Any
 
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
+from inferfleet.importers.engines import read_engine
 from inferfleet.importers.llamacpp import (
     Mapped,
     SizeOf,
@@ -23,7 +24,6 @@ from inferfleet.importers.llamacpp import (
     read_llama_server,
 )
 from inferfleet.importers.result import Imported, ImportedService, Where
-from inferfleet.importers.vllm import read_vllm
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
 
 # The order a service block is written in (as the examples write them).
@@ -97,20 +97,22 @@ def read_service(
             "llama-server commands are imported; run other programs outside the fleet",
         )
         return None
-    if program.kind == "sglang" or (program.kind == "vllm" and source.image is None):
+    if program.kind != "llama.cpp" and source.image is None:
         out.problem(
             where,
             f"{source.name}: the command starts {' '.join(program.program)}; the import reads "
-            + ("vLLM only in a container image" if program.kind == "vllm" else "no SGLang yet"),
-            "declare the service by hand (a vLLM runtime pinned with source:, or an image)",
+            f"{program.kind} in a container image only",
+            "declare the service by hand (a runtime pinned with source:, or an image)",
         )
         return None
     if source.name in out.services:
         out.problem(where, f"two servers become service {source.name!r}", "rename one of them")
         return None
-    if program.kind == "vllm":
+    if program.kind != "llama.cpp":
         positional = program.program[-1] == "serve"
-        mapped = read_vllm(program.args, positional_model=positional, where=where, out=out)
+        mapped = read_engine(
+            program.kind, program.args, positional_model=positional, where=where, out=out
+        )
     else:
         mapped = read_llama_server(
             program.args, host=host, host_name=host_name, where=where, out=out,
@@ -138,7 +140,8 @@ def read_service(
     else:
         block.pop("alias", None)  # the service's name is its alias by default
     if "alias" not in mapped.fields:
-        mapped.explained["--alias"] = "clients ask for the model by the service's name"
+        flag = "--alias" if program.kind == "llama.cpp" else "--served-model-name"
+        mapped.explained[flag] = "clients ask for the model by the service's name"
     if "port" not in block:
         block["port"] = DEFAULT_PORT[program.kind]
         mapped.explained["--port"] = f"the server's default ({block['port']}), written out"
