@@ -270,6 +270,14 @@ BAD_CONFIGS = {
         3,
         "-fa takes a value, but -c follows it",
     ),
+    "duplicate port": (
+        """models:\n  a:\n    proxy: http://127.0.0.1:9000\n"""
+        """    cmd: llama-server --port 9000 -m {m} -c 4096\n"""
+        """  b:\n    proxy: http://127.0.0.1:9000\n"""
+        """    cmd: llama-server --port 9000 -m {m} -c 4096\n""",
+        7,
+        "b listens on port 9000 of host gpu1, as a does",
+    ),
     "reserved macro": (
         """macros:\n  PORT: 1234\nmodels:\n  m:\n    cmd: llama-server -m {m} -c 4096\n""",
         2,

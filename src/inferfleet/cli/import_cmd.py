@@ -172,6 +172,12 @@ def _finish(
 ) -> None:
     if not imported.services:
         raise UsageError(f"{origin} has no service to import")
+    fleet = None if existing is None else parse_fleet(existing, out_file)
+    taken: dict[tuple[str, int], str] = {}
+    for held_name, held in ({} if fleet is None else fleet.services).items():
+        taken[(held.host, held.port)] = f"group {held.group}" if held.group else held_name
+    imported.port_clashes(taken)
+    imported.raise_problems()
     from inferfleet.importers.hubrefs import resolve_hub_models
 
     manifests = resolve_hub_models(imported)

@@ -60,6 +60,25 @@ class Imported:
     def problem(self, where: Where, message: str, hint: str = "") -> None:
         self.problems.append(SpecError(message, path=where.path, line=where.line, hint=hint))
 
+    def port_clashes(self, taken: dict[tuple[str, int], str]) -> None:
+        """Two servers on one port of one host (members of one group share their router's):
+        a problem with the line. ``taken``: (host, port) -> service, of the fleet already."""
+        held = dict(taken)
+        for name, service in self.services.items():
+            key = (str(service.block["host"]), int(service.block["port"]))
+            group = service.block.get("group")
+            owner = held.get(key)
+            if owner == name:
+                continue  # the same service imported again: the merge says so by name
+            if owner is None or (group is not None and owner == f"group {group}"):
+                held[key] = f"group {group}" if group is not None else name
+                continue
+            self.problem(
+                service.where,
+                f"{name} listens on port {key[1]} of host {key[0]}, as {owner} does",
+                "give one of them another port",
+            )
+
     def raise_problems(self) -> None:
         """Every problem at once, sorted by line: nothing is written when there is one."""
         if self.problems:
