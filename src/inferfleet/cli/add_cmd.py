@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 
+from inferfleet.cli.fleet_cmds import FleetOpt, fleet_file, no_fleet_file
 from inferfleet.errors import EXIT_FAILED, HTTPError, UsageError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -47,7 +48,7 @@ def add(
     parallel: int = typer.Option(1, "--parallel", min=1, max=256, help="Slots."),
     port: int | None = typer.Option(None, "--port", min=1, max=65535, help="Default: next free."),
     runtime: str | None = typer.Option(None, "--runtime", help="A llama.cpp runtime of the fleet."),
-    file: Path = typer.Option(Path("fleet.yaml"), "--file", "-f", help="The fleet file."),
+    file_opt: Path | None = FleetOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff, write nothing."),
 ) -> None:
     """Add a Hub model and a service for it (manifest pinned, checked, comments kept)."""
@@ -63,6 +64,9 @@ def add(
     from inferfleet.io.files import atomic_write
 
     out = Output()
+    file = fleet_file(file_opt, out)
+    if file is None:
+        raise no_fleet_file()
     loaded = load_fleet(file)
     fleet = loaded.fleet
     if host not in fleet.hosts:
