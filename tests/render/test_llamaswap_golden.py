@@ -7,12 +7,14 @@ commit the updated files.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import yaml
+from helpers.cli import CliResult
 from render_helpers import FLEETS, ROOT, load
 
-from inferfleet.errors import UsageError
 from inferfleet.importers.commandline import split_command
 from inferfleet.render.facts import facts_for
 from inferfleet.render.llamaswap import render_llama_swap
@@ -28,13 +30,11 @@ def configs(fleet: str) -> dict[str, str]:
     hosts = sorted({s.host for s in loaded.fleet.services.values()})
     found = {}
     for host in hosts:
-        try:
-            config = render_llama_swap(
-                loaded.fleet, loaded.root, host, facts[host], origin="fleet.yaml"
-            )
-        except UsageError:  # a host with container services only: nothing to write
-            continue
-        found[host] = config.text
+        config = render_llama_swap(
+            loaded.fleet, loaded.root, host, facts[host], origin="fleet.yaml"
+        )
+        if config.text:  # a host with container services only has none
+            found[host] = config.text
     return found
 
 
@@ -65,3 +65,16 @@ def test_each_cmd_is_the_launch_argv_with_the_port_left_to_llama_swap() -> None:
         assert entry["checkEndpoint"] == loaded.fleet.services[name].health.path
     assert data["startPort"] == min(s.port for s in loaded.fleet.services.values())
     assert FLEETS["local"].exists()
+
+
+def test_render_cli_writes_one_config_per_host_and_lists_what_is_left_out(
+    cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    result = cli(
+        "render", "--target", "llama-swap", "-f", str(FLEETS["homelab"]), "--out",
+        str(tmp_path), "--no-check",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("config.yaml"))
+    assert written == ["llama-swap/forge/config.yaml", "llama-swap/nova/config.yaml"]
+    assert "chat: runs in a container; llama-swap starts processes (left out)" in result.stderr

@@ -156,8 +156,13 @@ def _llama_swap_artifacts(out: Output, loaded: LoadedFleet, facts: Path | None) 
         config = render_llama_swap(fleet, loaded.root, name, by_host[name], origin=loaded.path.name)
         for note in config.notes:
             out.note(f"note: {esc(note)}")
-        artifacts.append(
-            Artifact(f"llama-swap/{name}/config.yaml", config.text, "llama-swap", host=name)
+        if config.text:
+            path = f"llama-swap/{name}/config.yaml"
+            artifacts.append(Artifact(path, config.text, "llama-swap", host=name))
+    if not artifacts:
+        raise UsageError(
+            "no host has a service llama-swap can start",
+            hint="llama-swap starts llm services that run as processes on their host",
         )
     return artifacts
 

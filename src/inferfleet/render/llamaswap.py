@@ -73,7 +73,8 @@ def _quote(word: str) -> str:
 def render_llama_swap(
     fleet: Fleet, root: Path, host: str, facts: HostFacts, *, origin: str
 ) -> LlamaSwapConfig:
-    """llama-swap's config for the llm services of ``host`` that run as processes."""
+    """llama-swap's config for the llm services of ``host`` that run as processes; its
+    ``text`` is empty when the host has none."""
     result = LlamaSwapConfig(host, "")
     models = CommentedMap()
     groups = CommentedMap()
@@ -118,10 +119,7 @@ def render_llama_swap(
         timeouts.append(service.health.timeout)
         ports.append(service.port)
     if not models:
-        raise UsageError(
-            f"host {host!r} has no service llama-swap can start",
-            hint="llama-swap starts llm services that run as processes on the host",
-        )
+        return result  # nothing llama-swap can start there: no config (the notes say why)
     doc = CommentedMap()
     doc["healthCheckTimeout"] = max(1, round(max(timeouts)))
     doc["startPort"] = min(ports)
