@@ -262,3 +262,25 @@ def test_sglang_without_slots_is_refused(cli: Cli, tmp_path: Path) -> None:
     result = cli("import", "compose", str(compose), "--out", str(tmp_path / "fleet.yaml"))
     assert result.code == 2
     assert "no --max-running-requests: SGLang picks the slots itself" in result.stderr
+
+
+def test_compose_vllm_api_server_module(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "models" / "qwen3-8b"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"\0" * 1000)
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        VLLM_COMPOSE.format(digest=DIGEST, models=folder.parent)
+        .replace('"/models/qwen3-8b", ', '"--model", "/models/qwen3-8b", ')
+        .replace(
+            "    ipc: host\n",
+            '    entrypoint: ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n',
+        )
+    )
+    out = tmp_path / "fleet.yaml"
+    out.write_text(BASE)
+    result = cli("import", "compose", str(compose), "--out", str(out), "--host", "gpu1")
+    assert result.code == 0, result.stdout + result.stderr
+    said = " ".join(result.stdout.split())
+    assert "same argv vllm" in said
+    assert "vLLM's API server module and `vllm serve` start one server" in said

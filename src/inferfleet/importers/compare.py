@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from inferfleet.importers.commandline import identify
 from inferfleet.importers.engines import ENGINES
 from inferfleet.importers.engines import canonical_flag as engine_flag
 from inferfleet.importers.llamacpp import DEFAULTS_WRITTEN, POLICY_FLAGS, canonical_flag
@@ -79,13 +80,28 @@ def compare_argv(
     program: int = 1,
     kind: str = "llama.cpp",
 ) -> Comparison:
-    """``program``: how many words start the server (``vllm serve`` is two)."""
+    """``program``: how many words start the server when the command line does not say
+    (``vllm serve`` is two; ``python -m vllm.entrypoints.openai.api_server`` three)."""
     result = Comparison(service)
-    if original[:program] != rendered[:program]:
-        result.differences.append(
-            Difference("program", " ".join(original[:program]), " ".join(rendered[:program]), None)
+    ours, theirs_program = identify(original), identify(rendered)
+    n_original = program if ours is None else len(ours.program)
+    n_rendered = program if theirs_program is None else len(theirs_program.program)
+    if original[:n_original] != rendered[:n_rendered]:
+        same_server = (
+            ours is not None
+            and theirs_program is not None
+            and ours.kind == theirs_program.kind == "vllm"
         )
-    mine, theirs = _flags(original[program:], kind), _flags(rendered[program:], kind)
+        why = "vLLM's API server module and `vllm serve` start one server" if same_server else None
+        result.differences.append(
+            Difference(
+                "program",
+                " ".join(original[:n_original]),
+                " ".join(rendered[:n_rendered]),
+                why,
+            )
+        )
+    mine, theirs = _flags(original[n_original:], kind), _flags(rendered[n_rendered:], kind)
     for key in sorted(set(mine) | set(theirs)):
         was, now = mine.get(key), theirs.get(key)
         if was == now:
