@@ -58,6 +58,17 @@ VERBS: dict[str, Verb] = {
         "register",
         "Scaffold a fleet repo: fleet.yaml, .gitignore, pre-commit + CI running check --strict.",
     ),
+    "import": Verb(
+        "import_cmd",
+        "group",
+        "Import an existing setup (llama-swap, systemd, Quadlet, compose, a host's running "
+        "servers) into the fleet file.",
+    ),
+    "add": Verb(
+        "add_cmd",
+        "register",
+        "Add a Hub model and a service for it (manifest pinned, checked, comments kept).",
+    ),
     "up": Verb(
         "run_cmds",
         "register",

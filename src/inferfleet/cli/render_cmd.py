@@ -31,7 +31,8 @@ TargetOpt = typer.Option(
     "hosts",
     "--target",
     help="hosts: units, env files, monitoring and client configs for the SSH hosts; "
-    "kubernetes: manifests and a kustomization for a cluster (needs kubernetes: in the fleet).",
+    "kubernetes: manifests and a kustomization for a cluster (needs kubernetes: in the fleet); "
+    "llama-swap: a llama-swap config.yaml per host (one model per service).",
 )
 NamespaceOpt = typer.Option(
     None, "--namespace", help="kubernetes: the namespace (default: kubernetes.namespace)."
@@ -83,9 +84,9 @@ def render(
 ) -> None:
     """Write every artifact (units, env files, monitoring, client configs) to --out."""
     out = Output(json_mode=json_out)
-    if target not in {"hosts", "kubernetes"}:
-        raise UsageError(f"unknown --target {target!r}", hint="use hosts or kubernetes")
-    if target == "hosts" and namespace is not None:
+    if target not in {"hosts", "kubernetes", "llama-swap"}:
+        raise UsageError(f"unknown --target {target!r}", hint="use hosts, kubernetes or llama-swap")
+    if target != "kubernetes" and namespace is not None:
         raise UsageError("--namespace is for --target kubernetes")
     loaded = resolve_fleet(file, out)
     if target == "kubernetes":
@@ -97,6 +98,15 @@ def render(
         if not no_check:
             _check(loaded)
         artifacts = _kube_artifacts(out, loaded, namespace)
+    elif target == "llama-swap":
+        if not no_check:
+            _check(loaded)
+        if service is not None:
+            raise UsageError(
+                "--target llama-swap renders one config per host with every service of it; "
+                "a SERVICE is for --target hosts"
+            )
+        artifacts = _llama_swap_artifacts(out, loaded, facts)
     else:
         artifacts = _artifacts(loaded, service, facts, not no_check)
     write_bundle(artifacts, out_dir, only=service)
@@ -130,6 +140,31 @@ def _kube_artifacts(out: Output, loaded: LoadedFleet, namespace: str | None) -> 
     for name, reason in unsized.items():
         out.note(f"no memory request for {esc(name)}: {esc(reason)}")
     return render_kubernetes(loaded, namespace, sized)
+
+
+def _llama_swap_artifacts(out: Output, loaded: LoadedFleet, facts: Path | None) -> list[Artifact]:
+    """One llama-swap config per host that has services."""
+    from inferfleet.render.facts import facts_for
+    from inferfleet.render.llamaswap import render_llama_swap
+
+    fleet = loaded.fleet
+    overrides = None if facts is None else load_facts(facts, fleet, loaded.repo_subdir)
+    by_host = facts_for(fleet, overrides, fleet_subdir=loaded.repo_subdir)
+    used = {s.host for s in fleet.services.values()}
+    artifacts = []
+    for name in sorted(used):
+        config = render_llama_swap(fleet, loaded.root, name, by_host[name], origin=loaded.path.name)
+        for note in config.notes:
+            out.note(f"note: {esc(note)}")
+        if config.text:
+            path = f"llama-swap/{name}/config.yaml"
+            artifacts.append(Artifact(path, config.text, "llama-swap", host=name))
+    if not artifacts:
+        raise UsageError(
+            "no host has a service llama-swap can start",
+            hint="llama-swap starts llm services that run as processes on their host",
+        )
+    return artifacts
 
 
 def diff(

@@ -1,0 +1,291 @@
+"""``inferfleet import FORMAT SOURCE``: an existing setup into the fleet file, proven by argv.
+
+The import is all or nothing: the source is read with every problem
+collected (file:line), the blocks are merged into the fleet file's text
+(comments kept), the result must validate, and every imported service's
+argv (what ``show SERVICE`` prints) must match the original command line
+flag by flag, up to the differences the import made on purpose. Only then is
+the fleet file replaced, atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from inferfleet.artifacts.manifest import Manifest
+from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
+from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
+from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
+from inferfleet.importers.compare import Comparison, Difference, compare_argv
+from inferfleet.importers.fleetedit import merge
+from inferfleet.importers.result import Imported
+from inferfleet.io.files import atomic_write
+from inferfleet.output import Output, esc
+
+app = typer.Typer(
+    help="Import an existing setup (llama-swap, systemd, Quadlet, compose, a host's running "
+    "servers) into the fleet file.",
+    no_args_is_help=True,
+)
+
+OutOpt = typer.Option(
+    Path("fleet.yaml"),
+    "--out",
+    "-o",
+    help="The fleet file to write; when it exists the import is added to it (comments kept).",
+)
+HostOpt = typer.Option(
+    None,
+    "--host",
+    help="The host the imported services run on (a host of --out, or a new one); default: "
+    "this machine, as host `local`.",
+)
+
+
+@app.command("llama-swap")
+def llama_swap(
+    config: Path = typer.Argument(..., help="llama-swap's config.yaml."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check and report, write nothing; print the fleet file."
+    ),
+) -> None:
+    """Import llama-swap's models as services (groups where they swap); argv checked per service."""
+    from inferfleet.importers.llamaswap import read_config
+
+    out = Output()
+    host_name = host or "local"
+    existing, fleet = _existing(out_file)
+    host_spec = None if fleet is None else fleet.hosts.get(host_name)
+    imported = read_config(config, host_name, host_spec)
+    imported.raise_problems()
+    _finish(out, imported, out_file, existing, origin=str(config), dry_run=dry_run)
+
+
+@app.command("systemd")
+def systemd(
+    units: list[Path] = typer.Argument(..., help="Unit files (.service) that start llama-server."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import systemd units that start llama-server as services (backend systemd)."""
+    from inferfleet.importers.systemd import read_units
+
+    _import_files(units, out_file, host, dry_run, read_units)
+
+
+@app.command("quadlet")
+def quadlet(
+    files: list[Path] = typer.Argument(..., help="Quadlet .container files running llama-server."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import Quadlet .container files that run llama-server as services (backend quadlet)."""
+    from inferfleet.importers.quadlet import read_quadlets
+
+    _import_files(files, out_file, host, dry_run, read_quadlets)
+
+
+@app.command("compose")
+def compose(
+    file: Path = typer.Argument(..., help="A compose file (compose.yaml, docker-compose.yml)."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import a compose file's llama-server services as services (backend quadlet)."""
+    from inferfleet.importers.compose import read_compose
+
+    _import_files([file], out_file, host, dry_run, lambda p, h, s: read_compose(p[0], h, s))
+
+
+@app.command("host")
+def host_cmd(
+    name: str = typer.Argument(..., help="A host of --out (or `local`, this machine)."),
+    port: list[int] = typer.Option(
+        [], "--port", help="Only the server listening on this port (repeatable)."
+    ),
+    out_file: Path = OutOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+) -> None:
+    """Import the llama-server processes running on a host (over ssh) as services."""
+    from inferfleet.deploy.ssh import connector_for
+    from inferfleet.importers.host import read_host
+
+    out = Output()
+    existing, fleet = _existing(out_file)
+    host = None if fleet is None else fleet.hosts.get(name)
+    if host is None:
+        if name != "local":
+            raise UsageError(
+                f"host {name!r} is not in {out_file}",
+                hint="declare it there (address, ssh user) first; `local` is this machine",
+            )
+        host = Host(address="localhost")
+    connector = connector_for(name, host)
+    try:
+        imported = read_host(
+            lambda command: connector.run(command, timeout=60).stdout, name, host, ports=port
+        )
+    finally:
+        connector.close()
+    imported.raise_problems()
+    _finish(out, imported, out_file, existing, origin=f"host {name}", dry_run=dry_run)
+
+
+Reader = Callable[[list[Path], str, Host | None], Imported]
+
+
+def _import_files(
+    files: list[Path], out_file: Path, host: str | None, dry_run: bool, reader: Reader
+) -> None:
+    out = Output()
+    host_name = host or "local"
+    existing, fleet = _existing(out_file)
+    imported = reader(files, host_name, None if fleet is None else fleet.hosts.get(host_name))
+    imported.raise_problems()
+    origin = ", ".join(str(f) for f in files)
+    _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
+
+
+def _existing(path: Path) -> tuple[str | None, Fleet | None]:
+    if not path.exists():
+        return None, None
+    loaded = load_fleet(path)  # an invalid fleet file is reported as it is, untouched
+    return loaded.source, loaded.fleet
+
+
+def _finish(
+    out: Output,
+    imported: Imported,
+    out_file: Path,
+    existing: str | None,
+    *,
+    origin: str,
+    dry_run: bool,
+) -> None:
+    if not imported.services:
+        raise UsageError(f"{origin} has no service to import")
+    fleet = None if existing is None else parse_fleet(existing, out_file)
+    taken: dict[tuple[str, int], str] = {}
+    for held_name, held in ({} if fleet is None else fleet.services).items():
+        taken[(held.host, held.port)] = f"group {held.group}" if held.group else held_name
+    imported.port_clashes(taken)
+    imported.raise_problems()
+    from inferfleet.importers.hubrefs import resolve_hub_models
+
+    manifests = resolve_hub_models(imported)
+    imported.raise_problems()
+    text = merge(existing, imported, origin=origin, file=str(out_file))
+    try:
+        fleet = parse_fleet(text, out_file)
+    except SpecError as exc:
+        raise UsageError(
+            f"the imported fleet would not be valid: {exc.render()}",
+            where=origin,
+            hint=f"nothing was written to {out_file}",
+        ) from None
+    for note in imported.notes:
+        out.line(f"[yellow]note[/yellow] {esc(note.where)}: {esc(note.text)}")
+    loaded = LoadedFleet(fleet, out_file.resolve(), text)
+    written = _write_manifests(loaded.root, manifests)
+    try:
+        results = [_verify(loaded, imported, name) for name in imported.services]
+    except BaseException:
+        _remove(written)
+        raise
+    failed = False
+    for result in results:
+        if isinstance(result, str):
+            out.line(f"[yellow]unchecked[/yellow] {esc(result)}")
+            continue
+        failed |= not result.matches
+        _report(out, result)
+    if failed or dry_run:
+        _remove(written)
+    if failed:
+        out.line(f"[red]not written[/red]: a service's argv differs; {esc(out_file)} unchanged")
+        raise typer.Exit(EXIT_FAILED)
+    if dry_run:
+        out.line(esc(text))
+        return
+    try:
+        atomic_write(out_file, text)
+    except BaseException:
+        _remove(written)
+        raise
+    for path in written:
+        out.line(f"[green]wrote[/green] {esc(path)}")
+    counts = f"{len(imported.services)} service(s)"
+    if imported.groups:
+        counts += f", {len(imported.groups)} group(s)"
+    out.line(f"[green]wrote[/green] {esc(out_file)}: {counts} from {esc(origin)}")
+
+
+def _write_manifests(root: Path, manifests: dict[str, Manifest]) -> list[Path]:
+    """The Hub models' manifests next to the fleet file (before the argv check reads them);
+    an existing file is never replaced."""
+    from inferfleet.hub.manifest import write_manifest
+
+    written: list[Path] = []
+    for relative, manifest in manifests.items():
+        path = root / relative
+        if path.exists():
+            _remove(written)
+            raise UsageError(
+                f"{path} exists already",
+                hint="remove it, or import into a fleet file in another folder",
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_manifest(path, manifest)
+        written.append(path)
+    return written
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def _verify(loaded: LoadedFleet, imported: Imported, name: str) -> Comparison | str:
+    """The service's argv as ``show`` computes it, against the original; a str when unchecked."""
+    from inferfleet.cli.fleet_cmds import service_detail
+
+    service = loaded.fleet.services[name]
+    model = loaded.fleet.models.get(service.model or "")
+    manifest = None if model is None else model.manifest
+    hub = model is not None and isinstance(model.source, HubSource)
+    if hub and manifest is not None and not (loaded.root / manifest).exists():
+        return (
+            f"{name}: its Hub model is not resolved yet (see the note above); then "
+            f"`inferfleet show {name}` prints its argv"
+        )
+    try:
+        detail = service_detail(loaded, name)
+    except FleetError as exc:
+        failed = Comparison(name)
+        failed.differences.append(
+            Difference("(launch)", "-", f"show refuses: {exc.render()}", None)
+        )
+        return failed
+    item = imported.services[name]
+    return compare_argv(
+        name, item.original, detail["argv"], item.explained, program=item.program, kind=item.kind
+    )
+
+
+def _report(out: Output, result: Comparison) -> None:
+    verdict = "[green]same argv[/green]" if result.matches else "[red]argv differs[/red]"
+    out.line(f"{verdict} {esc(result.service)}: {result.same} flag(s) as in the original")
+    for diff in result.differences:
+        text = f"{diff.flag}: {diff.original} -> {diff.rendered}"
+        if diff.why is None:
+            out.line(f"    [red]differs[/red] {esc(text)}")
+        else:
+            out.line(f"    {esc(text)} ({esc(diff.why)})")

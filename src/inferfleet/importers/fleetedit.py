@@ -1,0 +1,156 @@
+"""Imported blocks added to a fleet file, its comments and layout kept (ruamel round trip).
+
+Re-dumping a hand-written fleet file would drop every comment that explains
+a setting (the lesson ids, the reasons); ruamel's round-trip mode edits the
+document in place. Nothing here writes a file: the CLI validates the text,
+compares the argv, then replaces the file atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+from inferfleet.errors import SpecError, SpecErrors
+from inferfleet.importers.result import Imported
+from inferfleet.importers.yamlsource import key_line
+
+SECTIONS = ("hosts", "runtimes", "models", "services", "groups")
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 4096  # a long value (an image by digest) stays on its line
+    return yaml
+
+
+def _plain(value: Any) -> Any:
+    """A round-trip node as plain data, to compare with an imported block."""
+    return json.loads(json.dumps(value, default=str))
+
+
+# Strings that YAML 1.1 readers (PyYAML, the fleet loader) take for booleans.
+_BOOLISH = frozenset({"on", "off", "yes", "no", "y", "n", "true", "false"})
+
+
+def quoted(value: Any) -> Any:
+    """``value`` with every boolean-looking string quoted (``flash_attn: "on"``)."""
+    if isinstance(value, dict):
+        return {k: quoted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [quoted(v) for v in value]
+    if isinstance(value, str) and value.lower() in _BOOLISH:
+        return DoubleQuotedScalarString(value)
+    return value
+
+
+def _free(name: str, taken: Any) -> str:
+    base, count = name, 1
+    while name in taken:
+        count += 1
+        name = f"{base[:60]}-{count}"
+    return name
+
+
+def merge(
+    existing: str | None, imported: Imported, *, origin: str, file: str, verb: str = "imported"
+) -> str:
+    """The fleet file's text with ``imported`` added; a clash of names is a SpecError."""
+    yaml = _yaml()
+    try:
+        doc = yaml.load(existing) if existing else None
+    except YAMLError as exc:
+        raise SpecError(f"the fleet file is not valid YAML: {exc}", path=file) from None
+    if doc is None:
+        doc = CommentedMap()
+        doc["version"] = 1
+        doc.yaml_set_start_comment(f"Imported by `inferfleet import` from {origin}.")
+    if not isinstance(doc, CommentedMap):
+        raise SpecError("the fleet file is not a mapping", path=file, line=1)
+    for key in SECTIONS:
+        if key in doc and not isinstance(doc[key], dict):
+            raise SpecError(f"{key} is not a mapping", path=file, line=key_line(doc, key))
+    sections = {name: doc.get(name) for name in SECTIONS}
+
+    def section(name: str) -> CommentedMap:
+        held = sections[name]
+        if held is None:
+            held = CommentedMap()
+            doc[name] = held
+            sections[name] = held
+        assert isinstance(held, CommentedMap)
+        return held
+
+    hosts = section("hosts")
+    if imported.host not in hosts:
+        hosts[imported.host] = (
+            {"address": "localhost"} if imported.host == "local" else CommentedMap()
+        )
+    runtimes = _add_shared(section("runtimes") if imported.runtimes else None, imported.runtimes)
+    models = _add_shared(section("models") if imported.models else None, imported.models)
+    problems: list[SpecError] = []
+    services = section("services")
+    for name, service in imported.services.items():
+        if name in services:
+            problems.append(
+                SpecError(
+                    f"service {name!r} is already in the fleet file",
+                    path=file,
+                    line=key_line(services, name),
+                    hint="rename or remove it there, or leave that model out of the import",
+                )
+            )
+            continue
+        block = dict(service.block)
+        block["runtime"] = runtimes.get(block["runtime"], block["runtime"])
+        if "model" in block:
+            block["model"] = models.get(block["model"], block["model"])
+        services[name] = quoted(block)
+        services.yaml_set_comment_before_after_key(
+            name, before=f"{verb} from {service.where}", indent=2
+        )
+    if imported.groups:
+        groups = section("groups")
+        for name, group in imported.groups.items():
+            if name in groups:
+                problems.append(
+                    SpecError(
+                        f"group {name!r} is already in the fleet file",
+                        path=file,
+                        line=key_line(groups, name),
+                    )
+                )
+                continue
+            groups[name] = group
+    if problems:
+        raise problems[0] if len(problems) == 1 else SpecErrors(problems)
+    stream = io.StringIO()
+    yaml.dump(doc, stream)
+    return stream.getvalue()
+
+
+def _add_shared(held: CommentedMap | None, blocks: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Runtimes and models: an equal block already there is reused, a clashing name renamed.
+
+    Returns imported name -> name in the fleet file.
+    """
+    renamed: dict[str, str] = {}
+    if held is None:
+        return renamed
+    for name, block in blocks.items():
+        same = next((n for n, b in held.items() if _plain(b) == _plain(block)), None)
+        if same is not None:
+            renamed[name] = str(same)
+            continue
+        target = _free(name, held)
+        held[target] = quoted(block)
+        renamed[name] = target
+    return renamed

@@ -1,0 +1,217 @@
+"""The llama-server processes running on a host, read into services (``import host HOST``).
+
+One probe runs on the host over the deploy's connector (ssh, or ``sh`` for
+this machine): for each process whose program is ``llama-server``, its
+``/proc/PID/cmdline`` (base64, so any byte survives), the *names* of its
+environment (never the values: a token in an environment is not the
+import's to copy, L-06), its cgroup (the systemd unit it runs under), and
+the TCP ports the host listens on. The model files' sizes are read there
+too. A second probe is not needed per process; the parsing is pure.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from inferfleet.fleetfile.fleet import Host
+from inferfleet.importers.llamacpp import model_name
+from inferfleet.importers.result import Imported, Where
+from inferfleet.importers.service import DEFAULT_PORT, Source, read_service
+from inferfleet.runtimes import llamacpp as lc
+from inferfleet.runtimes.flags import parse_args
+
+MAX_PROBE_CHARS = 4 * 1024 * 1024
+PROBE = r"""
+for d in /proc/[0-9]*; do
+  [ -r "$d/cmdline" ] || continue
+  first=$(tr '\000' '\n' < "$d/cmdline" 2>/dev/null | head -n 1)
+  case "${first##*/}" in llama-server) ;; *) continue ;; esac
+  printf 'pid %s\n' "${d#/proc/}"
+  printf 'argv %s\n' "$(base64 -w0 < "$d/cmdline")"
+  printf 'env %s\n' "$(tr '\000' '\n' < "$d/environ" 2>/dev/null | cut -d= -f1 | tr '\n' ' ')"
+  printf 'cgroup %s\n' "$(tail -n 1 "$d/cgroup" 2>/dev/null)"
+done
+printf 'listen %s\n' "$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+  awk '$4 == "0A" {n = split($2, a, ":"); print a[n]}' | tr '\n' ' ')"
+"""
+# Names every login or unit has; the others are listed (their values are never read).
+_SESSION_NAMES = frozenset(
+    {"PATH", "HOME", "LANG", "TZ", "PWD", "OLDPWD", "SHLVL", "_", "USER", "LOGNAME", "SHELL",
+     "TERM", "MAIL", "INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID", "MANAGERPID",
+     "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "XDG_RUNTIME_DIR", "XDG_SESSION_ID",
+     "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "DBUS_SESSION_BUS_ADDRESS", "MOTD_SHOWN"}
+)  # fmt: skip
+
+
+@dataclass
+class Running:
+    pid: int
+    argv: list[str]
+    env_names: list[str] = field(default_factory=list)
+    cgroup: str = ""
+
+
+@dataclass
+class Probe:
+    processes: list[Running] = field(default_factory=list)
+    listening: set[int] = field(default_factory=set)
+
+
+def parse_probe(text: str) -> Probe:
+    """The probe's output as data; a line that does not parse is skipped."""
+    probe = Probe()
+    current: Running | None = None
+    for line in text[:MAX_PROBE_CHARS].splitlines():
+        key, _, value = line.partition(" ")
+        if key == "pid" and value.isdigit():
+            current = Running(int(value), [])
+            probe.processes.append(current)
+        elif key == "argv" and current is not None:
+            try:
+                raw = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            current.argv = raw.decode("utf-8", errors="replace").split("\0")[:-1]
+        elif key == "env" and current is not None:
+            current.env_names = value.split()
+        elif key == "cgroup" and current is not None:
+            current.cgroup = value
+        elif key == "listen":
+            probe.listening = {int(p, 16) for p in value.split() if _hex(p)}
+    return probe
+
+
+def _hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def unit_of(cgroup: str) -> tuple[str, str] | None:
+    """(unit, scope) of a process's cgroup line when a systemd service runs it."""
+    path = cgroup.rsplit(":", 1)[-1]
+    parts = [p for p in path.split("/") if p]
+    if not parts or not parts[-1].endswith(".service"):
+        return None
+    scope = "user" if any(p.startswith("user@") for p in parts[:-1]) else "system"
+    return parts[-1], scope
+
+
+def port_of(argv: list[str]) -> int:
+    for arg in parse_args(argv[1:], lc.FLAGS.takes):
+        if arg.flag == "--port" and (arg.value or "").isdigit():
+            return int(arg.value or "")
+    return DEFAULT_PORT["llama.cpp"]
+
+
+def model_dirs(argv: list[str]) -> list[str]:
+    """Folders of the files a command line loads (their sizes are read on the host)."""
+    found = []
+    for arg in parse_args(argv[1:], lc.FLAGS.takes):
+        if arg.flag in ("-m", "--model", "-mm", "--mmproj") and arg.value:
+            folder = str(PurePosixPath(arg.value).parent)
+            if folder not in found:
+                found.append(folder)
+    return found
+
+
+def sizes_command(folders: list[str]) -> str:
+    return " ; ".join(
+        f"find {shlex.quote(f)} -maxdepth 1 -type f -printf '%s %p\\n' 2>/dev/null" for f in folders
+    )
+
+
+def parse_sizes(text: str) -> dict[str, int]:
+    sizes = {}
+    for line in text[:MAX_PROBE_CHARS].splitlines():
+        size, _, path = line.partition(" ")
+        if size.isdigit() and path:
+            sizes[path] = int(size)
+    return sizes
+
+
+def read_host(
+    run: Callable[[str], str],
+    host_name: str,
+    host: Host | None,
+    *,
+    ports: list[int],
+) -> Imported:
+    """Every llama-server on the host (those on ``ports`` when given) as a service."""
+    out = Imported(host=host_name)
+    probe = parse_probe(run(PROBE))
+    chosen = [p for p in probe.processes if p.argv and (not ports or port_of(p.argv) in ports)]
+    folders = [f for p in chosen for f in model_dirs(p.argv)]
+    sizes = parse_sizes(run(sizes_command(folders))) if folders else {}
+
+    def size_of(path: Path) -> int:
+        if str(path) not in sizes:
+            raise FileNotFoundError(2, "not found on the host", str(path))
+        return sizes[str(path)]
+
+    if not chosen:
+        which = f" on port {', '.join(map(str, ports))}" if ports else ""
+        out.problem(
+            Where(host_name),
+            f"no llama-server runs on host {host_name!r}{which}",
+            "start it there, or name the port it listens on with --port",
+        )
+        return out
+    for proc in chosen:
+        _one(proc, probe, host_name, host, size_of, out)
+    return out
+
+
+def _one(
+    proc: Running,
+    probe: Probe,
+    host_name: str,
+    host: Host | None,
+    size_of: Callable[[Path], int],
+    out: Imported,
+) -> None:
+    where = Where(f"{host_name} pid {proc.pid}")
+    port = port_of(proc.argv)
+    unit = unit_of(proc.cgroup)
+    alias = _alias(proc.argv)
+    if alias is not None:
+        name = model_name(alias)
+    elif unit is not None:
+        name = model_name(unit[0].removesuffix(".service").removeprefix("inferfleet-"))
+    else:
+        name = f"llama-server-{port}"
+    if port not in probe.listening:
+        out.note(where, f"{name}: nothing listens on port {port} (still loading, or stopped)")
+    for env in proc.env_names:
+        if env not in _SESSION_NAMES and not env.startswith(("LC_", "SSH_")):
+            out.note(
+                where,
+                f"{name}: the process has {env} in its environment (value not read): declare "
+                "it in env, runtime_env or the secrets_env file",
+            )
+    read = read_service(
+        out, Source(name, proc.argv, where, size_of=size_of), host_name=host_name, host=host
+    )
+    if read is None:
+        return
+    service, _ = read
+    if unit is not None:
+        service.block["backend"] = "systemd"
+        if unit[1] == "user":
+            service.block["unit"] = {"scope": "user"}
+        out.note(
+            where,
+            f"{name}: runs under {unit[1]} unit {unit[0]}: `inferfleet import systemd` of its "
+            "unit file brings its user, restart and environment settings",
+        )
+    out.services[name] = service
+
+
+def _alias(argv: list[str]) -> str | None:
+    for arg in parse_args(argv[1:], lc.FLAGS.takes):
+        if arg.flag in ("-a", "--alias") and arg.value:
+            return arg.value
+    return None
