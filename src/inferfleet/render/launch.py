@@ -24,6 +24,9 @@ from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 CACHE_MOUNT = "/cache"
 TEMPLATE_MOUNT = "/etc/inferfleet/chat-template.jinja"
+# The label of every container the process backend runs: its service (L-36: a stale
+# container is removed by name and this label, never by name alone).
+CONTAINER_LABEL = "inferfleet.service"
 
 
 @dataclass(frozen=True)
