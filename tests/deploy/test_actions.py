@@ -152,7 +152,7 @@ def test_a_container_under_the_process_backend_is_podman_run_in_the_foreground(
     assert desired.container == "inferfleet-chat"
     # Labelled (L-36: a stale container is removed by name and label), never pulled by a
     # start (L-42: the image gate found the pinned digest), never --replace.
-    assert argv[5:7] == ["--label", "inferfleet.service=chat"] and "--pull=never" in argv
+    assert argv[argv.index("--label") + 1] == "inferfleet.service=chat" and "--pull=never" in argv
     assert "--replace" not in argv
     # The AMD GPUs of the fleet pass through, with the user's video/render groups.
     assert "/dev/kfd" in argv and "/dev/dri" in argv and "keep-groups" in argv

@@ -528,8 +528,16 @@ def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
         path=service.health.path,
         timeout=service.health.timeout,
         on_state=_health_hook(ctx, desired.name),
+        owners=None if desired.image is None else lambda: _container_pids(ctx, desired),
     )
     return result.seconds
+
+
+def _container_pids(ctx: Context, desired: ServiceLaunch) -> set[int]:
+    """The processes of a unit's labelled container (rootful through ``become``, L-33)."""
+    return podman.owner_pids(
+        ctx.facts.podman, desired.unit, desired.name, ctx.become(desired.scope)
+    )
 
 
 def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:

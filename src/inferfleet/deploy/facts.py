@@ -17,7 +17,7 @@ import psutil
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
-from inferfleet.backends import quadlet
+from inferfleet.backends import podman, quadlet
 from inferfleet.backends.ports import family_of, listeners
 from inferfleet.backends.process import ProcessBackend, alive, owner_pids
 from inferfleet.backends.systemd import Systemctl, file_sha256
@@ -140,6 +140,9 @@ def gather(
                 pid = shown.main_pid
                 if marker is not None:
                     where = (marker.bind, marker.port, marker.health_path)
+                if podman.present(facts.podman):
+                    # A unit's container: its server is conmon's child, not MainPID's (L-33).
+                    container = podman.owner_pids(facts.podman, unit_name(name), name)
 
     health: HealthFact | None = None
     if where is not None:

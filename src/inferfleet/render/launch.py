@@ -24,8 +24,8 @@ from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 CACHE_MOUNT = "/cache"
 TEMPLATE_MOUNT = "/etc/inferfleet/chat-template.jinja"
-# The label of every container the process backend runs: its service (L-36: a stale
-# container is removed by name and this label, never by name alone).
+# The label of every container inferfleet renders: its service. The health gate finds
+# the server through it (L-33); a stale container is removed by name and label (L-36).
 CONTAINER_LABEL = "inferfleet.service"
 
 

@@ -183,7 +183,7 @@ def service_launch(
         secrets = None
         if service.secrets_env is not None:
             secrets = facts.expand(service.secrets_env)
-        argv = podman_run(resolved, env_file=secrets, env_names=sorted(env), label=name)
+        argv = podman_run(resolved, env_file=secrets, env_names=sorted(env), process=True)
         container = resolved.unit
     return ServiceLaunch(
         name=name,

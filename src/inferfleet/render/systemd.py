@@ -118,23 +118,26 @@ def podman_run(
     *,
     env_file: str | None = None,
     env_names: list[str] | None = None,
-    label: str | None = None,
+    process: bool = False,
 ) -> list[str]:
     """``podman run`` of the service's container, in the foreground.
 
-    A unit's container (``env_file``) replaces a leftover of its name and pulls a
-    missing image; a process-backend container (``label``: the service, L-36)
-    never does either: its stale container is removed by name and label before
-    the start, and the image gate has found the pinned image (L-42). Its
+    Every one carries the service's label. A unit's container (``env_file``)
+    replaces a leftover of its name and pulls a missing image; a process-backend
+    container (``process``) does neither: its stale container is removed by
+    name and label before the start (L-36), and the image gate has found the
+    pinned image (L-42). Its
     tunables and secrets (``env_names``) pass by name from podman's own
     environment, so no value is on a command line (L-06).
     """
     assert resolved.image is not None
     run = [resolved.facts.podman, "run", "--rm"]
-    if label is None:
+    if not process:
         run += ["--replace", "--name", resolved.unit, "--pull=missing"]
     else:
-        run += ["--name", resolved.unit, "--label", f"{CONTAINER_LABEL}={label}", "--pull=never"]
+        run += ["--name", resolved.unit, "--pull=never"]
+    # Whose container it is: the health gate finds the server through it (L-33).
+    run += ["--label", f"{CONTAINER_LABEL}={resolved.name}"]
     if env_file is not None:
         run += ["--env-file", env_file]
     for key, value in resolved.container_env.items():
@@ -145,7 +148,7 @@ def podman_run(
         run += ["--volume", mount.spec()]
     for device in resolved.devices:
         run += ["--device", device]
-    if label is not None and resolved.devices and resolved.traits is not None:
+    if process and resolved.devices and resolved.traits is not None:
         # As the Quadlet unit: rootless podman keeps the video/render groups of the user.
         run += ["--group-add", "keep-groups"]
     if resolved.publish is None:
