@@ -86,7 +86,7 @@ def fleet_file(tmp_path: Path, image: Image, port: int, _isolated_state: Path) -
 def test_up_runs_the_container_gated_then_keeps_restarts_logs_and_stops_it(
     cli: Any, fleet_file: Path, port: int, _isolated_state: Path, image: Image
 ) -> None:
-    first = cli("up", "--file", str(fleet_file))
+    first = cli("up", str(fleet_file))
     assert first.code == 0, first.stderr + first.stdout
     rec = record(_isolated_state)
     assert rec["argv"][:2] == [rec["argv"][0], "run"] and image.pinned in rec["argv"]
@@ -106,7 +106,7 @@ def test_up_runs_the_container_gated_then_keeps_restarts_logs_and_stops_it(
     assert models["data"][0]["id"] == "gemma3-270m"
 
     # Unchanged: kept, the same podman and container (the host's facts see it as ours).
-    again = cli("up", "--file", str(fleet_file))
+    again = cli("up", str(fleet_file))
     assert again.code == 0, again.stderr
     assert record(_isolated_state)["pid"] == rec["pid"] and container_pids(NAME) == pids
     status = cli("status", "--file", str(fleet_file), "--json")
@@ -116,13 +116,13 @@ def test_up_runs_the_container_gated_then_keeps_restarts_logs_and_stops_it(
     # The log is the container's output.
     logs = cli("logs", "a", "--file", str(fleet_file), "-n", "400")
     assert logs.code == 0, logs.stderr
-    assert "--- inferfleet: starting at" in logs.stdout and "server is listening" in logs.stdout
+    assert "--- inferfleet: starting at" in logs.stdout and f"listening on http://127.0.0.1:{port}" in logs.stdout
 
     # A change restarts it: a new podman, a new container, the new argv inside.
     data = yaml.safe_load(fleet_file.read_text())
     data["services"]["a"]["parallel"] = 2
     write(fleet_file, data)
-    changed = cli("up", "--file", str(fleet_file))
+    changed = cli("up", str(fleet_file))
     assert changed.code == 0, changed.stderr + changed.stdout
     assert "restarted" in changed.stdout + changed.stderr
     new = record(_isolated_state)
@@ -192,7 +192,7 @@ def test_an_absent_digest_is_refused_with_the_pull_command_and_nothing_starts(
 ) -> None:
     absent = image.pinned.rpartition("@")[0] + "@sha256:" + "0" * 64
     fleet = write(tmp_path / "fleet.yaml", container_fleet(absent, port, tmp_path))
-    done = cli("up", "--file", str(fleet))
+    done = cli("up", str(fleet))
     assert done.code == 1, done.stdout
     said = " ".join(done.stderr.split())
     assert f"image {absent} is not in podman's local storage" in said
@@ -206,7 +206,7 @@ def test_a_container_that_exits_at_once_fails_with_its_exit_code_and_log_tail(
 ) -> None:
     data = container_fleet(image.pinned, port, tmp_path, extra_args=["--no-such-flag-here"])
     fleet = write(tmp_path / "fleet.yaml", data)
-    done = cli("up", "--file", str(fleet))
+    done = cli("up", str(fleet))
     assert done.code == 1, done.stdout
     said = " ".join(done.stderr.split())
     assert "the server exited (status 1) before it became healthy" in said
@@ -223,14 +223,14 @@ def test_a_stale_container_of_ours_is_removed_and_a_strangers_refused(
 ) -> None:
     # A crash left our container behind (the label says whose it is): removed, then started.
     podman("create", "--name", NAME, "--label", "inferfleet.service=a", image.tag, "--version")
-    done = cli("up", "--file", str(fleet_file))
+    done = cli("up", str(fleet_file))
     assert done.code == 0, done.stderr + done.stdout
     assert container_pids(NAME) is not None
     assert cli("down", "a", "--file", str(fleet_file)).code == 0
 
     # Same name, not our label: someone else's; refused and left as it was (L-43).
     podman("create", "--name", NAME, "--label", "owner=someone", image.tag, "--version")
-    refused = cli("up", "--file", str(fleet_file))
+    refused = cli("up", str(fleet_file))
     assert refused.code == 1, refused.stdout
     said = " ".join(refused.stderr.split())
     assert f"a container named {NAME} exists (created) but is not service a's" in said
@@ -265,7 +265,7 @@ def test_a_stranger_on_the_port_is_refused_before_and_by_the_gate(
 ) -> None:
     # Before the start: the port is held, nothing is started.
     with stranger(port):
-        refused = cli("up", "--file", str(fleet_file))
+        refused = cli("up", str(fleet_file))
         assert refused.code == 1, refused.stdout
         assert f"port {port} is already held by pid" in " ".join(refused.stderr.split())
         assert podman("container", "exists", NAME, check=False).returncode == 1
@@ -274,7 +274,7 @@ def test_a_stranger_on_the_port_is_refused_before_and_by_the_gate(
     # probed one. The container's processes are ours, the stranger is not: refused (L-33).
     other = int(port) + 1 if int(port) < 65000 else int(port) - 1
     data = container_fleet(image.pinned, other, tmp_path / "c2")
-    started = cli("up", "--file", str(write(tmp_path / "other" / "fleet.yaml", data)))
+    started = cli("up", str(write(tmp_path / "other" / "fleet.yaml", data)))
     assert started.code == 0, started.stderr + started.stdout
     rec = record(_isolated_state)
     ours = ProcessBackend(_isolated_state).records.read("a")

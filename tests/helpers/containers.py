@@ -42,7 +42,7 @@ SERVER_IN_IMAGE = "/app/llama-server"  # the llama.cpp adapter's container progr
 
 CONTAINERS_CONF = """\
 [containers]
-default_ulimits = ["nofile=65536:65536", "nproc=4096:4096"]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
 """
