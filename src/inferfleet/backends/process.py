@@ -133,8 +133,13 @@ class ProcessBackend:
 
 
 def _remove_container(record: ServiceRecord) -> None:
+    """The service's container, if podman left it; one of that name that is not the
+    service's (its label) is left alone (L-43)."""
     found = container_of(record)
-    if found is not None and podman.present(found[0]):
+    if found is None or not podman.present(found[0]):
+        return
+    now = podman.inspect(*found)
+    if now is not None and now.owned_by(record.service):
         podman.remove_stale(*found, record.service)
 
 
