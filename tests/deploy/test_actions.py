@@ -203,3 +203,14 @@ def test_retiring_a_quadlet_service_undoes_everything(homelab: LoadedFleet) -> N
         "daemon-reload",
         "forget",
     ]
+
+
+def test_an_nvidia_device_passes_to_a_process_backend_container_by_its_cdi_name() -> None:
+    loaded = load_fleet(ROOT / "tests" / "fixtures" / "fleets" / "runtimes.yaml")
+    fleet = loaded.fleet
+    vl = fleet.services["vl"].model_copy(update={"backend": "process"})
+    edited = fleet.model_copy(update={"services": {**fleet.services, "vl": vl}})
+    argv = service_launch(edited, loaded.root, "vl", FACTS).argv
+    # The CDI name of the fleet's device (its index), as the Quadlet and systemd units have it.
+    assert argv[argv.index("--device") + 1] == "nvidia.com/gpu=0" and argv.count("--device") == 1
+    assert argv[argv.index("--publish") + 1] == "0.0.0.0:8000:8000"  # its lan exposure (L-58)
