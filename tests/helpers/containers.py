@@ -200,7 +200,9 @@ def container_pids(name: str) -> tuple[int, int] | None:
 
 @contextlib.contextmanager
 def container_removed(name: str) -> Iterator[None]:
-    """Remove the container ``name`` (if any) after the block: a test never leaves one."""
+    """Remove the container ``name`` (if any) before and after the block: one left by a
+    killed earlier run is not taken for the test's, and a test never leaves one."""
+    podman("rm", "--force", "--ignore", name, check=False)
     try:
         yield
     finally:
