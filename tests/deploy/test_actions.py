@@ -19,7 +19,6 @@ from inferfleet.deploy.gates import gates_for
 from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
-from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
@@ -139,10 +138,41 @@ def test_the_process_backend_stops_its_recorded_pid(homelab: LoadedFleet) -> Non
     assert kinds[3:] == ["stop", "stop-unit", "disable", "wait-port", "start", "marker"]
     same = replace(running, process_spec=desired.spec, units={}, healthy=True)
     assert plan_for(loaded, "coder", same)[1][3:] == ["verify", "marker"]
-    with pytest.raises(UsageError, match="cannot run with the process backend"):
-        chat = fleet.services["chat"].model_copy(update={"backend": "process"})
-        bad = fleet.model_copy(update={"services": {**fleet.services, "chat": chat}})
-        service_launch(bad, homelab.root, "chat", FACTS)
+
+
+def test_a_container_under_the_process_backend_is_podman_run_in_the_foreground(
+    homelab: LoadedFleet,
+) -> None:
+    fleet = homelab.fleet
+    chat = fleet.services["chat"].model_copy(update={"backend": "process"})
+    edited = fleet.model_copy(update={"services": {**fleet.services, "chat": chat}})
+    desired = service_launch(edited, homelab.root, "chat", FACTS)
+    argv = desired.argv
+    assert argv[:3] == ["/usr/bin/podman", "run", "--rm"] and desired.files == []
+    assert desired.container == "inferfleet-chat"
+    # Labelled (L-36: a stale container is removed by name and label), never pulled by a
+    # start (L-42: the image gate found the pinned digest), never --replace.
+    assert argv[argv.index("--label") + 1] == "inferfleet.service=chat" and "--pull=never" in argv
+    assert "--replace" not in argv
+    # The AMD GPUs of the fleet pass through, with the user's video/render groups.
+    assert "/dev/kfd" in argv and "/dev/dri" in argv and "keep-groups" in argv
+    assert argv[argv.index("--publish") + 1] == "127.0.0.1:8000:8000"
+    assert argv[argv.index("--shm-size") + 1] == "16g"
+    # Writable mounts (the /cache of L-37) are made before the start.
+    assert desired.make_dirs == [
+        m.split(":")[0] for m in argv if m.endswith(":/cache") and not m.endswith(":ro")
+    ]
+    image = edited.runtimes["vllm-rocm"].image
+    assert image is not None and argv[argv.index(image) - 2 : argv.index(image)] == [
+        "--entrypoint",
+        "vllm",
+    ]
+    # Tunables and runtime variables reach the container by name, their values from
+    # podman's environment: none on the command line (L-06).
+    for key, value in desired.env.items():
+        assert key in argv and f"{key}={value}" not in argv
+    env = desired.process_env({"PATH": "/bin", "CONTAINERS_CONF": "/c", "HF_TOKEN": "x"})
+    assert env["CONTAINERS_CONF"] == "/c" and "HF_TOKEN" not in env
 
 
 def test_retiring_a_quadlet_service_undoes_everything(homelab: LoadedFleet) -> None:
@@ -173,3 +203,14 @@ def test_retiring_a_quadlet_service_undoes_everything(homelab: LoadedFleet) -> N
         "daemon-reload",
         "forget",
     ]
+
+
+def test_an_nvidia_device_passes_to_a_process_backend_container_by_its_cdi_name() -> None:
+    loaded = load_fleet(ROOT / "tests" / "fixtures" / "fleets" / "runtimes.yaml")
+    fleet = loaded.fleet
+    vl = fleet.services["vl"].model_copy(update={"backend": "process"})
+    edited = fleet.model_copy(update={"services": {**fleet.services, "vl": vl}})
+    argv = service_launch(edited, loaded.root, "vl", FACTS).argv
+    # The CDI name of the fleet's device (its index), as the Quadlet and systemd units have it.
+    assert argv[argv.index("--device") + 1] == "nvidia.com/gpu=0" and argv.count("--device") == 1
+    assert argv[argv.index("--publish") + 1] == "0.0.0.0:8000:8000"  # its lan exposure (L-58)

@@ -202,3 +202,41 @@ def test_memlock_and_disk(tmp_path: Path) -> None:
         "memlock",
         "disk",
     }
+
+
+def test_containers_without_podman_are_a_finding_and_the_image_gate_says_how_to_install(
+    tmp_path: Path,
+) -> None:
+    """A container service that is not Quadlet's (the process or systemd backend runs
+    ``podman run``) on a host without podman: doctor says so, the gate refuses cleanly."""
+
+    def process_chat(data: dict[str, Any]) -> None:
+        data["services"]["chat"]["backend"] = "process"
+        for name, service in data["services"].items():
+            if service.get("host") == "atlas" and name != "chat":
+                service["backend"] = "systemd"  # only the process backend's finding
+
+    fleet = homelab(tmp_path, process_chat)
+    amd = parse.amd_smi_static((FIXTURES / "doctor" / "amd-smi-static.json").read_text())
+    found = {f.check: f for f in host_findings(facts(amd, "amd-smi", podman=None), fleet, "atlas")}
+    podman = found["podman"]
+    assert podman.severity == "error" and "chat" in podman.message
+    assert "has no podman" in podman.message and "apt-get install podman runc" in podman.fix
+    with_podman = host_findings(facts(amd, "amd-smi", podman="4.3.1"), fleet, "atlas")
+    assert "podman" not in checks(with_podman)
+
+    from inferfleet.errors import BackendError
+    from inferfleet.render.facts import HostFacts
+    from inferfleet.render.pipeline import service_launch
+
+    here = HostFacts("ops", "/home/ops", "/home/ops/.cache/inferfleet", podman=str(tmp_path / "no"))
+    desired = service_launch(fleet, HOMELAB.parent, "chat", here)
+    (image,) = [
+        g for g in gates.gates_for(desired, fleet, HOMELAB.parent, here) if g.check == "image"
+    ]
+    with pytest.raises(BackendError) as caught:
+        gates.run_gate(image, desired, fleet, HOMELAB.parent, here, tmp_path)
+    assert f"podman is not installed on this host ({tmp_path / 'no'} not found)" in str(
+        caught.value.message
+    )
+    assert "apt-get install podman runc" in (caught.value.hint or "")

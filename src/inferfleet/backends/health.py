@@ -192,11 +192,14 @@ def wait_healthy(
     on_state: StateFn | None = None,
     progress_every: float = PROGRESS_EVERY,
     tls: TlsTarget | None = None,
+    owners: Callable[[], set[int]] | None = None,
 ) -> HealthResult:
     """Wait until the service's own process answers 200 on its health path.
 
     ``on_state(state, seconds)`` is called when the state changes and again
-    every ``progress_every`` seconds while it does not (L-34).
+    every ``progress_every`` seconds while it does not (L-34). ``owners``: the
+    processes of the service's container (not ``proc``'s descendants: conmon
+    detaches), asked once the port answers 200.
     """
     # The HTTP stack is imported here, once the process exists: it loads while
     # the server does, instead of delaying the start.
@@ -226,7 +229,9 @@ def wait_healthy(
             last = probe(client, url) if tls is None else probe_tls(url, tls)
             polls += 1
             state = last.state
-            if state == "ok" and not owned_by(port, bind, proc.pid):
+            if state == "ok" and not owned_by(
+                port, bind, proc.pid, () if owners is None else owners()
+            ):
                 state = "foreign"  # 200, but not from our process (L-33)
             now = time.monotonic()
             if not states or states[-1] != state:
@@ -245,7 +250,7 @@ def wait_healthy(
             time.sleep(interval)
             if time.monotonic() - started > FAST_PHASE:
                 interval = min(interval * 1.5, SLOW_POLL)
-    raise _timeout_error(service, url, timeout, last, states, port, bind, proc, log_path)
+    raise _timeout_error(service, url, timeout, last, states, port, bind, proc, log_path, owners)
 
 
 def _timeout_error(
@@ -258,9 +263,11 @@ def _timeout_error(
     bind: str,
     proc: psutil.Process,
     log_path: Path | None,
+    owners: Callable[[], set[int]] | None = None,
 ) -> HealthError:
     if states and states[-1] == "foreign":
-        others = [ln.describe() for ln in listeners(port, bind) if ln.pid != proc.pid]
+        ours = {proc.pid} | (set() if owners is None else owners())
+        others = [ln.describe() for ln in listeners(port, bind) if ln.pid not in ours]
         message = (
             f"{url} answers 200, but the listening socket belongs to "
             f"{others[0] if others else 'another process'}, not to the service's pid {proc.pid}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
@@ -90,8 +91,9 @@ def family_of(pid: int) -> set[int]:
         return set()
 
 
-def owned_by(port: int, bind: str, pid: int) -> bool:
-    """True when every clashing listener on the port belongs to ``pid`` or its children."""
+def owned_by(port: int, bind: str, pid: int, also: Iterable[int] = ()) -> bool:
+    """True when every clashing listener on the port belongs to ``pid`` or its children
+    (or to ``also``: a container's processes, which are not its children, L-33)."""
     found = listeners(port, bind)
-    family = family_of(pid)
+    family = family_of(pid) | set(also)
     return bool(found) and all(listener.pid in family for listener in found)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from inferfleet.backends import podman
 from inferfleet.backends.ports import Listener, listeners
 from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.errors import BackendError, PortInUseError
@@ -34,6 +35,21 @@ class StopResult:
 def alive(record: ServiceRecord) -> psutil.Process | None:
     """The recorded process if it still runs AND is the same process (create time)."""
     return pids.same_process(record.pid, record.create_time)
+
+
+def container_of(record: ServiceRecord) -> tuple[str, str] | None:
+    """(podman, container name) of a server that podman runs in a container, else None."""
+    name = record.extra.get("container", "")
+    return (record.extra.get("podman", "podman"), name) if name else None
+
+
+def owner_pids(record: ServiceRecord) -> set[int]:
+    """Processes besides the recorded pid's family that may hold its port: the labelled
+    container's conmon and server (L-33); none for a plain process."""
+    found = container_of(record)
+    if found is None:
+        return set()
+    return podman.owner_pids(*found, record.service)
 
 
 class ProcessBackend:
@@ -90,10 +106,14 @@ class ProcessBackend:
             return StopResult(service, "not-running", None, "no record")
         proc = alive(record)
         if proc is None:
+            _remove_container(record)  # left running by a killed podman (L-36)
             self.records.remove(service)
             detail = _stale_detail(record)
             return StopResult(service, "stale", record.pid, detail)
         outcome = process.terminate(proc, grace=grace)
+        # podman passes the SIGTERM to the container and removes it (--rm) when it
+        # exits; a podman killed after the grace leaves it running: removed here.
+        _remove_container(record)
         self.records.remove(service)
         self._wait_port_free(record, port_wait)
         return StopResult(service, outcome, record.pid)
@@ -110,6 +130,17 @@ class ProcessBackend:
             f"{holders[0].describe()}",
             hint="another process took the port; stop it by pid before starting again",
         )
+
+
+def _remove_container(record: ServiceRecord) -> None:
+    """The service's container, if podman left it; one of that name that is not the
+    service's (its label) is left alone (L-43)."""
+    found = container_of(record)
+    if found is None or not podman.present(found[0]):
+        return
+    now = podman.inspect(*found)
+    if now is not None and now.owned_by(record.service):
+        podman.remove_stale(*found, record.service)
 
 
 def _stale_detail(record: ServiceRecord) -> str:

@@ -48,9 +48,3 @@ def remove_container(podman: str, name: str, become: Become = NO_BECOME) -> bool
             hint=f"remove it by hand (podman rm -f {name}) and deploy again",
         )
     return True
-
-
-def image_present(podman: str, image: str, become: Become = NO_BECOME) -> bool:
-    """Whether the image (pinned by digest, L-42) is in local storage (root's, via ``become``)."""
-    done = become.run([podman, "image", "exists", image], timeout=60)
-    return done.returncode == 0

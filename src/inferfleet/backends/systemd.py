@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,8 +163,11 @@ def wait_unit_healthy(
     path: str,
     timeout: float,
     on_state: gate.StateFn | None = None,
+    owners: Callable[[], set[int]] | None = None,
 ) -> gate.HealthResult:
-    """The health gate for a unit: 200 on the health path from the unit's MainPID (L-33, L-34).
+    """The health gate for a unit: 200 on the health path from the unit's MainPID (L-33, L-34)
+    or, for a container, from its processes (``owners``: a unit's ``podman run`` is not the
+    server's parent, conmon is).
 
     The shared gate follows the main process; if that process goes away (a
     crash, a restart of a crash loop) the gate fails at once and we report
@@ -193,6 +197,7 @@ def wait_unit_healthy(
             timeout=remaining,
             log_path=None,
             on_state=on_state,
+            owners=owners,
         )
     except HealthError as exc:
         now = systemctl.show(unit)

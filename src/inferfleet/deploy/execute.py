@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from inferfleet.backends import health as gate
-from inferfleet.backends import quadlet
+from inferfleet.backends import podman, quadlet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.systemd import (
     Systemctl,
@@ -317,6 +317,9 @@ def _run_actions(
         elif kind == "disable":
             scope, _, unit = action.target.partition(":")
             ctx.systemctl(scope).disable(unit)
+        elif kind == "remove-container" and desired.container is not None:
+            # By name and label: a same-named container that is not ours is refused (L-36).
+            podman.remove_stale(ctx.facts.podman, desired.container, desired.name)
         elif kind == "remove-container":
             quadlet.remove_container(ctx.facts.podman, desired.unit, ctx.become(desired.scope))
         elif kind == "wait-port":
@@ -490,6 +493,8 @@ def _health_hook(ctx: Context, name: str) -> Callable[[str, float], None]:
 
 def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
     service = desired.service
+    for folder in desired.make_dirs:  # a container's writable mounts (L-37)
+        Path(folder).mkdir(parents=True, exist_ok=True)
     template = record_template(
         desired,
         runtime_version="" if ctx.runtime_version is None else ctx.runtime_version(desired),
@@ -523,8 +528,16 @@ def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
         path=service.health.path,
         timeout=service.health.timeout,
         on_state=_health_hook(ctx, desired.name),
+        owners=None if desired.image is None else lambda: _container_pids(ctx, desired),
     )
     return result.seconds
+
+
+def _container_pids(ctx: Context, desired: ServiceLaunch) -> set[int]:
+    """The processes of a unit's labelled container (rootful through ``become``, L-33)."""
+    return podman.owner_pids(
+        ctx.facts.podman, desired.unit, desired.name, ctx.become(desired.scope)
+    )
 
 
 def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:

@@ -17,9 +17,9 @@ import psutil
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
-from inferfleet.backends import quadlet
+from inferfleet.backends import podman, quadlet
 from inferfleet.backends.ports import family_of, listeners
-from inferfleet.backends.process import ProcessBackend, alive
+from inferfleet.backends.process import ProcessBackend, alive, owner_pids
 from inferfleet.backends.systemd import Systemctl, file_sha256
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import (
@@ -106,6 +106,7 @@ def gather(
 
     record_fact: RecordFact | None = None
     pid: int | None = None
+    container: set[int] = set()  # a containerised server's processes (L-33)
     where = endpoint
     record = ProcessBackend(state_dir).records.read(name)
     if record is not None:
@@ -125,6 +126,7 @@ def gather(
         if proc is not None:
             pid = proc.pid
             where = (record.bind, record.port, record.health_path)
+            container = owner_pids(record)
 
     units: dict[str, UnitFact] = {}
     if scopes_with_files and shutil.which("systemctl"):
@@ -138,12 +140,15 @@ def gather(
                 pid = shown.main_pid
                 if marker is not None:
                     where = (marker.bind, marker.port, marker.health_path)
+                if podman.present(facts.podman):
+                    # A unit's container: its server is conmon's child, not MainPID's (L-33).
+                    container = podman.owner_pids(facts.podman, unit_name(name), name)
 
     health: HealthFact | None = None
     if where is not None:
         bind, port, health_path = where
         held = listeners(port, bind)
-        family = family_of(pid) if pid is not None else set()
+        family = (family_of(pid) | container) if pid is not None else set()
         strangers = [h for h in held if h.pid not in family]
         answer, status = "down", None
         url = gate.url_for(bind, port, health_path)

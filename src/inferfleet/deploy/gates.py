@@ -18,7 +18,7 @@ from pathlib import Path
 
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.verify import Checked, gate
-from inferfleet.backends import quadlet
+from inferfleet.backends import podman, quadlet
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.errors import GateError
@@ -63,7 +63,12 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
         if runtime.binary is not None:
             found.append(Gate("runtime-pin", _pin_detail(service.runtime or "", runtime, binary)))
     if desired.image is not None:
-        found.append(Gate("image", f"image {desired.image} is in podman's storage"))
+        found.append(
+            Gate(
+                "image",
+                f"image {desired.image} is in podman's storage with the pinned digest (L-42)",
+            )
+        )
     wanted = [d for d in fleet.hosts[service.host].devices if d.name in service.devices]
     if any(d.vendor != "cpu" for d in wanted):
         found.append(
@@ -113,10 +118,13 @@ def run_gate(
         )
     elif kind == "image":
         assert desired.image is not None
+        if not podman.present(facts.podman):
+            raise podman.missing_error(facts.podman, where)
         become = for_scope(desired.host, fleet.hosts[desired.host].become, desired.scope)
-        if not quadlet.image_present(facts.podman, desired.image, become):
+        problem = podman.image_problem(facts.podman, desired.image, become)
+        if problem is not None:
             raise GateError(
-                f"image {desired.image} is not in podman's local storage",
+                problem + " (L-42: a start never pulls)",
                 where=where,
                 hint=f"pull it on the host by digest (podman pull {desired.image}); "
                 "nothing was stopped",

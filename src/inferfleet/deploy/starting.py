@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from inferfleet.backends import health as gate
-from inferfleet.backends.process import ProcessBackend
+from inferfleet.backends.process import ProcessBackend, container_of, owner_pids
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.errors import FleetError
 from inferfleet.render.pipeline import ServiceLaunch
@@ -37,6 +37,9 @@ def record_template(launch: ServiceLaunch, *, runtime_version: str = "") -> Serv
         ctx_per_slot=service.ctx_per_slot or 0,
         parallel=service.parallel,
         runtime_version=runtime_version,
+        extra={}
+        if launch.container is None
+        else {"container": launch.container, "podman": launch.argv[0]},
     )
 
 
@@ -69,6 +72,7 @@ def start_gated(
             log_path=Path(record.log),
             on_state=on_state,
             tls=tls,
+            owners=(lambda: owner_pids(record)) if container_of(record) else None,
         )
         if then is not None:
             then()

@@ -21,7 +21,7 @@ from inferfleet.doctor.parse import (
     gtt_limit,
     version_tuple,
 )
-from inferfleet.fleetfile.fleet import Device, Fleet
+from inferfleet.fleetfile.fleet import Device, Fleet, Service
 
 # Declared memory may exceed the discovered figure by this share: tools round (a "24 GiB"
 # card reports 24564 MiB), and the fleet file's sizes are typed in round numbers.
@@ -241,6 +241,13 @@ def host_findings(
                     + ("" if facts.quadlet else " and no Quadlet generator"), where,
                     "install podman 4.4 or later (it ships Quadlet), or use backend: systemd")
         )  # fmt: skip
+    contained = [n for n, s in services if s.backend != "quadlet" and _image_of(fleet, s)]
+    if contained and facts.podman is None:
+        found.append(
+            Finding("podman", "error",
+                    f"{', '.join(contained)} run in containers but {host} has no podman", where,
+                    "install podman and runc (Debian/Ubuntu: apt-get install podman runc)")
+        )  # fmt: skip
     if quadlets and facts.user != "root" and facts.subuids < 65536:
         found.append(
             Finding("rootless", "warning",
@@ -263,6 +270,12 @@ def host_findings(
                     "/etc/security/limits.conf)")
         )  # fmt: skip
     return found
+
+
+def _image_of(fleet: Fleet, service: Service) -> str | None:
+    """The image a service runs in: its own (kind: container) or its runtime's."""
+    runtime = fleet.runtimes.get(service.runtime or "")
+    return service.image or (None if runtime is None else runtime.image)
 
 
 def _gtt_kernel(facts: Facts, where: str) -> list[Finding]:

@@ -24,6 +24,9 @@ from inferfleet.runtimes.registry import RuntimeTraits, traits
 
 CACHE_MOUNT = "/cache"
 TEMPLATE_MOUNT = "/etc/inferfleet/chat-template.jinja"
+# The label of every container inferfleet renders: its service. The health gate finds
+# the server through it (L-33); a stale container is removed by name and label (L-36).
+CONTAINER_LABEL = "inferfleet.service"
 
 
 @dataclass(frozen=True)

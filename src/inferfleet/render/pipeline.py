@@ -30,6 +30,7 @@ from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
 from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.render.secrets import flag_secrets
+from inferfleet.render.systemd import podman_run
 
 UNIT_KINDS = {"systemd", "quadlet"}
 # The version of the digest's definition: a record written under another one
@@ -70,6 +71,10 @@ class ServiceLaunch:
     models: list[str] = field(default_factory=list)  # model names whose files are gated
     model_files: list[ModelFileRef] = field(default_factory=list)
     image: str | None = None
+    # Process backend in a container: the container's name (also the unit's name), and
+    # the host folders of its writable mounts, made before the start (L-37).
+    container: str | None = None
+    make_dirs: list[str] = field(default_factory=list)
 
     @property
     def backend(self) -> str:
@@ -117,6 +122,9 @@ class ServiceLaunch:
         takes every flag from one).
         """
         env = {k: v for k, v in base.items() if passed_from_caller(k)}
+        if self.container is not None:
+            # podman's own settings (storage, runtime, the rootless runtime dir).
+            env.update({k: v for k, v in base.items() if k.startswith(PODMAN_ENV)})
         env.update(secrets or {})
         env.update(self.env)
         return env
@@ -125,6 +133,8 @@ class ServiceLaunch:
 # What a process-backend server inherits from whoever runs `up` or `apply`.
 PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "TZ"})
 PASSED_ENV_PREFIXES = ("LC_",)
+# What podman itself reads, passed to a process-backend container's podman only.
+PODMAN_ENV = ("CONTAINERS_", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 
 
 def passed_from_caller(name: str) -> bool:
@@ -145,8 +155,6 @@ def service_launch(
     needs its layers to put the split in its argv (:func:`rpc_launch_args`).
     """
     service = unit_service(fleet, name)
-    if service.backend == "process":
-        _process_only_llm(name, service, fleet)
     _no_secret_flags(name, service)
     refuse_field_flags(name, service, fleet)
     rpc_args = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
@@ -166,17 +174,30 @@ def service_launch(
         # A swap group's router reads its presets whatever runs it.
         files.append(InstallFile(*resolved.preset, "preset"))
     process = service.backend == "process"
+    env = {**service.runtime_env, **service.env} if process else {}
+    argv = list(resolved.argv)
+    container = None
+    if process and resolved.in_container:
+        # Run by podman in the foreground: the recorded pid is podman's, the log is the
+        # container's output, and the values reach the container by name (L-06).
+        secrets = None
+        if service.secrets_env is not None:
+            secrets = facts.expand(service.secrets_env)
+        argv = podman_run(resolved, env_file=secrets, env_names=sorted(env), process=True)
+        container = resolved.unit
     return ServiceLaunch(
         name=name,
         host=service.host,
         service=service,
         unit=unit_name(name),
-        argv=list(resolved.argv),
-        env={**service.runtime_env, **service.env} if process else {},
+        argv=argv,
+        env=env,
         files=files,
         models=models,
         model_files=model_files,
         image=resolved.image,
+        container=container,
+        make_dirs=[m.host for m in resolved.mounts if not m.read_only] if container else [],
     )
 
 
@@ -194,16 +215,6 @@ def served_models(fleet: Fleet, name: str) -> list[str]:
             if model is not None and model not in found:
                 found.append(model)
     return found
-
-
-def _process_only_llm(name: str, service: Service, fleet: Fleet) -> None:
-    runtime = fleet.runtimes.get(service.runtime or "")
-    if service.kind != "llm" or runtime is None or runtime.image is not None:
-        raise UsageError(
-            f"service {name!r} cannot run with the process backend "
-            f"({'a container' if service.kind == 'container' else 'a container image runtime'})",
-            hint="give it `backend: quadlet` (or systemd), which run containers",
-        )
 
 
 def _no_secret_flags(name: str, service: Service) -> None:

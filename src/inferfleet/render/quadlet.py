@@ -16,7 +16,7 @@ Defaults that encode lessons:
 
 from __future__ import annotations
 
-from inferfleet.render.launch import Resolved
+from inferfleet.render.launch import CONTAINER_LABEL, Resolved
 from inferfleet.render.systemd import (
     podman_size,
     restart_policy,
@@ -52,6 +52,8 @@ def container_unit(resolved: Resolved) -> UnitFile:
     c = "Container"
     unit.add(c, "ContainerName", resolved.unit)
     unit.add(c, "Image", resolved.image)
+    # Whose container it is: the health gate finds the server through it (L-33).
+    unit.add(c, "Label", f"{CONTAINER_LABEL}={resolved.name}")
     unit.add(c, "Pull", "missing")
     if resolved.traits is not None and resolved.argv:
         unit.add(c, "Entrypoint", resolved.argv[0])

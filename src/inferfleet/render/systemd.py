@@ -16,7 +16,7 @@ Defaults that encode lessons:
 
 from __future__ import annotations
 
-from inferfleet.render.launch import Resolved
+from inferfleet.render.launch import CONTAINER_LABEL, Resolved
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 
 LIMIT_NOFILE = 65536
@@ -107,14 +107,50 @@ def _podman_exec(unit: UnitFile, resolved: Resolved) -> None:
             unit.add(
                 "Service", "ExecStartPre", command_line([resolved.facts.mkdir, "-p", mount.host])
             )
-    run = [podman, "run", "--rm", "--replace", "--name", name, "--pull=missing"]
-    run += ["--env-file", resolved.env_file]
+    run = podman_run(resolved, env_file=resolved.env_file)
+    unit.add("Service", "ExecStart", command_line(run))
+    grace = f"{resolved.stop_grace_s:g}"
+    unit.add("Service", "ExecStop", command_line([podman, "stop", "-t", grace, name]))
+
+
+def podman_run(
+    resolved: Resolved,
+    *,
+    env_file: str | None = None,
+    env_names: list[str] | None = None,
+    process: bool = False,
+) -> list[str]:
+    """``podman run`` of the service's container, in the foreground.
+
+    Every one carries the service's label. A unit's container (``env_file``)
+    replaces a leftover of its name and pulls a missing image; a process-backend
+    container (``process``) does neither: its stale container is removed by
+    name and label before the start (L-36), and the image gate has found the
+    pinned image (L-42). Its
+    tunables and secrets (``env_names``) pass by name from podman's own
+    environment, so no value is on a command line (L-06).
+    """
+    assert resolved.image is not None
+    run = [resolved.facts.podman, "run", "--rm"]
+    if not process:
+        run += ["--replace", "--name", resolved.unit, "--pull=missing"]
+    else:
+        run += ["--name", resolved.unit, "--pull=never"]
+    # Whose container it is: the health gate finds the server through it (L-33).
+    run += ["--label", f"{CONTAINER_LABEL}={resolved.name}"]
+    if env_file is not None:
+        run += ["--env-file", env_file]
     for key, value in resolved.container_env.items():
         run += ["--env", f"{key}={value}"]
+    for key in env_names or []:
+        run += ["--env", key]
     for mount in resolved.mounts:
         run += ["--volume", mount.spec()]
     for device in resolved.devices:
         run += ["--device", device]
+    if process and resolved.devices and resolved.traits is not None:
+        # As the Quadlet unit: rootless podman keeps the video/render groups of the user.
+        run += ["--group-add", "keep-groups"]
     if resolved.publish is None:
         run += ["--network", "host"]
     else:
@@ -127,6 +163,4 @@ def _podman_exec(unit: UnitFile, resolved: Resolved) -> None:
         run += ["--entrypoint", resolved.argv[0], resolved.image, *resolved.argv[1:]]
     else:
         run += [resolved.image, *resolved.argv]
-    unit.add("Service", "ExecStart", command_line(run))
-    grace = f"{resolved.stop_grace_s:g}"
-    unit.add("Service", "ExecStop", command_line([podman, "stop", "-t", grace, name]))
+    return run
