@@ -25,11 +25,10 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.render.bundle import service_artifacts
-from inferfleet.render.extra_args import refuse_field_flags
+from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
 from inferfleet.render.rpc import rpc_launch_args
-from inferfleet.render.secrets import flag_secrets
 
 UNIT_KINDS = {"systemd", "quadlet"}
 # The version of the digest's definition: a record written under another one
@@ -147,8 +146,7 @@ def service_launch(
     service = unit_service(fleet, name)
     if service.backend == "process":
         _process_only_llm(name, service, fleet)
-    _no_secret_flags(name, service)
-    refuse_field_flags(name, service, fleet)
+    refuse_launch_flags(fleet, name)
     rpc_args = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
     resolved = resolve(fleet, root, name, facts, rpc_args=rpc_args)
     models = served_models(fleet, name)
@@ -172,7 +170,8 @@ def service_launch(
         service=service,
         unit=unit_name(name),
         argv=list(resolved.argv),
-        env={**service.runtime_env, **service.env} if process else {},
+        # resolved.service: a group's router adds its own runtime variables (render/router.py).
+        env={**resolved.service.runtime_env, **resolved.service.env} if process else {},
         files=files,
         models=models,
         model_files=model_files,
@@ -203,22 +202,4 @@ def _process_only_llm(name: str, service: Service, fleet: Fleet) -> None:
             f"service {name!r} cannot run with the process backend "
             f"({'a container' if service.kind == 'container' else 'a container image runtime'})",
             hint="give it `backend: quadlet` (or systemd), which run containers",
-        )
-
-
-def _no_secret_flags(name: str, service: Service) -> None:
-    """``extra_args`` carry no secret: every user reads ``/proc/<pid>/cmdline`` (L-06).
-
-    The one detector (:func:`inferfleet.render.secrets.flag_secrets`) that the
-    ``secret-on-command-line`` check uses, so ``up``, ``apply`` and ``render``
-    refuse exactly what ``check`` reports.
-    """
-    found = flag_secrets(service.extra_args)
-    if found:
-        raise UsageError(
-            f"service {name!r} passes {', '.join(found)} on its command line (extra_args)",
-            where=f"service {name}",
-            hint="every user of the host can read a process's argv; put the secret in the "
-            "service's secrets_env file (e.g. LLAMA_API_KEY, HF_TOKEN), the server reads it "
-            "from its environment",
         )
