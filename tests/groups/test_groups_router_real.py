@@ -8,6 +8,7 @@ the test model under two aliases and two windows, one member at a time and
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +220,53 @@ def test_a_load_waits_for_a_busy_member_instead_of_failing(router: Router) -> No
 def _processing(router: Router, alias: str) -> bool:
     slots = httpx.get(f"{router.url}/slots", params={"model": alias}, timeout=5).json()
     return any(s.get("is_processing") for s in slots)
+
+
+# ---------------------------------------------------------------- closed by default (L-58)
+
+FOREIGN_REPO = "someone/any-GGUF:Q4_K_M"
+EVIL = "https://evil.example"
+
+
+def test_post_models_with_a_foreign_repo_downloads_nothing(router: Router) -> None:
+    """b11434's POST /models fetches any Hub repo (``--offline`` does not reach it); the
+    router's environment points its model endpoint and caches nowhere (ROUTER_ENV)."""
+    environ_of = Path(f"/proc/{router.pid}/environ").read_bytes().split(b"\0")
+    assert b"MODEL_ENDPOINT=http://127.0.0.1:1/" in environ_of
+    answer = httpx.post(f"{router.url}/models", json={"model": FOREIGN_REPO}, timeout=120)
+    assert answer.status_code >= 400, answer.text
+    assert '"success":true' not in answer.text.replace(" ", "")
+    time.sleep(1.0)  # a download child would have been spawned by now
+    assert set(_states(router)) == {SMALL_ALIAS, BIG_ALIAS}  # no new entry, nothing loading
+    # A request naming the repo cannot make the router fetch it either.
+    asked = httpx.post(
+        f"{router.url}/completion", json={"model": FOREIGN_REPO, "prompt": "x"}, timeout=60
+    )
+    assert asked.status_code >= 400
+    assert set(_states(router)) == {SMALL_ALIAS, BIG_ALIAS}
+    assert not Path("/dev/null/llama.cpp").exists()
+
+
+@pytest.mark.parametrize("path", ["/models", "/models/unload", "/v1/chat/completions"])
+def test_a_cross_origin_preflight_fails(router: Router, path: str) -> None:
+    headers = {
+        "Origin": EVIL,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    answer = httpx.options(f"{router.url}{path}", headers=headers, timeout=10)
+    # A browser sends the real request only if the answer names its origin (or *).
+    assert answer.headers.get("access-control-allow-origin") not in {EVIL, "*"}
+    assert answer.headers.get("access-control-allow-credentials") != "true"
+
+
+def test_a_members_answer_names_no_foreign_origin(router: Router) -> None:
+    """The router passes a member's own headers on: the member is closed too (its preset)."""
+    answer = httpx.post(
+        f"{router.url}/completion",
+        json={"model": SMALL_ALIAS, "prompt": "The sky is", "n_predict": 2},
+        headers={"Origin": EVIL},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    assert EVIL not in answer.headers.get_list("access-control-allow-origin")
