@@ -44,8 +44,7 @@ def rpc_worker_bind(ctx: CheckContext) -> Iterator[Hit]:
 
 @rule("router-beyond-gateway", "L-58", "error")
 def router_beyond_gateway(ctx: CheckContext) -> Iterator[Hit]:
-    """a swap group's router (management routes, Hub downloads) is reachable other than
-    through the gateway"""
+    """a swap group's router (management routes, Hub downloads) is reachable past the gateway"""
     yield from _problems(ctx, "router")
 
 
