@@ -92,10 +92,10 @@ CORS_CREDENTIALS = FieldFlag(
 CORS_CLOSED = "none"
 # Router mode (a swap group, runtimes/llamacpp_router.py): in a single service's
 # extra_args they would turn it into a router with management routes.
-MODELS_PRESET = FieldFlag("groups", ("--models-preset", "--models-dir"))
-MODELS_MAX = FieldFlag("groups.max_loaded", ("--models-max",))
+MODELS_PRESET = FieldFlag("group", ("--models-preset", "--models-dir"))
+MODELS_MAX = FieldFlag("group", ("--models-max",))
 MODELS_AUTOLOAD = FieldFlag(
-    "groups", ("--models-autoload", "--no-models-autoload"), takes_value=False
+    "group", ("--models-autoload", "--no-models-autoload"), takes_value=False
 )
 SPEC_TYPE = FieldFlag("speculative.types", ("--spec-type",))
 SPEC_DRAFT_MODEL = FieldFlag(
