@@ -32,7 +32,7 @@ from starlette.routing import Route
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.status.gateway import read_gateway
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root]  # creates a bridge
 
 Cli = Callable[..., CliResult]
 
