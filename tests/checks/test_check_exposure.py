@@ -28,6 +28,7 @@ EXPOSURE_RULES = {
     "front-cannot-reach",
     "lan-exposure-loopback-bind",
     "secret-in-fleet-field",
+    "router-beyond-gateway",
 }
 S = "services"
 LAN = {"level": "lan", "reason": "the lab's clients call it over the LAN"}
@@ -83,6 +84,18 @@ CASES: dict[str, tuple[Patch, Patch, str, list[str], list[str]]] = {
         "services.chat.exposure",
         ["service 'chat'", "exposed to the LAN", "binds 127.0.0.1"],
         ["LAN address"],
+    ),
+    "router-beyond-gateway": (
+        {
+            f"{S}.chat.group": "swap",
+            "groups": {"swap": {}},
+            f"{S}.chat.bind": "10.0.0.5",
+            f"{S}.chat.exposure": LAN,
+        },
+        {f"{S}.chat.group": "swap", "groups": {"swap": {}}, "gateway": GATEWAY},
+        "services.chat.bind",
+        ["service 'chat'", "swap group 'swap'", "10.0.0.5", "management routes"],
+        ["bind 127.0.0.1", "through the gateway"],
     ),
     "secret-in-fleet-field": (
         {

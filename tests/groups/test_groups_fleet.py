@@ -153,14 +153,16 @@ def test_presets_carry_each_members_single_model_flags(tmp_path: Path) -> None:
         f"[{SMALL_ALIAS}]\n"
         f"model = {model}\n"
         "ctx-size = 2048\nparallel = 1\nno-kv-unified = true\n"
-        "cache-type-k = f16\ncache-type-v = f16\nflash-attn = auto\nmetrics = true\n"
+        "cache-type-k = f16\ncache-type-v = f16\nflash-attn = auto\n"
+        "cors-origins = none\nno-cors-credentials = true\nmetrics = true\n"
         "device = none\nn-gpu-layers = 0\n"
         "sleep-idle-seconds = 90\nload-on-startup = true\nstop-timeout = 10\n"
         "\n"
         f"[{BIG_ALIAS}]\n"
         f"model = {model}\n"
         "ctx-size = 8192\nparallel = 2\nno-kv-unified = true\n"
-        "cache-type-k = q8_0\ncache-type-v = f16\nflash-attn = auto\nmetrics = true\n"
+        "cache-type-k = q8_0\ncache-type-v = f16\nflash-attn = auto\n"
+        "cors-origins = none\nno-cors-credentials = true\nmetrics = true\n"
         "device = none\nn-gpu-layers = 0\nubatch-size = 256\n"
         "sleep-idle-seconds = 90\nstop-timeout = 10\n"
     )
@@ -170,7 +172,10 @@ def test_presets_carry_each_members_single_model_flags(tmp_path: Path) -> None:
     assert launch.argv == [
         binary, "--host", "127.0.0.1", "--port", "8090",
         "--models-preset", where, "--models-max", "1",
+        "--cors-origins", "none", "--no-cors-credentials",
     ]  # fmt: skip
+    # The router's Hub paths are closed in its environment (render/router.py).
+    assert launch.env["MODEL_ENDPOINT"] == "http://127.0.0.1:1/"
     # The process backend installs the presets too; they are part of the spec digest.
     assert [(f.path, f.kind) for f in launch.files] == [(where, "preset")]
     data["services"][BIG]["ctx_per_slot"] = 8192

@@ -8,6 +8,7 @@ the test model under two aliases and two windows, one member at a time and
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +18,14 @@ import httpx
 import pytest
 from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
 from helpers import free_port
+from helpers.asgi_server import serving
 from helpers.board import board, chromium
 from helpers.cli import CliResult
 from helpers.real_server import environ, wait_for
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from inferfleet import paths
 from inferfleet.client.router import ensure_loaded
@@ -40,13 +46,37 @@ class Router:
     pid: int
     state: Path
     home: Path
+    hub_asked: list[str]  # requests the fleet's own model endpoint got (none may come)
+
+
+def _recorder(seen: list[str]) -> Starlette:
+    async def anything(request: Request) -> PlainTextResponse:
+        seen.append(f"{request.method} {request.url.path}")
+        return PlainTextResponse("not found", status_code=404)
+
+    return Starlette(routes=[Route("/{rest:path}", anything, methods=["GET", "HEAD", "POST"])])
 
 
 @pytest.fixture(scope="module")
-def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
+def hub_asked() -> Iterator[tuple[str, list[str]]]:
+    """A model endpoint on loopback that records what it is asked: the fleet names it as
+    the members' MODEL_ENDPOINT, and the router must never ask it (ROUTER_ENV wins)."""
+    seen: list[str] = []
+    with serving(_recorder(seen)) as url:
+        yield url, seen
+
+
+@pytest.fixture(scope="module")
+def router(
+    tmp_path_factory: pytest.TempPathFactory, hub_asked: tuple[str, list[str]]
+) -> Iterator[Router]:
     base = tmp_path_factory.mktemp("group")
     port = free_port()
-    fleet_file = write(base / "fleet" / "fleet.yaml", group_data(port))
+    data = group_data(port)
+    endpoint, seen = hub_asked
+    for member in data["services"].values():
+        member["runtime_env"] = {"MODEL_ENDPOINT": endpoint, "HF_ENDPOINT": endpoint}
+    fleet_file = write(base / "fleet" / "fleet.yaml", data)
     # The presets go to the user's config dir (unit scope user): a HOME of the test's
     # own; the runtime and the model stay in the shared cache.
     env = {
@@ -60,7 +90,12 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
             [result] = local.up(loaded, [GROUP], local.Hooks(), contract=False)
             assert result.pid is not None
             yield Router(
-                loaded, f"http://127.0.0.1:{port}", result.pid, base / "state", base / "home"
+                loaded,
+                f"http://127.0.0.1:{port}",
+                result.pid,
+                base / "state",
+                base / "home",
+                seen,
             )
         finally:
             local.down(loaded, GROUP, grace=10.0)
@@ -219,3 +254,52 @@ def test_a_load_waits_for_a_busy_member_instead_of_failing(router: Router) -> No
 def _processing(router: Router, alias: str) -> bool:
     slots = httpx.get(f"{router.url}/slots", params={"model": alias}, timeout=5).json()
     return any(s.get("is_processing") for s in slots)
+
+
+# ---------------------------------------------------------------- closed by default (L-58)
+
+FOREIGN_REPO = "someone/any-GGUF:Q4_K_M"
+EVIL = "https://evil.example"
+
+
+def test_post_models_with_a_foreign_repo_downloads_nothing(router: Router) -> None:
+    """b11434's POST /models fetches any Hub repo (``--offline`` does not reach it) and
+    answers ``{"success": true}`` before its download child even starts; the router's
+    environment points its model endpoint at a port nothing answers (ROUTER_ENV), over the
+    one the fleet names, so nothing is asked, fetched, listed or served."""
+    environ_of = Path(f"/proc/{router.pid}/environ").read_bytes().split(b"\0")
+    assert b"MODEL_ENDPOINT=http://127.0.0.1:1/" in environ_of
+    httpx.post(f"{router.url}/models", json={"model": FOREIGN_REPO}, timeout=120)
+    asked = httpx.post(
+        f"{router.url}/completion", json={"model": FOREIGN_REPO, "prompt": "x"}, timeout=60
+    )
+    assert asked.status_code == 400 and "not found" in asked.text
+    time.sleep(2.0)  # the download child has run and exited by now
+    assert set(_states(router)) == {SMALL_ALIAS, BIG_ALIAS}  # no new entry
+    assert router.hub_asked == []  # the fleet's endpoint was never asked
+    assert not Path("/dev/null/llama.cpp").exists()
+
+
+@pytest.mark.parametrize("path", ["/models", "/models/unload", "/v1/chat/completions"])
+def test_a_cross_origin_preflight_fails(router: Router, path: str) -> None:
+    headers = {
+        "Origin": EVIL,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    answer = httpx.options(f"{router.url}{path}", headers=headers, timeout=10)
+    # A browser sends the real request only if the answer names its origin (or *).
+    assert answer.headers.get("access-control-allow-origin") not in {EVIL, "*"}
+    assert answer.headers.get("access-control-allow-credentials") != "true"
+
+
+def test_a_members_answer_names_no_foreign_origin(router: Router) -> None:
+    """The router passes a member's own headers on: the member is closed too (its preset)."""
+    answer = httpx.post(
+        f"{router.url}/completion",
+        json={"model": SMALL_ALIAS, "prompt": "The sky is", "n_predict": 2},
+        headers={"Origin": EVIL},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    assert EVIL not in answer.headers.get_list("access-control-allow-origin")

@@ -204,3 +204,17 @@ def test_every_rendered_metric_name_is_in_the_live_scrape(on_vllm: Served, tmp_p
     used = set().union(*(promql_names(e) for e in exprs))
     wanted = {names.running, names.waiting, names.prompt_tokens, names.generation_tokens}
     assert wanted <= used and wanted <= exported
+
+
+def test_a_cross_origin_preflight_and_read_fail(on_vllm: Served) -> None:
+    """``--allowed-origins []`` (rendered, L-58): no browser page may drive the server."""
+    evil = "https://evil.example"
+    preflight = httpx.options(
+        f"{on_vllm.url}/v1/chat/completions",
+        headers={"Origin": evil, "Access-Control-Request-Method": "POST"},
+        timeout=10,
+    )
+    assert preflight.headers.get("access-control-allow-origin") not in {evil, "*"}
+    read = httpx.get(f"{on_vllm.url}/v1/models", headers={"Origin": evil}, timeout=10)
+    assert read.status_code == 200
+    assert read.headers.get("access-control-allow-origin") not in {evil, "*"}

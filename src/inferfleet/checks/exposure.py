@@ -42,6 +42,12 @@ def rpc_worker_bind(ctx: CheckContext) -> Iterator[Hit]:
         yield Hit(found.service, found.field, found.message, found.hint)
 
 
+@rule("router-beyond-gateway", "L-58", "error")
+def router_beyond_gateway(ctx: CheckContext) -> Iterator[Hit]:
+    """a swap group's router (management routes, Hub downloads) is reachable past the gateway"""
+    yield from _problems(ctx, "router")
+
+
 @rule("lan-exposure-without-reason", "L-58", "error")
 def lan_without_reason(ctx: CheckContext) -> Iterator[Hit]:
     """a lan exposure states no reason: nobody can tell an open port from a forgotten one"""

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 
 SETTINGS_MODE = 0o600  # rendered settings hold secrets (L-54)
 INSTALL_MODE = 0o644  # units, Quadlet and env files (secrets live in secrets_env, L-55)
+# A group's presets name every member's files and flags: its owner's, like settings.
+OWNER_ONLY_KINDS = frozenset({"preset"})
 CONTRACT_FAILING_OUTCOME = "contract-failing"
 
 
@@ -327,7 +329,8 @@ def _run_actions(
             wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
-            writer.write(Path(item.path), item.content, mode=INSTALL_MODE)
+            mode = SETTINGS_MODE if item.kind in OWNER_ONLY_KINDS else INSTALL_MODE
+            writer.write(Path(item.path), item.content, mode=mode)
         elif kind == "daemon-reload":
             ctx.systemctl(desired.scope).daemon_reload()
         elif kind == "enable":

@@ -119,10 +119,11 @@ def _health_path(value: str) -> str:
             f"health.path must be an absolute path such as /health, not {value!r} "
             "(no scheme or host: the check always asks the service itself)"
         )
-    if any(ch in value for ch in " \\#") or ".." in parts.path.split("/"):
+    if any(ch in value for ch in " \\#{}") or ".." in parts.path.split("/"):
         raise ValueError(
-            f"health.path {value!r} has a space, backslash, fragment or '..' segment; "
-            "write the plain path the server answers on"
+            f"health.path {value!r} has a space, backslash, fragment, brace or '..' segment; "
+            "write the plain path the server answers on (the auth proxy's Caddy would read "
+            "'{...}' as a placeholder and fill in its environment, keys included)"
         )
     return value
 

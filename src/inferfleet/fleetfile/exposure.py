@@ -120,12 +120,13 @@ DnsName = Annotated[Text, AfterValidator(_dns_name)]
 _CADDYFILE_SYNTAX = re.compile(r"[\s\"'`{}#\\]")
 
 
-def _no_caddyfile_syntax(field: str, value: str) -> None:
+def _no_caddyfile_syntax(field: str, value: str, *, what: str = "a plain URL") -> None:
+    # Braces above all: Caddy expands {$VAR} and {env.VAR} inside any value it reads.
     found = _CADDYFILE_SYNTAX.search(value)
     if found is not None:
         raise ValueError(
-            f"{field} must be a plain URL; {found.group(0)!r} would change the proxy's "
-            "Caddyfile (percent-encode it)"
+            f"{field} must be {what}; {found.group(0)!r} would change the proxy's "
+            "Caddyfile (a '{' starts a placeholder that Caddy fills from its environment)"
         )
 
 
@@ -161,6 +162,7 @@ _EMAIL = re.compile(r"^[^@\s\x00-\x1f\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,
 
 
 def _email(value: str) -> str:
+    _no_caddyfile_syntax("acme_email", value, what="an email address")
     if not _EMAIL.match(value):
         raise ValueError(f"{value!r} is not an email address such as admin@example.org")
     return value

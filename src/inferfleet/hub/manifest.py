@@ -24,7 +24,7 @@ from inferfleet.artifacts.manifest import (
     fragment_sets,
 )
 from inferfleet.hub import wire
-from inferfleet.hub.auth import Token
+from inferfleet.hub.auth import Token, auth_headers
 from inferfleet.hub.errors import HubError
 from inferfleet.io import http
 from inferfleet.io.files import atomic_write
@@ -148,11 +148,20 @@ def _entry(
 
 
 def hub_api(endpoint: str, token: Token | None) -> Any:
+    """huggingface_hub's client for the listing calls, with the token the downloads would send.
+
+    huggingface_hub sends its token to whatever endpoint it is given; the rule of
+    :mod:`inferfleet.io.token_scope` (https, or plain http to loopback) is applied
+    here, so an ``HF_ENDPOINT=http://10.0.0.5`` mirror is listed anonymously, as
+    its files are downloaded, and never sees the token in clear.
+    """
     from huggingface_hub import HfApi
 
+    base = endpoint.rstrip("/")
+    scoped = None if token is None else auth_headers(base + "/api", endpoint=base, token=token)
     # token=False: never fall back to a token huggingface_hub finds by itself;
     # inferfleet decides which token goes where (auth.py).
-    return HfApi(endpoint=endpoint.rstrip("/"), token=token.value if token else False)
+    return HfApi(endpoint=base, token=token.value if token and scoped else False)
 
 
 def call_hub(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | None) -> Any:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from inferfleet.errors import UsageError
+from inferfleet.io import token_scope
 
 RECEIVER = "inferfleet-relay"
 GROUP_BY = ["alertname", "service", "host"]
@@ -57,6 +58,15 @@ def config(
         "max_alerts": 0,
     }
     if credentials_file is not None:
+        if not token_scope.encrypted_or_local(token_scope.origin(webhook_url)):
+            # One rule for every credential (io/token_scope.py): https, or loopback.
+            raise UsageError(
+                f"the relay's token would cross the network in clear: the webhook URL "
+                f"{webhook_url} is plain http beyond loopback",
+                where="--url",
+                hint="run the relay on the Alertmanager's host (http://127.0.0.1:...), or "
+                "put TLS in front of it and give its https:// URL",
+            )
         # The token stays in a file (L-06: never on a command line or in the repo, L-55).
         webhook["http_config"] = {
             "authorization": {"type": "Bearer", "credentials_file": credentials_file}

@@ -34,7 +34,7 @@ from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render import caddy, clients, gateway, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
-from inferfleet.render.extra_args import refuse_field_flags
+from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, facts_for
 from inferfleet.render.launch import Resolved, resolve
 from inferfleet.render.rpc import rpc_launch_args
@@ -152,7 +152,7 @@ def render_fleet(
     found: list[Artifact] = []
     for name in names:
         service = unit_service(fleet, name)
-        refuse_field_flags(name, service, fleet)
+        refuse_launch_flags(fleet, name)
         split = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
         resolved = resolve(fleet, loaded.root, name, host_facts[service.host], rpc_args=split)
         found += service_artifacts(resolved)

@@ -90,16 +90,46 @@ UNAUTHORIZED = (
 )
 NOT_ROUTED = '{"error":{"message":"no route for this path","type":"not_found_error"}}'
 
-_BARE = re.compile(r"^[A-Za-z0-9._:/*@+=,<>{}\[\]-]+$")
+# Bare tokens: no quote, brace, '<' (a heredoc starts with "<<") or '#' (a comment).
+_BARE = re.compile(r"^[A-Za-z0-9._:/*@+=,\[\]-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def token(value: str) -> str:
-    """One Caddyfile token: as is when plain, else double-quoted with escapes."""
-    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in value):
-        raise UsageError(f"a control character in {value!r} cannot be written to a Caddyfile")
-    if value and _BARE.match(value):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+@dataclass(frozen=True)
+class Placeholder:
+    """An environment variable Caddy reads at run time, written by inferfleet itself:
+    the only braces a rendered Caddyfile holds (``{env.NAME}`` after ``prefix``)."""
+
+    name: str
+    prefix: str = ""
+
+    def __str__(self) -> str:
+        if not _ENV_NAME.match(self.name):
+            raise UsageError(f"{self.name!r} is not an environment variable name")
+        return f"{self.prefix}{{env.{self.name}}}"
+
+
+def token(value: str | Placeholder) -> str:
+    """One Caddyfile token: as is when plain, else double-quoted with escapes.
+
+    A fleet value never holds a brace: Caddy expands ``{$VAR}`` while it reads
+    the file (quoted or not) and ``{env.VAR}``, ``{http.*}`` and the rest where
+    the directive runs, so ``acme_email: "{$KEY}@x"`` would send a key of its
+    environment to whoever the fleet names. Only a :class:`Placeholder` writes one.
+    """
+    text = str(value)
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in text):
+        raise UsageError(f"a control character in {text!r} cannot be written to a Caddyfile")
+    if not isinstance(value, Placeholder) and any(ch in text for ch in "{}"):
+        raise UsageError(
+            f"{text!r} cannot be written to a Caddyfile: Caddy reads '{{...}}' as a "
+            "placeholder ({$VAR}, {env.VAR}, {http.*}) and would put its environment's "
+            "values (the proxy's keys) there",
+            hint="remove the braces from the fleet value (percent-encode them in a path: %7B %7D)",
+        )
+    if text and _BARE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass
@@ -123,7 +153,7 @@ class Block:
         return out
 
 
-def _line(*tokens: str) -> str:
+def _line(*tokens: str | Placeholder) -> str:
     return " ".join(token(t) for t in tokens)
 
 
@@ -227,9 +257,9 @@ def _bearer(proxy: Proxy) -> list[Block | str]:
             Block(
                 "not",
                 [
-                    _line("header", "Authorization", f"Bearer {{env.{name}}}"),
+                    _line("header", "Authorization", Placeholder(name, "Bearer ")),
                     # An unset variable is empty: "Bearer " must never be a key.
-                    f'expression `{{env.{name}}} != ""`',
+                    f'expression `{Placeholder(name)} != ""`',
                 ],
             )
             for name in proxy.key_names

@@ -38,7 +38,7 @@ from inferfleet.runtimes.flags import parse_args
 _LISTEN_FLAG = re.compile(r"^--?(?:[a-z0-9]+[-_])*(?:host|address|addr|bind|listen)$", re.I)
 _WITH_PORT = re.compile(r"^\[(?P<v6>[^\]]+)\](?::\d+)?$|^(?P<v4>[0-9.]+):\d+$")
 
-ProblemKind = Literal["bind", "reason", "proxy", "rpc"]
+ProblemKind = Literal["bind", "reason", "proxy", "rpc", "router"]
 
 
 class ExposureError(UsageError):
@@ -191,6 +191,7 @@ def problems(fleet: Fleet, listener: Listener) -> list[Problem]:
                     f"give {flag} a loopback address; or {open_hint}",
                 )
             )
+    found += router_problems(fleet, listener)
     if level == "lan" and listener.exposure.reason is None:
         found.append(
             Problem(
@@ -219,6 +220,54 @@ def problems(fleet: Fleet, listener: Listener) -> list[Problem]:
                 "declare proxy: (auth: bearer with keys_env, or forward_auth to an Authentik/"
                 "Authelia outpost) and route it through proxy.services or gateway.services; "
                 "or give it exposure lan with a reason",
+            )
+        )
+    return found
+
+
+def router_problems(fleet: Fleet, listener: Listener) -> list[Problem]:
+    """A swap group's router is reached through the gateway only (L-58).
+
+    llama-server's router serves management routes next to the OpenAI ones
+    (``POST /models`` loads and downloads, ``POST /models/load|unload``,
+    ``DELETE /models``), and b11434 has no switch that closes them. So the
+    router listens on loopback, whatever its members' exposure says, and no
+    auth proxy route passes its paths through: the gateway on its host, which
+    forwards the OpenAI routes only, is the one way in.
+    """
+    service = fleet.services.get(listener.service or "")
+    if service is None or service.group is None:
+        return []
+    what, where, group = listener.what, listener.where, service.group
+    found: list[Problem] = []
+    routes = (
+        "(POST /models loads and downloads any Hub repo; load, unload and delete need no "
+        "key in llama-server b11434)"
+    )
+    if not is_loopback(listener.bind):
+        found.append(
+            Problem(
+                "router",
+                f"{where}.bind",
+                listener.service,
+                f"{what} is a member of swap group {group!r}, whose router would listen on "
+                f"{listener.bind}, beyond loopback: its management routes {routes} would be "
+                "reachable there",
+                "bind 127.0.0.1 and reach the group through the gateway on its host "
+                "(gateway.services), which forwards the OpenAI routes only",
+            )
+        )
+    if fleet.proxy is not None and listener.service in fleet.proxy.services:
+        found.append(
+            Problem(
+                "router",
+                "proxy.services",
+                listener.service,
+                f"the auth proxy routes every path under /{listener.service}/ to {what}, a "
+                f"member of swap group {group!r}: its router's management routes {routes} "
+                "would pass through",
+                f"remove {listener.service} from proxy.services and reach it through the "
+                "gateway, which forwards the OpenAI routes only",
             )
         )
     return found

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
-from inferfleet.render.secrets import SECRET_FLAGS
+from inferfleet.fleetfile.groups import members
+from inferfleet.render.secrets import SECRET_FLAGS, flag_secrets
 from inferfleet.runtimes.flags import field_overrides
 from inferfleet.runtimes.registry import traits
 
@@ -37,4 +38,33 @@ def refuse_field_flags(name: str, service: Service, fleet: Fleet) -> None:
             "inferfleet renders those flags from the fleet file",
             where=f"services.{name}.extra_args",
             hint="; ".join(dict.fromkeys(f.hint(name) for f in found)),
+        )
+
+
+def refuse_launch_flags(fleet: Fleet, unit: str) -> None:
+    """Every refusal of a unit's ``extra_args``: for a swap group, of each member's, which
+    become the router's presets (a member passes what a single service passes)."""
+    checked = members(fleet, unit) if unit in fleet.groups else {}
+    if not checked and unit in fleet.services:
+        checked = {unit: fleet.services[unit]}
+    for name, service in checked.items():
+        refuse_secret_flags(name, service)
+        refuse_field_flags(name, service, fleet)
+
+
+def refuse_secret_flags(name: str, service: Service) -> None:
+    """``extra_args`` carry no secret: every user reads ``/proc/<pid>/cmdline`` (L-06).
+
+    The one detector (:func:`inferfleet.render.secrets.flag_secrets`) that the
+    ``secret-on-command-line`` check uses, so ``up``, ``apply`` and ``render``
+    refuse exactly what ``check`` reports.
+    """
+    found = flag_secrets(service.extra_args)
+    if found:
+        raise UsageError(
+            f"service {name!r} passes {', '.join(found)} on its command line (extra_args)",
+            where=f"service {name}",
+            hint="every user of the host can read a process's argv; put the secret in the "
+            "service's secrets_env file (e.g. LLAMA_API_KEY, HF_TOKEN), the server reads it "
+            "from its environment",
         )

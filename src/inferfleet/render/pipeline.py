@@ -21,15 +21,13 @@ from pathlib import Path
 
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.budget.fleet import ShapeOf
-from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.render.bundle import service_artifacts
-from inferfleet.render.extra_args import refuse_field_flags
+from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
 from inferfleet.render.rpc import rpc_launch_args
-from inferfleet.render.secrets import flag_secrets
 from inferfleet.render.systemd import podman_run
 
 UNIT_KINDS = {"systemd", "quadlet"}
@@ -155,8 +153,7 @@ def service_launch(
     needs its layers to put the split in its argv (:func:`rpc_launch_args`).
     """
     service = unit_service(fleet, name)
-    _no_secret_flags(name, service)
-    refuse_field_flags(name, service, fleet)
+    refuse_launch_flags(fleet, name)
     rpc_args = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
     resolved = resolve(fleet, root, name, facts, rpc_args=rpc_args)
     models = served_models(fleet, name)
@@ -174,7 +171,8 @@ def service_launch(
         # A swap group's router reads its presets whatever runs it.
         files.append(InstallFile(*resolved.preset, "preset"))
     process = service.backend == "process"
-    env = {**service.runtime_env, **service.env} if process else {}
+    # resolved.service: a group's router adds its own runtime variables (render/router.py).
+    env = {**resolved.service.runtime_env, **resolved.service.env} if process else {}
     argv = list(resolved.argv)
     container = None
     if process and resolved.in_container:
@@ -215,21 +213,3 @@ def served_models(fleet: Fleet, name: str) -> list[str]:
             if model is not None and model not in found:
                 found.append(model)
     return found
-
-
-def _no_secret_flags(name: str, service: Service) -> None:
-    """``extra_args`` carry no secret: every user reads ``/proc/<pid>/cmdline`` (L-06).
-
-    The one detector (:func:`inferfleet.render.secrets.flag_secrets`) that the
-    ``secret-on-command-line`` check uses, so ``up``, ``apply`` and ``render``
-    refuse exactly what ``check`` reports.
-    """
-    found = flag_secrets(service.extra_args)
-    if found:
-        raise UsageError(
-            f"service {name!r} passes {', '.join(found)} on its command line (extra_args)",
-            where=f"service {name}",
-            hint="every user of the host can read a process's argv; put the secret in the "
-            "service's secrets_env file (e.g. LLAMA_API_KEY, HF_TOKEN), the server reads it "
-            "from its environment",
-        )

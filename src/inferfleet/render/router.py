@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.render import facts as paths
 from inferfleet.render.facts import HostFacts
@@ -28,7 +28,13 @@ from inferfleet.render.launch import (
     llm_container_env,
     resolve,
 )
-from inferfleet.runtimes.llamacpp_router import Member, preset_section, render_presets, router_argv
+from inferfleet.runtimes.llamacpp_router import (
+    ROUTER_ENV,
+    Member,
+    preset_section,
+    render_presets,
+    router_argv,
+)
 from inferfleet.runtimes.pinned import entry_args
 from inferfleet.runtimes.registry import traits
 
@@ -42,9 +48,21 @@ def preset_install_path(facts: HostFacts, scope: str, group: str) -> str:
     return f"{facts.config_dir(scope)}/presets/{group}.ini"
 
 
+def router_service(fleet: Fleet, name: str) -> Service:
+    """The group's unit as a service, with the router's Hub paths closed (ROUTER_ENV):
+    last in its runtime environment, and no tunable of the same name above them."""
+    unit = unit_service(fleet, name)
+    return unit.model_copy(
+        update={
+            "runtime_env": {**unit.runtime_env, **ROUTER_ENV},
+            "env": {k: v for k, v in unit.env.items() if k not in ROUTER_ENV},
+        }
+    )
+
+
 def resolve_group(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -> Resolved:
     group = fleet.groups[name]
-    unit = unit_service(fleet, name)
+    unit = router_service(fleet, name)
     assert unit.runtime is not None
     runtime = fleet.runtimes[unit.runtime]
     kind = traits(runtime.kind)

@@ -81,6 +81,22 @@ JINJA = FieldFlag("jinja", ("--jinja", "--no-jinja"), takes_value=False)
 CHAT_TEMPLATE_FILE = FieldFlag("chat_template_file", ("--chat-template-file", "--chat-template"))
 CHAT_TEMPLATE_KWARGS = FieldFlag("chat_template_kwargs", ("--chat-template-kwargs",))
 API_KEY = FieldFlag("secrets_env", ("--api-key", "--api-key-file"))
+# Cross-origin access (L-58): llama-server's default echoes any Origin with credentials
+# allowed, so a web page in a browser that reaches the port could drive the server. Every
+# server says an origin no browser page has (only its own pages, which need no CORS).
+CORS_ORIGINS = FieldFlag("exposure", ("--cors-origins",))
+CORS_CREDENTIALS = FieldFlag(
+    "exposure", ("--no-cors-credentials", "--cors-credentials"), takes_value=False
+)
+# A browser's Origin is scheme://host[:port] or "null"; "none" equals none of them.
+CORS_CLOSED = "none"
+# Router mode (a swap group, runtimes/llamacpp_router.py): in a single service's
+# extra_args they would turn it into a router with management routes.
+MODELS_PRESET = FieldFlag("group", ("--models-preset", "--models-dir"))
+MODELS_MAX = FieldFlag("group", ("--models-max",))
+MODELS_AUTOLOAD = FieldFlag(
+    "group", ("--models-autoload", "--no-models-autoload"), takes_value=False
+)
 SPEC_TYPE = FieldFlag("speculative.types", ("--spec-type",))
 SPEC_DRAFT_MODEL = FieldFlag(
     "speculative.draft_model", ("--spec-draft-model", "-md", "--model-draft")
@@ -108,7 +124,8 @@ FLAGS = FlagTable(
         CACHE_TYPE_K, CACHE_TYPE_V,
         FLASH_ATTN, METRICS, DEVICE, GPU_LAYERS, SPLIT_MODE, TENSOR_SPLIT, OVERRIDE_TENSOR,
         CPU_MOE, N_CPU_MOE, MMPROJ, NO_MMPROJ, JINJA, CHAT_TEMPLATE_FILE, CHAT_TEMPLATE_KWARGS,
-        API_KEY, SPEC_TYPE, SPEC_DRAFT_MODEL, SPEC_DRAFT_DEVICE, SPEC_DRAFT_MAX, SPEC_DRAFT_MIN,
+        API_KEY, CORS_ORIGINS, CORS_CREDENTIALS, MODELS_PRESET, MODELS_MAX, MODELS_AUTOLOAD,
+        SPEC_TYPE, SPEC_DRAFT_MODEL, SPEC_DRAFT_DEVICE, SPEC_DRAFT_MAX, SPEC_DRAFT_MIN,
         SPEC_DRAFT_P_MIN, SPEC_DRAFT_TYPE_K, SPEC_DRAFT_TYPE_V,
     ),
     inline_values=False,  # llama-server refuses --ctx-size=4096: "invalid argument"
@@ -176,6 +193,8 @@ def argv(launch: Launch) -> list[str]:
         *CACHE_TYPE_K.emit(service.kv_cache.k),
         *CACHE_TYPE_V.emit(service.kv_cache.v),
         *FLASH_ATTN.emit(service.flash_attn),
+        *CORS_ORIGINS.emit(CORS_CLOSED),
+        *CORS_CREDENTIALS.emit(),
     ]
     if service.metrics_on:
         args += METRICS.emit()

@@ -17,21 +17,48 @@ next request wakes it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from inferfleet.runtimes.base import AdapterError
-from inferfleet.runtimes.flags import FieldFlag, parse_args
-from inferfleet.runtimes.llamacpp import ALIAS, FLAGS, HOST, PORT
+from inferfleet.runtimes.flags import parse_args
+from inferfleet.runtimes.llamacpp import (
+    ALIAS,
+    CORS_CLOSED,
+    CORS_CREDENTIALS,
+    CORS_ORIGINS,
+    FLAGS,
+    HOST,
+    MODELS_MAX,
+    MODELS_PRESET,
+    PORT,
+)
 
-MODELS_PRESET = FieldFlag("groups", ("--models-preset",))
-MODELS_MAX = FieldFlag("groups.max_loaded", ("--models-max",))
 SLEEP_IDLE = "sleep-idle-seconds"
 LOAD_ON_STARTUP = "load-on-startup"
 STOP_TIMEOUT = "stop-timeout"
 # What the router decides for each child (server-models.cpp: update_args, unset_reserved_args).
 _ROUTER_OWNED = frozenset(f for field in (ALIAS, HOST, PORT) for f in field.spellings)
 PRESET_VERSION = "1"
+# The router's Hub paths, closed (L-58). ``POST /models {"model": "owner/repo"}``
+# downloads any Hub repo and spawns a server on it, and the router also serves every
+# GGUF it finds in the Hugging Face cache by its repo name; b11434 has no flag that
+# turns either off (``--offline`` does not reach POST /models). So the router is
+# given a model endpoint nothing answers (port 1 of its own loopback: only root may
+# listen there) and a cache directory that cannot exist (under a file): nothing is
+# listed, nothing is fetched. Its members' files are inferfleet's, verified (L-01).
+ROUTER_ENV = {
+    "MODEL_ENDPOINT": "http://127.0.0.1:1/",
+    "HF_ENDPOINT": "http://127.0.0.1:1/",
+    "LLAMA_CACHE": "/dev/null/llama.cpp",
+    "HF_HUB_CACHE": "/dev/null/huggingface",
+}
+# What llama.cpp's preset reader (common/preset.cpp, a PEG grammar) takes: a key is
+# an identifier; a value ends at a newline, at ';' or '#' (a comment starts there,
+# even inside the value) and loses its trailing blanks; there is no quoting.
+_INI_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_INI_VALUE_STOPS = frozenset("\n\r\0;#")
 
 
 @dataclass(frozen=True)
@@ -58,6 +85,11 @@ def preset_section(member: Member) -> dict[str, str]:
         if arg.flag in _ROUTER_OWNED:
             continue
         key = arg.flag.lstrip("-")
+        if not _INI_KEY.match(key):
+            raise AdapterError(
+                f"service {member.name!r}: flag {arg.flag!r} cannot be a preset key",
+                hint="llama.cpp's preset reader takes keys of letters, digits and _.-",
+            )
         if key in keys:
             raise AdapterError(
                 f"service {member.name!r} passes {arg.flag} twice; a preset "
@@ -74,31 +106,47 @@ def preset_section(member: Member) -> dict[str, str]:
 
 
 def render_presets(group: str, sections: Mapping[str, Mapping[str, str]]) -> str:
-    """The preset INI text: one section per member, named by its alias."""
+    """The preset INI text: one section per member, named by its alias.
+
+    Every value is checked against the grammar llama.cpp reads: a value it
+    would cut short or read as another line is refused, never written (the
+    router would open another, unverified file than the one named).
+    """
     lines = [
         f"; llama-server router presets of swap group {group}, rendered by inferfleet",
         f"version = {PRESET_VERSION}",
     ]
     for alias, keys in sections.items():
-        _safe(alias, f"alias of a member of group {group}")
+        _safe_section(alias, group)
         lines += ["", f"[{alias}]"]
         for key, value in keys.items():
-            _safe(value, f"value of {key} for {alias}")
+            _safe_value(value, f"{key} of member {alias!r} of group {group!r}")
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
 
 
-def _safe(text: str, what: str) -> None:
-    # An INI line ends at a newline; a ';' or '#' at the start makes a comment, and
-    # brackets in a section name end it early: refuse rather than write another meaning.
-    if any(c in text for c in "\n\r\0") or text.strip() != text or text == "":
-        raise AdapterError(
-            f"{what} {text!r} cannot be written to a preset file",
-            hint="use a value without line breaks or surrounding spaces",
+def _safe_value(text: str, what: str) -> None:
+    stops = sorted(_INI_VALUE_STOPS.intersection(text))
+    if stops or text.strip(" \t") != text or text == "":
+        why = (
+            f"it holds {', '.join(repr(c) for c in stops)}, where the reader ends the value"
+            if stops
+            else "the reader drops surrounding blanks and an empty value"
         )
-    if what.startswith("alias") and any(c in text for c in "[];#="):
         raise AdapterError(
-            f"{what} {text!r} cannot name a preset section", hint="use letters, digits, -._:/"
+            f"the preset value {text!r} ({what}) cannot be written to a llama.cpp preset "
+            f"file: {why}, and it has no quoting",
+            hint="rename the file or value without ';', '#', line breaks or surrounding "
+            "blanks (e.g. a#b.gguf -> a-b.gguf)",
+        )
+
+
+def _safe_section(alias: str, group: str) -> None:
+    # A section name ends at ']'; '*' names the section every preset inherits.
+    if alias == "*" or any(c in alias for c in "[];#=\n\r\0") or alias.strip() != alias:
+        raise AdapterError(
+            f"alias {alias!r} of a member of group {group!r} cannot name a preset section",
+            hint="use letters, digits, -._:/",
         )
 
 
@@ -112,4 +160,6 @@ def router_argv(
         *PORT.emit(str(listen_port)),
         *MODELS_PRESET.emit(preset_path),
         *MODELS_MAX.emit(str(max_loaded)),
+        *CORS_ORIGINS.emit(CORS_CLOSED),
+        *CORS_CREDENTIALS.emit(),
     ]

@@ -72,12 +72,19 @@ CHAT_TEMPLATE = FieldFlag("chat_template_file", ("--chat-template",))
 TEMPLATE_KWARGS = FieldFlag("chat_template_kwargs", ("--default-chat-template-kwargs",))
 SPECULATIVE = FieldFlag("speculative", ("--speculative-config",))
 API_KEY = FieldFlag("secrets_env", ("--api-key",))
+# Cross-origin access (L-58): an empty list answers no browser page; older images
+# default to "*". Credentials stay off (every version's default); both are fleet-owned.
+CORS_ORIGINS = FieldFlag("exposure", ("--allowed-origins",))
+CORS_CREDENTIALS = FieldFlag(
+    "exposure", ("--allow-credentials", "--no-allow-credentials"), takes_value=False
+)
+NO_ORIGINS = "[]"  # read with json.loads (vllm/entrypoints/launchers/cli_args.py)
 FLAGS = FlagTable(
     program="vllm serve",
     fields=(
         MODEL, SERVED_NAME, HOST, PORT, MAX_MODEL_LEN, MAX_NUM_SEQS, GPU_MEMORY, KV_CACHE_DTYPE,
         TENSOR_PARALLEL, REASONING_PARSER, AUTO_TOOL_CHOICE, TOOL_PARSER, CHAT_TEMPLATE,
-        TEMPLATE_KWARGS, SPECULATIVE, API_KEY,
+        TEMPLATE_KWARGS, SPECULATIVE, API_KEY, CORS_ORIGINS, CORS_CREDENTIALS,
     ),
     inline_values=True,
     underscores=True,
@@ -166,6 +173,7 @@ def argv(launch: Launch) -> list[str]:
         *GPU_MEMORY.emit(share),
         *KV_CACHE_DTYPE.emit(kv_cache_dtype("vLLM", name, service.kv_cache, _KV_DTYPE)),
         *TENSOR_PARALLEL.emit(str(tensor_parallel(launch))),
+        *CORS_ORIGINS.emit(NO_ORIGINS),
     ]
     if service.reasoning_parser is not None:
         args += REASONING_PARSER.emit(service.reasoning_parser)

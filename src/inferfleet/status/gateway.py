@@ -38,6 +38,7 @@ from inferfleet.backends.records import RecordStore
 from inferfleet.documents import StatusGateway
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.io import token_scope
 from inferfleet.render import gateway as render
 from inferfleet.render.clients import GATEWAY_KEY_ENV
 from inferfleet.render.endpoints import gateway_url
@@ -159,6 +160,16 @@ def read_gateway(
             row,
             state="healthy",
             detail=f"backends not asked: no key here (set {GATEWAY_KEY_ENV})",
+        )
+    if not token_scope.encrypted_or_local(token_scope.origin(base)):
+        # The master key goes over https or to loopback only: on the LAN in plain
+        # http anyone on the path would read it (the board asks every 2 s).
+        return _replace(
+            row,
+            state="healthy",
+            detail=f"backends not asked: the gateway answers plain http at {base}, beyond "
+            "loopback, and the master key is never sent there (run status on the gateway's "
+            "host, or declare proxy: and reach the gateway over https)",
         )
     by_base = {render.backend_url(fleet, n).rstrip("/"): n for n in render.check(fleet)}
     try:
