@@ -33,7 +33,7 @@ REFUSED = {"high": 500, "minimal": 400}
 
 
 def refusing_app(asked: list[object]) -> Starlette:
-    """A chat endpoint that refuses the efforts in REFUSED; every effort asked lands in ``asked``."""
+    """A chat endpoint refusing the efforts in REFUSED; each effort asked lands in ``asked``."""
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
