@@ -76,6 +76,11 @@ def bench(
         help="Available memory that may stay missing after a started arm stops.",
     ),
     warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="One unmeasured request."),
+    share_device: bool = typer.Option(
+        False,
+        "--share-device",
+        help="Start arms even while another service of the fleet runs on their device (L-52).",
+    ),
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -110,6 +115,7 @@ def bench(
         load=Load(max_tokens=max_tokens, ignore_eos=ignore_eos, timeout_s=timeout),
         memory_slack=slack,
         warmup=warmup,
+        share_device=share_device,
     )
     options.validate()
     out_path = out_dir or Path("bench-results") / time.strftime("%Y%m%dT%H%M%S")
