@@ -66,13 +66,15 @@ def test_L52_an_orphan_holding_memory_fails_the_gate(
     tmp_path: Path, reap: list[psutil.Process], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Mutation killed: ``life.memory_back = True`` (a gate that always reports memory back)."""
-    monkeypatch.setattr(arms, "MEMORY_WAIT_S", 3.0)  # the orphan never lets go: no need to wait 30 s
+    monkeypatch.setattr(arms, "MEMORY_WAIT_S", 3.0)  # the orphan never lets go: no 30 s wait
     loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port())))
     notes: list[str] = []
-    with pytest.raises(MemoryNotBackError) as caught:
-        with started(loaded, arm(), notes.append, memory_slack=SLACK) as run:
-            assert run.server is not None and run.server.healthy_after_s is not None
-            orphan = hold_memory(reap)
+    with (
+        pytest.raises(MemoryNotBackError) as caught,
+        started(loaded, arm(), notes.append, memory_slack=SLACK) as run,
+    ):
+        assert run.server is not None and run.server.healthy_after_s is not None
+        orphan = hold_memory(reap)
     # The server itself was stopped by pid; the orphan still runs and holds its memory.
     assert not psutil.pid_exists(run.server.pid) or (
         psutil.Process(run.server.pid).status() == psutil.STATUS_ZOMBIE
@@ -123,9 +125,11 @@ def test_L52_device_memory_that_stays_in_use_fails_the_gate(
         return device_memory_used(tmp_path / "root", tools=False)
 
     loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port())))
-    with pytest.raises(MemoryNotBackError) as caught:
-        with started(loaded, arm(), lambda _n: None, memory_slack=SLACK, device_used=reader) as run:
-            used.write_text(f"{(512 << 20) + (2 << 30)}\n")  # what the orphan took
+    with (
+        pytest.raises(MemoryNotBackError) as caught,
+        started(loaded, arm(), lambda _n: None, memory_slack=SLACK, device_used=reader) as run,
+    ):
+        used.write_text(f"{(512 << 20) + (2 << 30)}\n")  # what the orphan took
     assert run.server is not None
     assert run.server.device_used_before == {"amd:0": 512 << 20}
     assert run.server.device_used_after == {"amd:0": (512 << 20) + (2 << 30)}
@@ -163,6 +167,8 @@ def test_L52_an_arm_on_a_device_another_service_runs_on_is_refused(
         loaded = load_fleet(fleet)
         with started(loaded, arm("other"), lambda _n: None, memory_slack=SLACK, share_device=True):
             assert psutil.pid_exists(production.pid)
-        with pytest.raises(UsageError):
-            with started(loaded, arm("other"), lambda _n: None, memory_slack=SLACK):
-                pass
+        with (
+            pytest.raises(UsageError),
+            started(loaded, arm("other"), lambda _n: None, memory_slack=SLACK),
+        ):
+            pass

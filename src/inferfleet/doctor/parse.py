@@ -211,9 +211,11 @@ def nvidia_smi_used(text: str) -> dict[int, int]:
     used: dict[int, int] = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 2 and (index := _int(cells[0])) is not None:
-            if (mib := _int(cells[1])) is not None:
-                used[index] = mib * MIB
+        if len(cells) != 2:
+            continue
+        index, mib = _int(cells[0]), _int(cells[1])
+        if index is not None and mib is not None:
+            used[index] = mib * MIB
     return used
 
 
