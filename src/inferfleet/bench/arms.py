@@ -207,7 +207,7 @@ def uses(service: Service, host: Host) -> set[str]:
     return {d.name for _, d in gpu_devices(service, host)} or {"cpu"}
 
 
-def _refuse_if_running(loaded: LoadedFleet, name: str, *, share_device: bool) -> None:
+def _refuse_if_running(loaded: LoadedFleet, name: str, arm: Service, *, share_device: bool) -> None:
     """Refuse while production runs, or another service shares the arm's device (L-52)."""
     pid = _running_pid(loaded, name)
     if pid is not None:
@@ -220,10 +220,9 @@ def _refuse_if_running(loaded: LoadedFleet, name: str, *, share_device: bool) ->
     if share_device:
         return
     fleet = loaded.fleet
-    service = fleet.services[name]
-    mine = uses(service, fleet.hosts[service.host])
+    mine = uses(arm, fleet.hosts[arm.host])  # the devices as the arm's `set` leaves them
     for other, spec in fleet.services.items():
-        if other == name or spec.host != service.host or spec.kind != "llm":
+        if other == name or spec.host != arm.host or spec.kind != "llm":
             continue
         shared = mine & uses(spec, fleet.hosts[spec.host])
         if shared and (pid := _running_pid(loaded, other)) is not None:
@@ -248,8 +247,8 @@ def started(
 ) -> Iterator[ArmRun]:
     """Start the arm's server, yield it healthy, and always stop it by pid (L-43)."""
     assert spec.start is not None
-    _refuse_if_running(loaded, spec.start.service, share_device=share_device)
     arm_loaded, service = arm_fleet(loaded, spec.start, spec.name)
+    _refuse_if_running(loaded, spec.start.service, service, share_device=share_device)
     # The arm's launch comes from the one pipeline, as up and apply take theirs.
     prepared = local.prepare(arm_loaded, spec.start.service, local.Hooks(note=note))
     log = paths.logs_dir() / f"bench-{spec.name}.log"
