@@ -157,6 +157,7 @@ def test_L52_an_arm_on_a_device_another_service_runs_on_is_refused(
         result = cli(
             "bench", "--arms", str(tmp_path / "arms.yaml"), "--file", str(fleet),
             "--api", "completions", "--runs", "1", "--concurrency", "1",
+            "--prompt-ids", "two-cities",
             "--max-tokens", "128", "--out", str(tmp_path / "out"), "--json",
         )  # fmt: skip
         assert result.code == 2, result.stdout + result.stderr
