@@ -32,8 +32,11 @@ from inferfleet.budget.vllm_kv import (
     kv_shape,
     model_dtype,
 )
-from inferfleet.errors import FleetError
+from inferfleet.deploy.facts import host_facts
+from inferfleet.errors import FleetError, UsageError
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.gguf.source import BytesSource, FileSource
+from inferfleet.render.pipeline import service_launch
 
 TINY = attention_config(TINY_CONFIG)
 
@@ -283,20 +286,63 @@ def test_budget_names_the_broken_file_and_changes_nothing(
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == before
 
 
-def test_cpu_without_kv_space_is_an_estimate(
+def launch_env(fleet: Path) -> dict[str, str]:
+    """The environment ``up`` starts service ``tiny`` with (the one launch pipeline)."""
+    loaded = load_fleet(fleet)
+    launch = service_launch(loaded.fleet, loaded.root, "tiny", host_facts(loaded.root))
+    return launch.env
+
+
+def test_cpu_without_kv_space_the_launch_carries_the_budgets_pool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The incident: a vLLM-cpu service on a device declared with 4 GiB took vLLM's own
+    default (a share of the host's whole RAM) while ``budget`` priced a pool from the
+    declared memory. The launch now sets VLLM_CPU_KVCACHE_SPACE to the budget's figure:
+    0.9 x 4 GiB - the weights - 1 GiB, in whole GiB = 2.
+
+    Mutation killed: dropping ``with_cpu_kv_space`` from ``service_launch`` (the
+    launch leaves the space to vLLM; the budget's pool is then not what runs).
+    """
     write_model(tmp_path / "m")
     fleet = vllm_fleet(
         tmp_path,
         {"path": str(tmp_path / "m")},
         declared(tmp_path / "m"),
+        host={
+            "address": "localhost",
+            "ram": "24GiB",
+            "devices": [{"name": "cpu", "vendor": "cpu", "memory": "4GiB"}],
+        },
         service={"runtime_env": {}},
     )
     result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+    assert result.code == 0, result.stdout + result.stderr
     (doc,) = json.loads(result.stdout)["vllm"]
-    assert doc["exact"] is False
-    assert any("estimate" in note for note in doc["notes"])
+    assert doc["exact"] is True and doc["kv_pool"] == 2 * GIB
+    assert any("the launch sets VLLM_CPU_KVCACHE_SPACE=2" in note for note in doc["notes"])
+    assert launch_env(fleet)["VLLM_CPU_KVCACHE_SPACE"] == "2"
+
+
+def test_a_given_kv_space_is_left_as_written(tmp_path: Path) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(tmp_path, {"path": str(tmp_path / "m")}, declared(tmp_path / "m"))
+    assert launch_env(fleet)["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_cpu_memory_that_leaves_no_whole_gib_for_kv_refuses_the_launch(tmp_path: Path) -> None:
+    write_model(tmp_path / "m")
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        declared(tmp_path / "m"),
+        host={"address": "localhost", "ram": "2GiB"},
+        service={"runtime_env": {}},
+    )
+    with pytest.raises(UsageError) as caught:
+        launch_env(fleet)
+    assert "less than 1 GiB for its KV cache" in caught.value.message
+    assert caught.value.where == "hosts.local"
 
 
 def test_gpu_pool_is_an_estimate_from_the_memory_share(

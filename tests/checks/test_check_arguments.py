@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from check_helpers import DIGEST, Patch, build
+from fixtures.gguf_builder import Q8_0
+from test_check_header_rules import model as header_model
 
 from inferfleet.install import runtime_flags
 from inferfleet.runtimes.flags import FlagList
@@ -24,6 +26,8 @@ from inferfleet.runtimes.flags import FlagList
 S = "services"
 # Rules whose incident needs the runtime's own flag list (see test_check_rules).
 FLAG_LIST_RULES = {"extra-args-unknown-flag"}
+# Rules whose incident needs a model's GGUF header written here (the L-23 section).
+MMAP_RULES = {"mmap-disabled"}
 
 
 def write(tmp_path: Path, patch: Patch) -> Path:
@@ -276,6 +280,24 @@ def test_a_binary_that_lists_no_flags_is_not_cached(
 # ---------------------------------------------------------------- L-23: mmap on
 
 
+def with_embeddings(tmp_path: Path, patch: Patch, vocab: int) -> Path:
+    """The fleet with model m's GGUF header written where its source points: a per-layer
+    embedding table of 7680 x ``vocab`` at Q8_0 (Gemma 3n's shape; 262144 -> 2.0 GiB)."""
+    folder = tmp_path / "models" / "m"
+    folder.mkdir(parents=True, exist_ok=True)
+    header = header_model().tensor("per_layer_token_embd.weight", (7680, vocab), Q8_0)
+    files = []
+    for name in ("m.gguf", "mmproj.gguf"):
+        size = header.write(folder / name, data=False).stat().st_size
+        files.append({"path": name, "size": size})
+    return write(
+        tmp_path, {**patch, "models.m.source": {"path": str(folder)}, "models.m.files": files}
+    )
+
+
+HUGE, SMALL = 262144, 64  # Gemma's vocabulary (2.0 GiB of per-layer embeddings); a toy one
+
+
 @pytest.mark.parametrize(
     ("incident", "culprit"),
     [
@@ -287,14 +309,35 @@ def test_a_binary_that_lists_no_flags_is_not_cached(
     ],
 )
 def test_mmap_off_is_an_error(cli: Any, tmp_path: Path, incident: Patch, culprit: str) -> None:
-    code, doc = check_json(cli, write(tmp_path, incident))
+    """Mutation killed: ``mmap_disabled`` returning None (mmap off not seen)."""
+    code, doc = check_json(cli, with_embeddings(tmp_path, incident, HUGE))
     assert code == 1
     (hit,) = [f for f in doc["findings"] if f["rule"] == "mmap-disabled"]
     assert hit["lesson"] == "L-23" and hit["severity"] == "error"
     assert f"mmap off ({culprit})" in hit["message"]
+    assert "model 'm' has 2.0 GiB of embedding tables" in hit["message"]
     key = culprit.split("=")[0]
     expected = f"runtime_env.{key}" if "=" in culprit else "extra_args"
     assert hit["field"] == f"services.chat.{expected}"
+
+
+def test_mmap_off_for_a_small_embedding_table_is_not_the_lesson(cli: Any, tmp_path: Path) -> None:
+    """The rule is scoped to what L-23 says: huge embedding tables. A toy table with
+    mmap off loads either way. Mutation killed: dropping the size test (the rule
+    fires for every model again)."""
+    code, doc = check_json(
+        cli, with_embeddings(tmp_path, {f"{S}.chat.extra_args": ["--no-mmap"]}, SMALL)
+    )
+    assert [f for f in doc["findings"] if f["rule"] == "mmap-disabled"] == [], doc["findings"]
+    assert code == 0, doc["findings"]
+
+
+def test_mmap_off_without_the_header_is_a_skip_that_says_why(cli: Any, tmp_path: Path) -> None:
+    """Whether the tables are huge is read from the header; without it the rule says so."""
+    code, doc = check_json(cli, write(tmp_path, {f"{S}.chat.extra_args": ["--no-mmap"]}))
+    (skip,) = [s for s in doc["skipped"] if s["rule"] == "mmap-disabled"]
+    assert "'m' is not on this machine" in skip["reason"]
+    assert code == 0
 
 
 @pytest.mark.parametrize(
@@ -307,5 +350,6 @@ def test_mmap_off_is_an_error(cli: Any, tmp_path: Path, incident: Patch, culprit
     ],
 )
 def test_mmap_on_passes(cli: Any, tmp_path: Path, fixed: Patch) -> None:
-    code, doc = check_json(cli, write(tmp_path, fixed))
+    code, doc = check_json(cli, with_embeddings(tmp_path, fixed, HUGE))
     assert code == 0, doc["findings"]
+    assert not [s for s in doc["skipped"] if s["rule"] == "mmap-disabled"]

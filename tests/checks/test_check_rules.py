@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from check_helpers import DIGEST, Patch, check, rule_ids
-from test_check_arguments import FLAG_LIST_RULES
+from test_check_arguments import FLAG_LIST_RULES, MMAP_RULES
 from test_check_collisions import COLLISION_RULES
 from test_check_declared import SOURCE_RULES
 from test_check_exposure import EXPOSURE_RULES
@@ -58,11 +58,6 @@ CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
     "extra-args-field-flag": (
         {f"{S}.chat.extra_args": ["-c", "32768", "--parallel=4"]},
         {f"{S}.chat.extra_args": ["--ubatch-size", "512"]},
-        {},
-    ),
-    "mmap-disabled": (
-        {f"{S}.chat.extra_args": ["--load-mode", "none"]},
-        {f"{S}.chat.extra_args": ["--load-mode", "mmap"]},
         {},
     ),
     "spec-one-drafter": (
@@ -262,7 +257,8 @@ KUBE_RULES = {"kube-gpu-request", "kube-model-volume", "kube-image-not-pinned"}
 
 def test_every_rule_has_a_case() -> None:
     covered = (
-        (set(CASES) | set(HEADER_RULES) | FLAG_LIST_RULES | FIT_RULES | COLLISION_RULES)
+        (set(CASES) | set(HEADER_RULES) | FLAG_LIST_RULES | MMAP_RULES | FIT_RULES)
+        | COLLISION_RULES
         | set(SOURCE_RULES)
         | EXPOSURE_RULES
         | KUBE_RULES

@@ -7,7 +7,7 @@ from pathlib import Path
 from helpers import FIXTURES
 
 from inferfleet.doctor import parse
-from inferfleet.doctor.facts import discover_gpus, drm_files
+from inferfleet.doctor.facts import device_memory_used, discover_gpus, drm_files
 
 HERE = FIXTURES / "doctor"
 MIB = 1024 * 1024
@@ -25,6 +25,16 @@ def test_nvidia_two_gpus() -> None:
     ]
     assert gpus[0].bus == "00000000:01:00.0" and gpus[0].uuid.startswith("GPU-")
     assert parse.nvidia_smi("No devices were found\n") == []
+
+
+def test_device_memory_in_use_nvidia_and_amdgpu() -> None:
+    """L-52: what a bench reads before and after an arm, per GPU."""
+    assert parse.nvidia_smi_used(text("nvidia-smi-used.csv")) == {0: 18234 * MIB, 1: 3 * MIB}
+    assert parse.nvidia_smi_used("No devices were found\n0, n/a\n") == {}
+    root = HERE / "sysfs-apu"
+    assert parse.drm_vram_used(drm_files(root)) == {0: 384 * MIB}
+    assert device_memory_used(root, tools=False) == {"amd:0": 384 * MIB}
+    assert device_memory_used(HERE / "no-such-root", tools=False) == {}
 
 
 def test_amd_smi_both_shapes_and_rocm_smi() -> None:

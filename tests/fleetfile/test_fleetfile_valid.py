@@ -138,7 +138,6 @@ def test_show_json_has_argv_with_pool_and_metrics(cli) -> None:
     assert argv[argv.index("--ctx-size") + 1] == "8192"
     assert argv[argv.index("--parallel") + 1] == "2"
     assert "--metrics" in argv  # L-56
-    assert "--no-mmap" not in argv  # L-23
 
 
 def test_show_unknown_service(cli) -> None:

@@ -130,13 +130,21 @@ class Running:
 
 
 @contextlib.contextmanager
-def running_server(folder: Path, *, drop_flags: tuple[str, ...] = ()) -> Iterator[Running]:
-    """The example service, ctx 4096 per slot x 2 slots, spawned from its prepared argv."""
+def running_server(
+    folder: Path,
+    *,
+    drop_flags: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
+    **service: Any,
+) -> Iterator[Running]:
+    """The example service, ctx 4096 per slot x 2 slots, spawned from its prepared argv
+    (less ``drop_flags``, plus ``extra`` at the end, as extra_args would be; ``service``:
+    keys of the service replaced, paths relative to ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    fleet = write_fleet(folder / "fleet.yaml", fleet_data(port))
+    fleet = write_fleet(folder / "fleet.yaml", fleet_data(port, **service))
     prepared = local.prepare(load_fleet(fleet), SERVICE, local.Hooks())
-    argv = [a for a in prepared.argv if a not in drop_flags]
+    argv = [a for a in prepared.argv if a not in drop_flags] + list(extra)
     log = folder / "llama-server.log"
     proc = process.spawn_detached(argv, log_path=log, env=prepared.process_env(os.environ))
     try:

@@ -98,12 +98,13 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(folder: Path) -> Iterator[Served]:
-    """``inferfleet up`` (process backend) of the tiny model on vLLM; stopped by pid."""
+def served(folder: Path, **service: Any) -> Iterator[Served]:
+    """``inferfleet up`` (process backend) of the tiny model on vLLM (``service``: keys of
+    the service replaced); stopped by pid."""
     model = tiny_llama.cached()
     port = free_port()
     fleet_file = folder / "fleet.yaml"
-    fleet_file.write_text(yaml.safe_dump(fleet_data(port, model), sort_keys=False))
+    fleet_file.write_text(yaml.safe_dump(fleet_data(port, model, **service), sort_keys=False))
     states: list[tuple[str, float]] = []
     hooks = local.Hooks(health_state=lambda s, t: states.append((s, t)))
     with state_dir(folder / "state") as state:

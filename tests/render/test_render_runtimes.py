@@ -57,7 +57,6 @@ def test_llamacpp_pool_is_per_slot_times_slots(tmp_path: Path) -> None:
     argv = lcpp(tmp_path, parallel=3)
     assert flag(argv, "--ctx-size") == "12288" and flag(argv, "--parallel") == "3"  # L-25
     assert "--no-kv-unified" in argv and "--metrics" in argv  # L-56
-    assert "--no-mmap" not in argv  # L-23
     assert argv[0] == "/opt/llama/llama-server" and flag(argv, "--model") == "/m/m.gguf"
 
 

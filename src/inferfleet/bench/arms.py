@@ -15,9 +15,12 @@ service::
 
 A started arm runs the service's own argv (with ``set`` merged into its
 spec) on a free port, is stopped by pid in a ``finally`` whatever happens,
-and the host's available memory must come back before the next arm is
-believed (L-43, L-52). It refuses to start while the production service is
-running: benchmarks run with it stopped (L-52).
+and the host's available memory, and the memory in use on every GPU the
+host can tell about (the doctor's readers), must come back before the next
+arm is believed (L-43, L-52). It refuses to start while the production
+service is running, or another service of the fleet runs on a device the
+arm would use, unless told (``--share-device``): benchmarks run with
+production stopped (L-52).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +45,17 @@ from inferfleet.client.target import Target
 from inferfleet.deploy import local
 from inferfleet.deploy.facts import gather, host_facts
 from inferfleet.deploy.state import decide
+from inferfleet.doctor.facts import device_memory_used
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.fleetfile.fleet import Service
+from inferfleet.fleetfile.fleet import Host, Service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import process
+from inferfleet.runtimes.base import gpu_devices
 
 MEMORY_WAIT_S = 30.0
 Note = Callable[[str], None]
+# Bytes in use per GPU ("nvidia:0"); the host's own readers unless a test hands one in.
+DeviceReader = Callable[[], dict[str, int]]
 
 
 class MemoryNotBackError(FleetError, OSError):
@@ -126,6 +133,8 @@ class ServerLife:
     available_after: int = 0
     memory_back: bool | None = None
     port_free: bool | None = None
+    device_used_before: dict[str, int] = field(default_factory=dict)
+    device_used_after: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -178,7 +187,8 @@ def arm_fleet(loaded: LoadedFleet, spec: StartSpec, arm: str) -> tuple[LoadedFle
     return replace(loaded, fleet=fleet.model_copy(update={"services": services})), service
 
 
-def _refuse_if_running(loaded: LoadedFleet, name: str) -> None:
+def _running_pid(loaded: LoadedFleet, name: str) -> int | None:
+    """The pid of the fleet service ``name`` when it runs on this machine, else None."""
     service = loaded.fleet.services[name]
     state = decide(
         gather(
@@ -189,29 +199,65 @@ def _refuse_if_running(loaded: LoadedFleet, name: str) -> None:
             endpoint=(service.bind, service.port, service.health.path),
         )
     )
-    if state.running:
+    return state.pid if state.running else None
+
+
+def uses(service: Service, host: Host) -> set[str]:
+    """The devices a service computes on: its GPUs by name, else the host's CPU."""
+    return {d.name for _, d in gpu_devices(service, host)} or {"cpu"}
+
+
+def _refuse_if_running(loaded: LoadedFleet, name: str, arm: Service, *, share_device: bool) -> None:
+    """Refuse while production runs, or another service shares the arm's device (L-52)."""
+    pid = _running_pid(loaded, name)
+    if pid is not None:
         raise UsageError(
-            f"service {name!r} is running (pid {state.pid}); benchmarks run with the "
+            f"service {name!r} is running (pid {pid}); benchmarks run with the "
             "production service stopped (L-52)",
             hint=f"stop it first (inferfleet down {name}), or bench it as it runs "
             f"with an arm `service: {name}`",
         )
+    if share_device:
+        return
+    fleet = loaded.fleet
+    mine = uses(arm, fleet.hosts[arm.host])  # the devices as the arm's `set` leaves them
+    for other, spec in fleet.services.items():
+        if other == name or spec.host != arm.host or spec.kind != "llm":
+            continue
+        shared = mine & uses(spec, fleet.hosts[spec.host])
+        if shared and (pid := _running_pid(loaded, other)) is not None:
+            raise UsageError(
+                f"service {other!r} is running (pid {pid}) on {', '.join(sorted(shared))}, "
+                f"which the arm of {name!r} would use: the numbers would measure the "
+                "contention (L-52)",
+                hint=f"stop it first (inferfleet down {other}), or pass --share-device to "
+                "bench next to it knowingly",
+            )
 
 
 @contextlib.contextmanager
 def started(
-    loaded: LoadedFleet, spec: ArmSpec, note: Note, *, memory_slack: int
+    loaded: LoadedFleet,
+    spec: ArmSpec,
+    note: Note,
+    *,
+    memory_slack: int,
+    share_device: bool = False,
+    device_used: DeviceReader = device_memory_used,
 ) -> Iterator[ArmRun]:
     """Start the arm's server, yield it healthy, and always stop it by pid (L-43)."""
     assert spec.start is not None
-    _refuse_if_running(loaded, spec.start.service)
     arm_loaded, service = arm_fleet(loaded, spec.start, spec.name)
+    _refuse_if_running(loaded, spec.start.service, service, share_device=share_device)
     # The arm's launch comes from the one pipeline, as up and apply take theirs.
     prepared = local.prepare(arm_loaded, spec.start.service, local.Hooks(note=note))
     log = paths.logs_dir() / f"bench-{spec.name}.log"
     before = psutil.virtual_memory().available
+    gpus_before = device_used()
     proc = process.spawn_detached(prepared.argv, log_path=log, env=prepared.process_env(os.environ))
-    life = ServerLife(proc.pid, prepared.argv, str(log), available_before=before)
+    life = ServerLife(
+        proc.pid, prepared.argv, str(log), available_before=before, device_used_before=gpus_before
+    )
     note(f"arm {spec.name}: started pid {proc.pid} on port {service.port}")
     try:
         health = gate.wait_healthy(
@@ -240,19 +286,46 @@ def started(
         life.stop = process.terminate(proc)
         life.port_free = _wait(lambda: not listeners(service.port, service.bind), 10.0)
         life.memory_back = _wait(
-            lambda: psutil.virtual_memory().available >= before - memory_slack, MEMORY_WAIT_S
+            lambda: _memory_back(life, device_used, memory_slack), MEMORY_WAIT_S
         )
-        life.available_after = psutil.virtual_memory().available
         note(f"arm {spec.name}: stopped pid {proc.pid} ({life.stop})")
     if not life.memory_back:
         raise MemoryNotBackError(
-            f"after stopping arm {spec.name!r} (pid {life.pid}) available memory is "
-            f"{life.available_after >> 20} MiB, {(before - life.available_after) >> 20} MiB "
-            f"below the {before >> 20} MiB before it started",
+            f"after stopping arm {spec.name!r} (pid {life.pid}) {_missing(life, memory_slack)}",
             where=f"bench arm {spec.name}",
             hint="something still holds memory (an orphaned server?); later numbers would be "
             "poisoned (L-52). Find it by pid, or raise --memory-slack if another job moved",
         )
+
+
+def _memory_back(life: ServerLife, device_used: DeviceReader, slack: int) -> bool:
+    """Host memory and every GPU's memory back to what they were before the arm (L-52)."""
+    life.available_after = psutil.virtual_memory().available
+    life.device_used_after = device_used()
+    if life.available_after < life.available_before - slack:
+        return False
+    return all(
+        life.device_used_after.get(gpu, 0) <= used + slack
+        for gpu, used in life.device_used_before.items()
+    )
+
+
+def _missing(life: ServerLife, slack: int) -> str:
+    """What did not come back, in words."""
+    before, after = life.available_before, life.available_after
+    gone = [
+        f"{gpu} has {(life.device_used_after.get(gpu, 0) - used) >> 20} MiB more in use "
+        f"than the {used >> 20} MiB before it started"
+        for gpu, used in life.device_used_before.items()
+        if life.device_used_after.get(gpu, 0) > used + slack
+    ]
+    if after < before - slack:
+        gone.insert(
+            0,
+            f"available memory is {after >> 20} MiB, {(before - after) >> 20} MiB below the "
+            f"{before >> 20} MiB before it started",
+        )
+    return "; ".join(gone) or "memory did not come back"
 
 
 def _wait(condition: Callable[[], bool], timeout: float) -> bool:

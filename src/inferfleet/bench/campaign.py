@@ -52,6 +52,7 @@ class Options:
     load: Load = Load()
     memory_slack: int = DEFAULT_MEMORY_SLACK
     warmup: bool = True
+    share_device: bool = False  # start arms next to other services on their device (L-52)
 
     def validate(self) -> None:
         if not self.concurrency or any(c < 1 for c in self.concurrency):
@@ -93,7 +94,7 @@ def run_bench(
     result = BenchResult(options, started_at=time.time())
     for arm in arms:
         try:
-            with _arm(arm, loaded, note, options.memory_slack) as run:
+            with _arm(arm, loaded, note, options) as run:
                 result.arms.append(run)
                 _measure(run, options, result, note, on_record)
         except MemoryNotBackError as exc:
@@ -111,14 +112,20 @@ def run_bench(
 
 @contextlib.contextmanager
 def _arm(
-    arm: PlannedArm, loaded: LoadedFleet | None, note: Note, memory_slack: int
+    arm: PlannedArm, loaded: LoadedFleet | None, note: Note, options: Options
 ) -> Iterator[ArmRun]:
     if arm.start is not None:
         if loaded is None:
             raise UsageError(
                 f"arm {arm.name!r} starts a server, which needs a fleet file", hint="pass --file"
             )
-        with started(loaded, arm.start, note, memory_slack=memory_slack) as run:
+        with started(
+            loaded,
+            arm.start,
+            note,
+            memory_slack=options.memory_slack,
+            share_device=options.share_device,
+        ) as run:
             yield run
         return
     assert arm.target is not None

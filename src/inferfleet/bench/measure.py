@@ -79,6 +79,10 @@ class RequestRecord(RequestId):
     server_wait_ms: float | None  # time to first token not spent in prefill: queue, parse
     server_timing: dict[str, float]
     decode_counted: bool  # enough tokens for the decode statistics (L-49)
+    # A drafter's tokens proposed and accepted (llama-server timings draft_n and
+    # draft_n_accepted); None where no drafter runs (L-48: acceptance is the workload's).
+    draft_n: int | None
+    draft_accepted: int | None
     started_s: float  # seconds since the level started (for timelines)
     finished_s: float
 
@@ -214,6 +218,8 @@ def record(result: StreamResult, ctx: Context) -> RequestRecord:
         server_wait_ms=wait,
         server_timing=timing_header,
         decode_counted=ok and (completion_tokens or 0) >= MIN_DECODE_TOKENS,
+        draft_n=_int(timings.get("draft_n")),
+        draft_accepted=_int(timings.get("draft_n_accepted")),
         started_s=round((result.sent_ns - ctx.level_start_ns) / 1e9, 4),
         finished_s=round((result.done_ns - ctx.level_start_ns) / 1e9, 4),
     )

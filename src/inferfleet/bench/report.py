@@ -40,6 +40,7 @@ CSV_COLUMNS = (
     "max_cached_tokens",
     "short_generations",
     "reasoning_only",
+    "draft_acceptance",
 )
 
 
@@ -89,6 +90,7 @@ def csv_text(summary: BenchDocument) -> str:
                 lv["cache"]["max_cached_tokens"],
                 lv["short_generations"],
                 lv["reasoning_only"],
+                (lv.get("draft") or {}).get("acceptance"),
             ]
         )
     return buffer.getvalue()

@@ -48,6 +48,23 @@ def _relative_error(records: list[RequestRecord], mine: str, theirs: str) -> dic
     return asdict(Spread.of(errors))
 
 
+def draft_acceptance(records: list[RequestRecord]) -> dict[str, Any] | None:
+    """Tokens a drafter proposed and the share the target accepted, over the requests
+    that report them; None where no drafter runs. The figure depends on the text
+    drafted: on the real battery it is the workload's, not a synthetic one's (L-48)."""
+    drafted = [r for r in records if r.draft_n is not None and r.draft_accepted is not None]
+    if not drafted:
+        return None
+    proposed = sum(r.draft_n or 0 for r in drafted)
+    accepted = sum(r.draft_accepted or 0 for r in drafted)
+    return {
+        "requests": len(drafted),
+        "proposed": proposed,
+        "accepted": accepted,
+        "acceptance": round(accepted / proposed, 4) if proposed else None,
+    }
+
+
 def level_summary(arm: str, concurrency: int, levels: list[LevelResult]) -> dict[str, Any]:
     records = [r for level in levels for r in level.records]
     ok = [r for r in records if r.ok]
@@ -71,6 +88,7 @@ def level_summary(arm: str, concurrency: int, levels: list[LevelResult]) -> dict
     cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
     return {
         "arm": arm,
+        "draft": draft_acceptance(ok),
         "concurrency": concurrency,
         "requests": len(records),
         "ok": len(ok),

@@ -10,10 +10,14 @@ per-slot window), ``--max-num-seqs`` (the slots), ``--dtype``,
 
 KV bytes: on CPU, ``VLLM_CPU_KVCACHE_SPACE`` (GiB, from the service's
 ``runtime_env`` or ``env``) or ``--kv-cache-memory-bytes`` is the pool, and
-the capacity is exact. Without either, and on a GPU always, vLLM measures
-what its memory share leaves after the weights in a profile run at start;
-here that is an estimate (weights and :data:`~inferfleet.budget.vllm_kv.GPU_OVERHEAD`
-subtracted), and the budget says so.
+the capacity is exact. Without either, the launch sets
+``VLLM_CPU_KVCACHE_SPACE`` itself to what :func:`launch_kv_space` prices from
+the declared memory (left alone, vLLM on CPU takes a share of the host's
+whole RAM, not the memory the fleet declares), so the budget is exact there
+too. On a GPU vLLM measures what its memory share leaves after the weights in
+a profile run at start; here that is an estimate (weights and
+:data:`~inferfleet.budget.vllm_kv.GPU_OVERHEAD` subtracted), and the budget
+says so.
 """
 
 from __future__ import annotations
@@ -125,6 +129,31 @@ def kv_space(service: Service) -> int | None:
     return int(text) * GIB
 
 
+def declared_ram(host: Host) -> int | None:
+    """The memory a CPU engine may use on ``host``: its cpu device's, else the host's RAM."""
+    return next((d.memory for d in host.devices if d.vendor == "cpu"), None) or host.ram
+
+
+def launch_kv_space(
+    name: str, service: Service, host: Host, devices: list[Device], weights_on_disk: int
+) -> int | None:
+    """The KV pool (bytes, whole GiB: vLLM reads an int) the launch gives a vLLM service on
+    CPU through ``VLLM_CPU_KVCACHE_SPACE``: the declared memory times the memory share,
+    less the weights (their files' sizes) and :data:`CPU_OVERHEAD`, rounded down.
+
+    None where it is not the launch's to set: on a GPU, with the space or
+    ``--kv-cache-memory-bytes`` given, or with no memory declared to size it from.
+    """
+    if devices or kv_space(service) is not None:
+        return None
+    settings = vllm_settings(name, service, host)
+    ram = declared_ram(host)
+    if settings.kv_cache_memory_bytes is not None or ram is None:
+        return None
+    free = int(ram * settings.share) - weights_on_disk - CPU_OVERHEAD
+    return max(free // GIB, 0) * GIB
+
+
 @dataclass(frozen=True)
 class VllmBudget:
     """What one vLLM service holds, and whether its slots fit."""
@@ -228,19 +257,19 @@ def vllm_budget(
     elif settings.kv_cache_memory_bytes is not None:
         kv_bytes = settings.kv_cache_memory_bytes
     elif cpu:
-        ram = next((d.memory for d in host.devices if d.vendor == "cpu"), None) or host.ram
+        ram = declared_ram(host)
         if ram is None:
             raise BudgetError(
                 f"service {name!r}: vLLM on CPU sizes its KV cache from {KV_SPACE_ENV} or the "
                 "host's memory, and neither is given",
                 hint=f"set runtime_env.{KV_SPACE_ENV} (GiB), or the host's ram",
             )
-        exact = False
-        kv_bytes = int(ram * settings.share) - weights - CPU_OVERHEAD
+        on_disk = sum(f.file_size for f in model.files)
+        kv_bytes = launch_kv_space(name, service, host, [], on_disk) or 0
         notes.append(
-            f"estimate: without {KV_SPACE_ENV}, vLLM takes gpu_memory_utilization "
-            f"{settings.share:g} x RAM minus what the process holds after loading "
-            f"(weights + ~{CPU_OVERHEAD // GIB} GiB assumed); set {KV_SPACE_ENV} for an exact pool"
+            f"the launch sets {KV_SPACE_ENV}={kv_bytes // GIB}: {settings.share:g} x "
+            f"{ram / GIB:.1f} GiB declared, less the weights' {on_disk / GIB:.2f} GiB and "
+            f"~{CPU_OVERHEAD // GIB} GiB of runtime, in whole GiB"
         )
     else:
         exact = False

@@ -174,23 +174,56 @@ def _host_network_ports(ctx: CheckContext, host: str) -> set[int]:
     return ports
 
 
+# host:port in a hand-written config: a Caddyfile upstream (`reverse_proxy 10.0.0.5:8080`),
+# a Prometheus target ('10.0.0.5:8080'), a LiteLLM api_base (http://10.0.0.5:8080/v1).
+_HOST_PORT = re.compile(
+    r"(?<![\w.-])(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):(\d{1,5})(?!\d)"
+)
+_SETTINGS_LIMIT = 1 << 20
+
+
+def _settings_addresses(s: Subject) -> Iterator[tuple[int, int, str, int]]:
+    """(settings index, line, address, port) of every host:port in the settings templates."""
+    for index, settings in enumerate(s.service.settings):
+        try:
+            with (s.ctx.root / settings.template).open("rb") as handle:
+                text = handle.read(_SETTINGS_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue  # settings-template-unsafe reports a missing template
+        for number, line in enumerate(text.splitlines(), 1):
+            for address, port in _HOST_PORT.findall(line):
+                yield index, number, address.strip("[]"), int(port)
+
+
 @service_rule("container-host-lan-address", "L-57", "warning", services="all")
 def host_address(s: Subject) -> Iterator[Hit]:
     """a container reaches a host-network service at the host's address instead of the gateway"""
     service = s.service
     if _image(s.ctx, service) is None or service.container.network == "host":
         return
-    own = {s.host.address or service.host, service.host, "localhost", "127.0.0.1"}
+    own = {s.host.address or service.host, service.host, "localhost", "127.0.0.1", "::1"}
     ports = _host_network_ports(s.ctx, service.host)
+    fix = "use {gateway}:{port} (the host gateway name podman provides)"
     for key, value in {**service.env, **service.container.env}.items():
         for address, port in _URL.findall(value):
-            if address in own and int(port) in ports:
+            if address.strip("[]") in own and int(port) in ports:
                 yield s.hit(
                     f"container.env.{key}" if key in service.container.env else f"env.{key}",
                     f"container service {s.name!r} reaches {address}:{port} from inside its "
                     "container; only published ports are forwarded there",
-                    f"use {HOST_GATEWAY}:{port} (the host gateway name podman provides)",
+                    fix.format(gateway=HOST_GATEWAY, port=port),
                 )
+    # The incident itself: a Caddyfile upstream; Prometheus targets and gateway backends
+    # in a container's hand-written config go the same way (L-57).
+    for index, line, address, port in _settings_addresses(s):
+        if address in own and port in ports:
+            template = s.service.settings[index].template
+            yield s.hit(
+                f"settings[{index}].template",
+                f"container service {s.name!r} reaches {address}:{port} from inside its "
+                f"container ({template}, line {line}); only published ports are forwarded there",
+                fix.format(gateway=HOST_GATEWAY, port=port),
+            )
 
 
 @rule("binary-not-pinned", "L-42", "error")

@@ -66,8 +66,11 @@ def bench(
     ),
     prompts: int | None = typer.Option(None, "--prompts", help="Use the first N prompts only."),
     prompt_ids: str | None = typer.Option(None, "--prompt-ids", help="Comma-separated ids."),
-    ignore_eos: bool = typer.Option(
-        True, "--ignore-eos/--no-ignore-eos", help="Ask the server to generate every token."
+    ignore_eos: bool | None = typer.Option(
+        None,
+        "--ignore-eos/--no-ignore-eos",
+        help="Ask the server to generate every token. Default: on for one endpoint, off for "
+        "an A/B of several arms (a drafter is measured on text the model would write, L-48).",
     ),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds one request may take."),
     memory_slack: str = typer.Option(
@@ -76,6 +79,11 @@ def bench(
         help="Available memory that may stay missing after a started arm stops.",
     ),
     warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="One unmeasured request."),
+    share_device: bool = typer.Option(
+        False,
+        "--share-device",
+        help="Start arms even while another service of the fleet runs on their device (L-52).",
+    ),
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -107,9 +115,10 @@ def bench(
         api="chat" if api == "chat" else "completions",
         prompts=tuple(chosen),
         battery=battery,
-        load=Load(max_tokens=max_tokens, ignore_eos=ignore_eos, timeout_s=timeout),
+        load=Load(max_tokens=max_tokens, ignore_eos=bool(ignore_eos), timeout_s=timeout),
         memory_slack=slack,
         warmup=warmup,
+        share_device=share_device,
     )
     options.validate()
     out_path = out_dir or Path("bench-results") / time.strftime("%Y%m%dT%H%M%S")
@@ -146,6 +155,10 @@ def bench(
         if not rec.ok:
             out.note(f"  [red]request failed[/red] {esc(rec.prompt_id)}: {esc(rec.error)}")
 
+    if ignore_eos is None:
+        # L-48: an A/B lets the model stop where it would; past its end of text a drafter is
+        # measured on text the model would not write. One endpoint's rates take every token.
+        options = replace(options, load=replace(options.load, ignore_eos=len(arms) < 2))
     result = run_bench(
         arms, options, loaded=loaded, note=lambda text: out.note(esc(text)), on_record=progress
     )
@@ -216,6 +229,13 @@ def _show(out: Output, summary: BenchDocument, written: list[Path]) -> None:
         ],
         rows,
     )
+    for lv in levels:
+        draft = lv.get("draft")
+        if draft and draft["acceptance"] is not None:
+            out.line(
+                f"{esc(lv['arm'])} c={lv['concurrency']}: the drafter's tokens accepted "
+                f"{draft['accepted']}/{draft['proposed']} ({draft['acceptance']:.0%}; L-48)"
+            )
     for arm in summary["arms"]:
         if arm.get("cold_load_s") is not None:
             out.line(

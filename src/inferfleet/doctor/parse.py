@@ -205,6 +205,35 @@ def drm_cards(cards: dict[str, dict[str, str]], apu_host: bool | None = None) ->
     return gpus
 
 
+def nvidia_smi_used(text: str) -> dict[int, int]:
+    """``nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits``: bytes
+    in use per GPU index (the tool prints MiB). Lines that do not parse are left out."""
+    used: dict[int, int] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != 2:
+            continue
+        index, mib = _int(cells[0]), _int(cells[1])
+        if index is not None and mib is not None:
+            used[index] = mib * MIB
+    return used
+
+
+def drm_vram_used(cards: dict[str, dict[str, str]]) -> dict[int, int]:
+    """``/sys/class/drm/cardN/device/mem_info_vram_used`` of the amdgpu cards, in bytes,
+    by the same position :func:`drm_cards` gives them."""
+    amd = sorted(
+        (name for name, files in cards.items()
+         if _CARD.match(name) and files.get("vendor", "").strip().lower() == "0x1002"),
+        key=lambda n: int(n[4:]),
+    )  # fmt: skip
+    used: dict[int, int] = {}
+    for index, name in enumerate(amd):
+        if (value := _int(cards[name].get("mem_info_vram_used", ""))) is not None:
+            used[index] = value
+    return used
+
+
 def meminfo(text: str) -> MemInfo:
     """``/proc/meminfo``: ``MemTotal: 65831220 kB`` lines."""
     values: dict[str, int] = {}

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from inferfleet.client.stream import REASONING_FIELDS
+from inferfleet.probe.client_config import compare
 from inferfleet.probe.evidence import Answer, CheckResult, Evidence, excerpt
 from inferfleet.probe.images import COLOURS, data_url, solid_png
 from inferfleet.probe.session import Session
@@ -219,6 +220,20 @@ def efforts(s: Session) -> CheckResult:
         )
     if not accepted:
         return CheckResult("efforts", title, "L-46", "fail", summary, (shown, *evidence[:2]))
+    # The incident: the client map sent a value the template refuses (L-46).
+    assert s.target.client is not None  # a declared reasoning field implies client facts
+    mismatches = compare(s.findings, {"reasoning_effort": s.target.client.reasoning_effort})
+    if mismatches:
+        return CheckResult(
+            "efforts",
+            title,
+            "L-46",
+            "fail",
+            f"{summary}; {mismatches[0].message}",
+            (shown, *evidence[:2]),
+            hint="set client.reasoning_effort to the probed map: "
+            + ", ".join(f"{k}: {v}" for k, v in s.findings.effort_map.items()),
+        )
     return CheckResult("efforts", title, "L-46", "pass", summary, (shown, *evidence[:2]))
 
 

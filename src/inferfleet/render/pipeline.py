@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.artifacts.manifest import declared_files
-from inferfleet.budget.fleet import ShapeOf
+from inferfleet.budget.fleet import ShapeOf, engine_devices
+from inferfleet.budget.vllm_kv import GIB
+from inferfleet.budget.vllm_service import KV_SPACE_ENV, launch_kv_space
+from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.render.bundle import service_artifacts
@@ -155,6 +158,8 @@ def service_launch(
     service = unit_service(fleet, name)
     refuse_launch_flags(fleet, name)
     rpc_args = rpc_launch_args(fleet, name, shape_of) if service.rpc else None
+    fleet = with_cpu_kv_space(fleet, root, name)
+    service = unit_service(fleet, name)
     resolved = resolve(fleet, root, name, facts, rpc_args=rpc_args)
     models = served_models(fleet, name)
     model_files = [
@@ -197,6 +202,37 @@ def service_launch(
         container=container,
         make_dirs=[m.host for m in resolved.mounts if not m.read_only] if container else [],
     )
+
+
+def with_cpu_kv_space(fleet: Fleet, root: Path, name: str) -> Fleet:
+    """The fleet with a vLLM-on-CPU service's ``VLLM_CPU_KVCACHE_SPACE`` set to what the
+    budget prices; left alone, vLLM takes a share of the host's whole RAM, whatever
+    memory the fleet declares (:func:`inferfleet.budget.vllm_service.launch_kv_space`)."""
+    service = fleet.services.get(name)
+    runtime = None if service is None else fleet.runtimes.get(service.runtime or "")
+    if service is None or runtime is None or runtime.kind != "vllm" or service.model is None:
+        return fleet
+    host = fleet.hosts[service.host]
+    weights = sum(
+        entry.size
+        for entry in declared_files(fleet.models[service.model], root)
+        if entry.path.endswith(".safetensors")
+    )
+    space = launch_kv_space(name, service, host, engine_devices(service, host), weights)
+    if space is None:
+        return fleet
+    if space < GIB:
+        raise UsageError(
+            f"service {name!r}: vLLM on CPU would have less than 1 GiB for its KV cache: the "
+            f"declared memory, less the weights ({weights / GIB:.2f} GiB) and ~1 GiB of "
+            "runtime, leaves no whole GiB (VLLM_CPU_KVCACHE_SPACE is whole GiB)",
+            where=f"hosts.{service.host}",
+            hint="declare more memory for the host (its cpu device or ram), or set "
+            "runtime_env.VLLM_CPU_KVCACHE_SPACE yourself",
+        )
+    env = {**service.runtime_env, KV_SPACE_ENV: str(space // GIB)}
+    updated = service.model_copy(update={"runtime_env": env})
+    return fleet.model_copy(update={"services": {**fleet.services, name: updated}})
 
 
 def served_models(fleet: Fleet, name: str) -> list[str]:

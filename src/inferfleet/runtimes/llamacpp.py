@@ -8,7 +8,8 @@ The argv is a list, never a shell string. Lessons encoded here:
 - L-56: ``--metrics`` is on unless the fleet turns it off, so ``/metrics``
   never answers 501 and the endpoint never silently drops out of monitoring.
 - L-23: mmap stays on (we never pass ``--no-mmap`` or a ``--load-mode``
-  without mmap; the ``mmap-disabled`` rule refuses them in extra_args).
+  without mmap; the ``mmap-disabled`` rule refuses them, in extra_args or the
+  environment, for a model with huge embedding tables).
 - L-17: tensor overrides go out as ONE joined list in first-match order, with
   the CPU targets (the broad patterns) last.
 - L-13, L-14, L-16: speculative flags are emitted as a set, or not at all.
@@ -22,6 +23,7 @@ import json
 from collections.abc import Iterable, Mapping
 
 from inferfleet.fleetfile.fleet import Host, Service, Speculative
+from inferfleet.gguf import Inspection
 from inferfleet.runtimes.base import (
     AdapterError,
     Launch,
@@ -136,6 +138,11 @@ FLAGS = FlagTable(
 # mmap+mlock, dio) that read the weights into anonymous memory, and the
 # environment variables it reads the same settings from.
 NO_MMAP_FLAGS = frozenset({"--no-mmap"})
+# The tensors that stay in host memory whatever the offload (the input layer), and the
+# size from which they are "huge" (L-23): Gemma 3 27B's token_embd or Gemma 3n's
+# per-layer embeddings are 1-4 GiB, read into anonymous memory by a load without mmap.
+EMBEDDING_TABLES = frozenset({"token_embd.weight", "per_layer_token_embd.weight"})
+HUGE_EMBEDDING = 1 << 30
 LOAD_MODE_FLAGS = frozenset({"--load-mode", "-lm"})
 LOAD_MODES_WITHOUT_MMAP = frozenset({"none", "mlock", "dio"})
 _FALSE = frozenset({"0", "false", "off", "no", "disabled"})
@@ -156,6 +163,11 @@ def mmap_disabled(args: Iterable[Arg], env: Mapping[str, str]) -> str | None:
     if env.get("LLAMA_ARG_MMAP", "").lower() in _FALSE:
         return f"LLAMA_ARG_MMAP={env['LLAMA_ARG_MMAP']}"
     return None
+
+
+def embedding_bytes(facts: Inspection) -> int:
+    """Bytes of the model's embedding tables, from its GGUF header (L-23)."""
+    return sum(t.n_bytes or 0 for t in facts.tensors if t.name in EMBEDDING_TABLES)
 
 
 # llama.cpp names its devices (and their buffer types) after the backend that drives them.
