@@ -116,7 +116,8 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
             if over is not None:
                 yield _overrun(pool, over, engine_names, list(unsized))
         for name, reason in unsized.items():
-            yield Skip(name, f"memory of service {name!r} not sized: {reason}")
+            cause = ctx.missing_header(name) or reason
+            yield Skip(name, f"memory of service {name!r} not sized: {reason}", cause)
 
 
 def safetensors(ctx: CheckContext, name: str) -> bool:
@@ -157,21 +158,31 @@ def vllm_capacity(ctx: CheckContext) -> Iterator[Hit | Skip]:
             continue  # a GGUF on vLLM: only its memory share is judged
         found = vllm_sized(ctx, name)
         if isinstance(found, str):
-            yield Skip(name, f"KV capacity of service {name!r} not sized: {found}")
+            yield Skip(name, f"KV capacity of service {name!r} not sized: {found}", found)
             continue
         if found.fits:
             continue
         capacity, settings = found.capacity, found.settings
         kind = "exactly" if found.exact else "by estimate"
-        start = "" if found.starts else "; vLLM refuses to start: not even one window fits"
+        # vLLM schedules by the tokens sequences really hold: fewer full windows
+        # than slots only queues requests when every slot is at its full window
+        # (an operator's deliberate shape); not even one window is a refusal to start.
+        if found.starts:
+            after = (
+                "; vLLM schedules by actual use, so slots wait only when all of them "
+                "hold full windows at once"
+            )
+        else:
+            after = "; vLLM refuses to start: not even one window fits"
         yield Hit(
             name,
             f"services.{name}.parallel",
             f"service {name!r}: vLLM's KV pool ({kind}) holds {capacity.tokens:,} tokens "
             f"({capacity.num_blocks:,} blocks of {capacity.shape.block_size}), "
             f"{capacity.requests_that_fit():,} windows of {settings.max_model_len:,} at once; "
-            f"{settings.max_num_seqs} slots need {found.wanted_tokens:,}{start}",
+            f"{settings.max_num_seqs} slots need {found.wanted_tokens:,}{after}",
             "lower ctx_per_slot or parallel, give the KV cache more memory "
             "(VLLM_CPU_KVCACHE_SPACE on CPU, gpu_memory_utilization on a GPU, L-32), "
-            "or an fp8 kv_cache",
+            "or an fp8 kv_cache; a deliberate shape is kept with a waiver and its reason",
+            None if not found.starts else "warning",
         )
