@@ -10,6 +10,7 @@ tensor data), none on the second run (the cache), none with ``--offline``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -171,9 +172,9 @@ def test_offline_makes_no_request_and_says_so(hub: HubServer, cli: Cli, tmp_path
     reasons = {s["rule"]: s["reason"] for s in doc["skipped"]}
     assert "--offline: no network request was made" in reasons["context-beyond-training"]
     assert "--offline" in reasons["declared-files-match-source"]
-    strict = cli("check", str(path), "--offline", "--strict")
+    strict = cli("check", str(path), "--offline", "--require-facts")
     assert strict.code == 1 and hub.log == []
-    assert "rule(s) skipped" in strict.stdout and "drop --offline" in strict.stdout
+    assert "rules were skipped for" in strict.stdout and "drop --offline" in strict.stdout
     # Once cached, --offline judges too: the cache is on this machine.
     _doc(cli, path)
     assert hub.log
@@ -182,23 +183,31 @@ def test_offline_makes_no_request_and_says_so(hub: HubServer, cli: Cli, tmp_path
     assert len(hub.log) == before and cached["skipped"] == []
 
 
-def test_strict_fails_on_a_skip_and_names_it(
+def test_skips_are_one_line_per_cause_and_fail_only_with_require_facts(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_env: Path
 ) -> None:
-    """A path model whose folder is not here cannot be judged: --strict refuses to pass."""
+    """A path model whose folder is not here cannot be judged: said once, with the cause;
+    --strict passes (nothing judged is wrong), --require-facts refuses to pass."""
     path = fleet(tmp_path, {"path": str(tmp_path / "absent")})
-    loose = cli("check", str(path))
-    assert loose.code == 0 and "skipped" in loose.stdout
     strict = cli("check", str(path), "--strict")
-    assert strict.code == 1
-    assert "context-beyond-training for chat" in strict.stdout
-    assert "is not on this machine" in strict.stdout  # the reason of each skip is printed
-    as_json = cli("check", str(path), "--strict", "--json")
-    assert as_json.code == 1 and "rule(s) skipped" in as_json.stderr
+    assert strict.code == 0, strict.stdout
+    lines = [line for line in strict.stdout.splitlines() if "is not on this machine" in line]
+    said = " ".join(strict.stdout.split())
+    assert "not checked (4 rules for model m, chat)" in said
+    # One line for the cause, and the summary names it: the exit code agrees.
+    assert len([line for line in lines if line.startswith("not checked")]) == 1, strict.stdout
+    assert re.search(r"passed with \d+ rules skipped \(1 cause: model 'm' is not on", said)
+    required = cli("check", str(path), "--require-facts")
+    assert required.code == 1
+    said = " ".join(required.stdout.split())
+    assert "failed (--require-facts: a skipped rule fails)" in said
+    as_json = cli("check", str(path), "--require-facts", "--json")
+    assert as_json.code == 1 and "rules were skipped for 1 cause" in as_json.stderr
     document = json.loads(as_json.stdout)  # stdout stays one document
-    # ok is the verdict the exit code gives: a skip under --strict is not a pass
+    # ok is the verdict the exit code gives
     assert document["ok"] is False and document["counts"]["error"] == 0
-    assert json.loads(cli("check", str(path), "--json").stdout)["ok"] is True
+    assert document["counts"]["causes"] == 1
+    assert json.loads(cli("check", str(path), "--strict", "--json").stdout)["ok"] is True
 
 
 @pytest.mark.parametrize(
@@ -254,7 +263,7 @@ def test_unreachable_hub_is_a_skip_with_the_reason(
     nobody = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("HF_ENDPOINT", nobody)
     path = _hub_fleet(tmp_path, **INCIDENT)
-    result = cli("check", str(path), "--strict")
+    result = cli("check", str(path), "--require-facts")
     assert result.code == 1
     assert "cannot read the header of test/gemma-whole@main/" in result.stdout
     assert not header_cache_path((nobody, WHOLE, "main", MODEL_NAME)).exists()  # not cached
@@ -265,5 +274,5 @@ def test_the_packaged_example_passes_strict_with_no_skip(cli: Cli, hub_env: Path
     example = ROOT / "src" / "inferfleet" / "examples" / "local" / "fleet.yaml"
     result = cli("check", str(example), "--strict")
     assert result.code == 0, result.stdout + result.stderr
-    assert "0 skipped" in result.stdout
+    assert "skipped" not in result.stdout and "not checked" not in result.stdout
     assert MODEL_SIZE == 253_113_024  # the example declares this size, checked against the package

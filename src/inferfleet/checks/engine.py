@@ -221,6 +221,12 @@ class SourceListing:
     files: dict[str, ManifestEntry]  # by path; a declared path absent here is not in the source
 
 
+def not_here(model_name: str, folder: Path) -> str:
+    """Why a model's facts cannot be read here: one text for every rule that needs its
+    files, so `check` reports the cause once (what it holds is checked on the host)."""
+    return f"model {model_name!r} is not on this machine ({folder})"
+
+
 @dataclass
 class LocalSources:
     """This machine only: the model's main GGUF where the fleet says it lives, never the network."""
@@ -237,7 +243,7 @@ class LocalSources:
         if path is None:
             return f"model {model_name!r} is not a GGUF (header rules read GGUF files)"
         if not path.is_file():
-            return f"model {model_name!r} is not on this machine ({path})"
+            return not_here(model_name, path.parent)
         return path
 
     def header(self, model_name: str) -> Inspection | str:
@@ -281,10 +287,7 @@ class LocalSources:
             try:
                 info = (folder / entry.path).stat()
             except OSError:
-                return (
-                    f"model {model_name!r}: {entry.path} is not on this machine "
-                    f"({folder}); its size is checked on the host"
-                )
+                return not_here(model_name, folder)
             found[entry.path] = ManifestEntry(entry.path, info.st_size, "size", "")
         return SourceListing(f"{folder} (stat)", found)
 
