@@ -70,6 +70,8 @@ from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
+from inferfleet.hub.model_ref import offline as hub_offline
+from inferfleet.hub.reach import unreachable
 from inferfleet.hub.st_headers import CACHE_PATH, read_cached, read_hub_model
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.files import atomic_write
@@ -80,6 +82,8 @@ CACHE_FORMAT = 1
 # a mirror's repo of the same name is not the Hub's.
 HubKey = tuple[str, str, str, str]
 OFFLINE = "--offline: no network request was made"
+# One text for every Hub model a run cannot read, so `check` reports it once (one cause).
+NOT_CACHED = f"the model is not on this machine and its Hub facts are not cached ({OFFLINE})"
 
 
 # ---------------------------------------------------------------- cached header facts
@@ -347,6 +351,17 @@ class ModelSources:
 
     def __post_init__(self) -> None:
         self._local = LocalSources(self.loaded)
+        self.offline = self.offline or hub_offline()  # HF_HUB_OFFLINE=1 as --offline
+
+    def _cannot_ask(self) -> str | None:
+        """Why no Hub request is made: --offline, or the endpoint cannot be reached at all
+        (asked once: a name that does not resolve is final, never retried)."""
+        if self.offline:
+            return NOT_CACHED
+        why = unreachable(self._endpoint())
+        if why is not None:
+            return f"{why} (not retried); Hub models without cached facts were not judged"
+        return None
 
     def close(self) -> None:
         if self.client is not None:
@@ -403,8 +418,9 @@ class ModelSources:
         cached = read_cached_header(key)
         if cached is not None:
             return cached
-        if self.offline:
-            return f"model {name!r} is not on this machine and its header is not cached ({OFFLINE})"
+        cannot = self._cannot_ask()
+        if cannot is not None:
+            return cannot
         pieces = [e for e in self._declared(model) if _first_fragment_of(e.path, main)]
         try:
             if pieces:  # L-05: assembled after download; its header is in fragment 1
@@ -455,11 +471,9 @@ class ModelSources:
         cached = read_cached(where, *key[:3])
         if cached is not None:
             return cached
-        if self.offline:
-            return (
-                f"model {model_name!r} is not on this machine and its headers are not "
-                f"cached ({OFFLINE})"
-            )
+        cannot = self._cannot_ask()
+        if cannot is not None:
+            return cannot
         try:
             declared = [e.path for e in self._declared(model)]
             return read_hub_model(where, *key[:3], declared, self._http())
@@ -504,8 +518,9 @@ class ModelSources:
         cached = _read_listing(self._endpoint(), source.hub, source.revision)
         if cached is not None and all(p in cached for p in declared):
             return SourceListing(where, cached)
-        if self.offline:
-            return f"model {name!r}: the listing of {where} is not cached ({OFFLINE})"
+        cannot = self._cannot_ask()
+        if cannot is not None:
+            return cannot
         try:
             manifest = build_manifest(
                 endpoint=self._endpoint(),
