@@ -263,10 +263,54 @@ def test_unreachable_hub_is_a_skip_with_the_reason(
     nobody = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("HF_ENDPOINT", nobody)
     path = _hub_fleet(tmp_path, **INCIDENT)
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)  # a retry loop would sleep between tries
     result = cli("check", str(path), "--require-facts")
     assert result.code == 1
-    assert "cannot read the header of test/gemma-whole@main/" in result.stdout
+    said = " ".join(result.stdout.split())
+    assert f"{nobody} cannot be reached: connection refused by 127.0.0.1" in said
+    assert "(not retried)" in said and slept == []
+    # Every rule that needed the Hub: one line, one cause.
+    assert len([ln for ln in result.stdout.splitlines() if ln.startswith("not checked")]) == 1
+    assert "(1 cause:" in said
     assert not header_cache_path((nobody, WHOLE, "main", MODEL_NAME)).exists()  # not cached
+
+
+def test_a_listing_from_an_unreachable_hub_is_final_after_one_try(
+    monkeypatch: pytest.MonkeyPatch, hub_env: Path
+) -> None:
+    """huggingface_hub's own backoff (inside HfApi) never starts: nothing is sent at all."""
+    from helpers import free_port
+
+    from inferfleet.hub.errors import HubError
+    from inferfleet.hub.manifest import build_manifest
+
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    nobody = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(HubError) as caught:
+        build_manifest(endpoint=nobody, repo="org/m", revision="main", includes=["*"], token=None)
+    assert "connection refused" in caught.value.message and slept == []
+    assert "HF_HUB_OFFLINE" in (caught.value.hint or "")
+
+
+def test_hf_hub_offline_is_offline(hub: HubServer, tmp_path: Path, hub_env: Path) -> None:
+    """HF_HUB_OFFLINE=1 is --offline: the real CLI, in its own process, asks nothing."""
+    import os
+    import subprocess
+    import sys
+
+    path = _hub_fleet(tmp_path, **INCIDENT)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "inferfleet.cli.app", "check", str(path), "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert hub.log == []
+    doc = json.loads(done.stdout)
+    assert doc["counts"]["causes"] == 1
+    assert all("--offline: no network request was made" in s["cause"] for s in doc["skipped"])
 
 
 def test_the_packaged_example_passes_strict_with_no_skip(cli: Cli, hub_env: Path) -> None:
