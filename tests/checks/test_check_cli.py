@@ -43,10 +43,11 @@ def test_json_document(cli: Any) -> None:
     doc = json.loads(result.stdout)
     assert doc["schema"] == "inferfleet.check/v1" and doc["ok"] is False
     # batch is vLLM on a safetensors folder not on this machine: its KV capacity is skipped.
-    assert doc["counts"] == {"error": 5, "warning": 0, "skipped": 7}
+    assert doc["counts"] == {"error": 5, "warning": 0, "skipped": 7, "waived": 0, "causes": 3}
     first = doc["findings"][0]
     assert set(first) == {
-        "rule", "lesson", "severity", "service", "field", "line", "column", "message", "hint"
+        "rule", "lesson", "severity", "service", "field", "line", "column", "message", "hint",
+        "waived", "reason",
     }  # fmt: skip
     assert {s["rule"] for s in doc["skipped"]} == {
         "gguf-unknown-types", "chat-template-missing", "context-beyond-training",

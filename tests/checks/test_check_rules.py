@@ -17,6 +17,7 @@ from test_check_exposure import EXPOSURE_RULES
 from test_check_fit import FIT_RULES
 from test_check_header_rules import HEADER_RULES
 from test_check_rpc import RPC_RULES
+from test_check_waivers import WAIVER_RULES
 
 from inferfleet.checks.engine import Hit, Subject, catalogue, service_rule
 
@@ -267,6 +268,7 @@ def test_every_rule_has_a_case() -> None:
         | EXPOSURE_RULES
         | KUBE_RULES
         | RPC_RULES
+        | WAIVER_RULES
     )
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25

@@ -18,6 +18,7 @@ from inferfleet.checks.locate import locator
 from inferfleet.fleetfile.loader import load_fleet
 
 S = "services"
+WAIVER_RULES = {"waiver-stale"}  # its cases: the stale tests below
 # The operator's measured share (L-32): a warning without a waiver.
 SHARE = {f"{S}.serve.gpu_memory_utilization": 0.982}
 REASON = "measured 2026-09-26: 0.982 runs on this 32 GiB card"
