@@ -352,15 +352,18 @@ class ModelSources:
     def __post_init__(self) -> None:
         self._local = LocalSources(self.loaded)
         self.offline = self.offline or hub_offline()  # HF_HUB_OFFLINE=1 as --offline
+        self._reach: str | None = None  # "" reachable, else why not; None: not asked yet
 
     def _cannot_ask(self) -> str | None:
         """Why no Hub request is made: --offline, or the endpoint cannot be reached at all
         (asked once: a name that does not resolve is final, never retried)."""
         if self.offline:
             return NOT_CACHED
-        why = unreachable(self._endpoint())
-        if why is not None:
-            return f"{why} (not retried); Hub models without cached facts were not judged"
+        if self._reach is None:  # asked once per run, for every model
+            why = unreachable(self._endpoint())
+            self._reach = "" if why is None else why
+        if self._reach:
+            return f"{self._reach} (not retried); Hub models without cached facts were not judged"
         return None
 
     def close(self) -> None:

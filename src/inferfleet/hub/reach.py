@@ -18,26 +18,22 @@ import socket
 import urllib.request
 from urllib.parse import urlsplit
 
-# Per process: a CLI run is short, and the answer does not change within it.
-_UNREACHABLE: dict[str, str] = {}
 CONNECT_TIMEOUT_S = 5.0
 
 
 def unreachable(endpoint: str) -> str | None:
     """Why ``endpoint`` cannot be reached (its name does not resolve, or the connection
-    is refused), or None when it may be (then requests go ahead, retried as usual)."""
-    if endpoint in _UNREACHABLE:
-        return _UNREACHABLE[endpoint]
+    is refused), or None when it may be (then requests go ahead, retried as usual).
+
+    Not remembered here: a caller that asks for many models keeps the answer
+    (headers.ModelSources), and a port refused now may serve a moment later."""
     parts = urlsplit(endpoint)
     host = parts.hostname
     if host is None or _proxied(parts.scheme, host):
         return None
     port = parts.port or (443 if parts.scheme == "https" else 80)
     why = _try_connect(host, port)
-    if why is not None:
-        _UNREACHABLE[endpoint] = f"{endpoint} cannot be reached: {why}"
-        return _UNREACHABLE[endpoint]
-    return None
+    return None if why is None else f"{endpoint} cannot be reached: {why}"
 
 
 def _try_connect(host: str, port: int) -> str | None:
@@ -66,8 +62,3 @@ def _try_connect(host: str, port: int) -> str | None:
 def _proxied(scheme: str, host: str) -> bool:
     proxies = urllib.request.getproxies()
     return scheme in proxies and not urllib.request.proxy_bypass(host)
-
-
-def forget() -> None:
-    """Drop what was learned (tests start servers on ports that were refused before)."""
-    _UNREACHABLE.clear()
