@@ -155,6 +155,11 @@ VERBS: dict[str, Verb] = {
     "runtime": Verb(
         "runtime_cmds", "group", "Install and inspect runtimes (llama.cpp builds, vLLM venvs)."
     ),
+    "facts": Verb(
+        "facts_cmd",
+        "group",
+        "Record models' header facts under facts/ (keyed by sha256) for checks without the files.",
+    ),
     "gguf": Verb(
         "gguf_cmd", "group", "Read GGUF headers (metadata and tensor infos; never tensor data)."
     ),

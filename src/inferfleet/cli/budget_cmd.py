@@ -510,6 +510,8 @@ def _budget(
             _group_line(out, figure)
         for skipped_name, reason in skipped:
             out.line(f"[dim]skipped {esc(skipped_name)}: {esc(reason)}[/dim]")
+        for note in sources.notes:  # facts read from the repository instead of the files
+            out.line(f"[dim]{esc(note)}[/dim]")
     if not all_fit:
         raise typer.Exit(code=EXIT_FAILED)  # a definite "does not fit" outranks "unsized"
     if unsized:

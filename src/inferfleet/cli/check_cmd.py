@@ -75,11 +75,14 @@ def check(
             sources=sources,
             flags=runtime_flags.flag_source(),
         )
+        notes = list(sources.notes)  # facts read from the repository instead of the files
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:
         out.emit(report_document(report, strict=strict, require_facts=require_facts))
     else:
+        for note in notes:
+            out.line(f"[dim]{esc(note)}[/dim]")
         _human(out, report, strict=strict, require_facts=require_facts)
     if require_facts and report.skipped:
         _missing_facts(out, report, offline=offline)

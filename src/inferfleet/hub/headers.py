@@ -58,7 +58,7 @@ from inferfleet.artifacts.manifest import (
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
 from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
-from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource
+from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
 from inferfleet.gguf.kv import attention_layout
@@ -257,6 +257,120 @@ def write_cached_header(key: HubKey, found: Inspection) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- facts in the repository
+
+FACTS_DIR = "facts"
+RECORDED = "recorded"  # the header key's endpoint: facts recorded in the fleet repository
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    size: int
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class RecordedModel:
+    """``facts/models/<model>.json``: a model's header facts and files, recorded where the
+    files were (``inferfleet facts record``) so a checkout without them judges the same.
+    Keyed by the main file's sha256: a changed file makes the record stale, never wrong."""
+
+    format: int
+    model: str
+    main: str
+    sha256: str
+    recorded_from: str
+    files: dict[str, RecordedFile]
+    header: CachedHeader
+
+
+def facts_path(root: Path, model_name: str) -> Path:
+    return root / FACTS_DIR / "models" / f"{model_name}.json"
+
+
+def recorded_key(model_name: str, sha256: str, main: str) -> HubKey:
+    return (RECORDED, model_name, sha256, main)
+
+
+def write_recorded(
+    root: Path,
+    model_name: str,
+    main: str,
+    sha256: str,
+    found: Inspection,
+    files: dict[str, RecordedFile],
+    recorded_from: str,
+) -> Path:
+    """Write the record atomically (indented, one key per line: diff-friendly); SpecError
+    when the header cannot be recorded exactly (a NaN in its metadata) or is too large."""
+    key = recorded_key(model_name, sha256, main)
+    try:
+        header = TypeAdapter(CachedHeader).validate_json(_to_cache(key, found))
+    except _Uncachable as exc:
+        raise SpecError(
+            f"model {model_name!r}: its header has a value JSON cannot carry exactly ({exc})",
+            hint="check reads this model's header where its file is",
+        ) from None
+    record = RecordedModel(CACHE_FORMAT, model_name, main, sha256, recorded_from, files, header)
+    data = TypeAdapter(RecordedModel).dump_json(record, indent=1) + b"\n"
+    if len(data) > MAX_STATE_BYTES:
+        raise SpecError(
+            f"model {model_name!r}: its header facts take {len(data):,} bytes, more than "
+            f"a record may ({MAX_STATE_BYTES:,})",
+            hint="check reads this model's header where its file is",
+        )
+    where = facts_path(root, model_name)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(where, data)
+    return where
+
+
+def read_recorded(
+    root: Path, model_name: str, main: str, declared: ManifestEntry | None
+) -> RecordedModel | str | None:
+    """The model's record when it is for the declared main file; None when there is none;
+    why it cannot be used (damaged, another model's, a file of another sha256 or size)."""
+    where = facts_path(root, model_name)
+    try:
+        raw = where.read_bytes()
+    except OSError:
+        return None
+
+    def check(record: RecordedModel) -> str | None:
+        key = recorded_key(model_name, record.sha256, main)
+        if record.model != model_name or record.main != main:
+            return f"it records {record.model!r}/{record.main}, not {model_name!r}/{main}"
+        return _check_record(key)(record.header)
+
+    try:
+        record = parse_state(
+            raw,
+            RecordedModel,
+            path=where,
+            what="recorded model facts",
+            error=FleetError,
+            hint=f"record them again: inferfleet facts record --model {model_name}",
+            check=check,
+        )
+    except (FleetError, ValueError) as exc:
+        return exc.render() if isinstance(exc, FleetError) else f"{where}: {exc}"
+    if declared is not None and declared.sha256 is not None and declared.sha256 != record.sha256:
+        return (
+            f"{where} records sha256 {record.sha256[:12]}..., the fleet declares "
+            f"{declared.sha256[:12]}... for {main}: record the facts again"
+        )
+    mine = record.files.get(main)
+    if declared is not None and declared.sha256 is None and mine and mine.size != declared.size:
+        return (
+            f"{where} records {main} as {mine.size:,} bytes, the fleet declares {declared.size:,}"
+        )
+    return record
+
+
+def recorded_inspection(record: RecordedModel) -> Inspection:
+    return _from_cache(record.header)
+
+
 # ---------------------------------------------------------------- package models
 
 
@@ -348,11 +462,40 @@ class ModelSources:
     offline: bool = False
     endpoint: str | None = None  # default: HF_ENDPOINT, else the Hub
     client: httpx.Client | None = None
+    use_recorded: bool = True  # False: read the source itself (facts record)
 
     def __post_init__(self) -> None:
         self._local = LocalSources(self.loaded)
         self.offline = self.offline or hub_offline()  # HF_HUB_OFFLINE=1 as --offline
         self._reach: str | None = None  # "" reachable, else why not; None: not asked yet
+        # What the run read from facts/ instead of the files, or why a record was not used.
+        self.notes: list[str] = []
+        self._records: dict[str, RecordedModel | str | None] = {}
+
+    def recorded(self, model_name: str) -> RecordedModel | None:
+        """The model's facts recorded in the repository, when they are for its declared file."""
+        if model_name not in self._records:
+            model = self.loaded.fleet.models[model_name]
+            try:
+                declared = self._declared(model)
+                main = main_file(model, declared, name=model_name)
+            except FleetError:
+                main = None
+            found: RecordedModel | str | None = None
+            if main is not None:
+                entry = next((e for e in declared if e.path == main), None)
+                found = read_recorded(self.loaded.root, model_name, main, entry)
+            if isinstance(found, str):
+                self.notes.append(f"model {model_name!r}: recorded facts not used: {found}")
+            elif found is not None:
+                where = facts_path(self.loaded.root, model_name).relative_to(self.loaded.root)
+                self.notes.append(
+                    f"model {model_name!r}: header facts from {where} (recorded from "
+                    f"{found.recorded_from}; sha256 {found.sha256[:12]}...)"
+                )
+            self._records[model_name] = found
+        record = self._records[model_name]
+        return record if isinstance(record, RecordedModel) else None
 
     def _cannot_ask(self) -> str | None:
         """Why no Hub request is made: --offline, or the endpoint cannot be reached at all
@@ -398,6 +541,9 @@ class ModelSources:
         here = self._local.model_file(model_name)
         if main is None or isinstance(here, Path):
             return self._local.header(model_name)  # read here, or why it is not a GGUF
+        record = self.recorded(model_name) if self.use_recorded else None
+        if record is not None:  # the repository's facts: no network needed
+            return recorded_inspection(record)
         if isinstance(model.source, PackageSource):
             return self._package_header(model_name, model.source)
         if isinstance(model.source, HubSource):
@@ -487,6 +633,18 @@ class ModelSources:
 
     def source_files(self, model_name: str) -> SourceListing | str:
         model = self.loaded.fleet.models[model_name]
+        if isinstance(model.source, PathSource) and not model_dir(model_name, model).is_dir():
+            # The files are on their host: what it recorded.
+            record = self.recorded(model_name) if self.use_recorded else None
+            if record is not None:
+                where = facts_path(self.loaded.root, model_name).relative_to(self.loaded.root)
+                files = {
+                    path: ManifestEntry(path, f.size, "sha256", f.sha256)
+                    if f.sha256 is not None
+                    else ManifestEntry(path, f.size, "size", "")
+                    for path, f in record.files.items()
+                }
+                return SourceListing(f"{where} (recorded from {record.recorded_from})", files)
         if isinstance(model.source, PackageSource):
             return self._package_listing(model_name, model)
         if isinstance(model.source, HubSource):

@@ -1,0 +1,104 @@
+"""``inferfleet facts record``: the header facts and files of each declared model, written
+under ``facts/models/`` next to the fleet file, so a checkout without the model files
+(CI) judges what the host that has them would.
+
+Each record is keyed by the main file's sha256 (declared, stated by the source, or
+hashed here): when the file changes, ``check`` and ``budget`` no longer use the record
+and say why. The header is read where ``check`` reads it (this machine's file, the
+installed package, the Hub by range requests); ``--offline`` (or ``HF_HUB_OFFLINE=1``)
+records only what needs no request.
+
+Exit codes: 0 every GGUF model recorded; 1 a model could not be recorded (the
+reason is printed; the others are written); 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from inferfleet.artifacts.digests import file_digests
+from inferfleet.artifacts.locate import main_file, model_dir
+from inferfleet.artifacts.manifest import declared_files
+from inferfleet.cli.fleet_cmds import FileArg, resolve_fleet
+from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
+from inferfleet.fleetfile.fleet import PathSource
+from inferfleet.fleetfile.loader import LoadedFleet
+from inferfleet.hub.headers import ModelSources, RecordedFile, write_recorded
+from inferfleet.output import Output, esc
+
+app = typer.Typer(no_args_is_help=True, help="Facts recorded in the fleet repository.")
+
+
+@app.command("record")
+def record(
+    file: Path | None = FileArg,
+    model: list[str] = typer.Option([], "--model", help="Only this model (repeatable)."),
+    offline: bool = typer.Option(False, "--offline", help="No network request."),
+) -> None:
+    """Record each model's header facts and files under facts/models/ (keyed by sha256)."""
+    out = Output()
+    loaded = resolve_fleet(file, out)
+    names = model or list(loaded.fleet.models)
+    unknown = [n for n in names if n not in loaded.fleet.models]
+    if unknown:
+        raise UsageError(
+            f"no model named {', '.join(repr(n) for n in unknown)} in {loaded.path}",
+            hint=f"models: {', '.join(loaded.fleet.models) or 'none'}",
+        )
+    failed = 0
+    with ModelSources(loaded, offline=offline, use_recorded=False) as sources:
+        for name in names:
+            try:
+                line = _record_one(loaded, sources, name)
+            except FleetError as exc:
+                failed += 1
+                said = esc(exc.render())
+                out.line(f"[bold red]not recorded[/bold red] model {esc(repr(name))}: {said}")
+                continue
+            out.line(line)
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _record_one(loaded: LoadedFleet, sources: ModelSources, name: str) -> str:
+    model = loaded.fleet.models[name]
+    declared = declared_files(model, loaded.root)
+    main = main_file(model, declared, name=name)
+    if main is None:
+        return (
+            f"[dim]skipped model {esc(repr(name))}: not a GGUF (a safetensors folder's facts "
+            "are read from its config.json and headers)[/dim]"
+        )
+    header = sources.header(name)
+    if isinstance(header, str):
+        raise FleetError(header, hint="record where the file is (its host), or reach its source")
+    listing = sources.source_files(name)
+    stated = {} if isinstance(listing, str) else listing.files
+    here = model_dir(name, model)
+    files: dict[str, RecordedFile] = {}
+    for entry in declared:
+        found = stated.get(entry.path)
+        sha = entry.sha256 or (found.sha256 if found is not None else None)
+        size = found.size if found is not None else entry.size
+        if sha is None and entry.path == main and (here / main).is_file():
+            sha = file_digests(here / main, size=(here / main).stat().st_size).sha256
+        files[entry.path] = RecordedFile(size, sha)
+    key = files[main].sha256 if main in files else None
+    if key is None:
+        raise FleetError(
+            f"no sha256 for {main}: the fleet declares none and its source states none",
+            hint="declare the file's sha256, or record on the host that has the file",
+        )
+    if isinstance(model.source, PathSource) and (here / main).is_file():
+        origin = f"this machine's {here / main}"
+    elif isinstance(listing, str):
+        origin = "its source"
+    else:
+        origin = listing.source
+    where = write_recorded(loaded.root, name, main, key, header, files, origin)
+    return (
+        f"recorded model {esc(repr(name))}: {esc(str(where.relative_to(loaded.root)))} "
+        f"(sha256 {key[:12]}..., {len(header.tensors)} tensors, from {esc(origin)})"
+    )
