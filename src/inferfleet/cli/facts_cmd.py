@@ -28,7 +28,10 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.headers import ModelSources, RecordedFile, write_recorded
 from inferfleet.output import Output, esc
 
-app = typer.Typer(no_args_is_help=True, help="Facts recorded in the fleet repository.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Record models' header facts in the fleet repo (facts/) for checks without the files.",
+)
 
 
 @app.command("record")
