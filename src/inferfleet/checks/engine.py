@@ -13,7 +13,7 @@ with the reason instead of guessing.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -22,6 +22,7 @@ from inferfleet.artifacts.locate import main_path, model_dir
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel, folder_reader, read_model
 from inferfleet.budget.errors import BudgetError
+from inferfleet.budget.memreport import BootReport
 from inferfleet.budget.shape import ModelShape, model_shape
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
@@ -212,6 +213,10 @@ class ModelSources(Protocol):
 
     def source_files(self, model_name: str) -> SourceListing | str: ...
 
+    def boots(self, service_name: str) -> Sequence[BootReport] | None:
+        """The service's measured boots recorded in the repository, or None (L-27)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SourceListing:
@@ -271,6 +276,10 @@ class LocalSources:
     @property
     def root(self) -> Path:
         return self.loaded.root
+
+    def boots(self, service_name: str) -> Sequence[BootReport] | None:
+        """Recorded boots are read by the CLI's sources (they live in the repository)."""
+        return None
 
     def source_files(self, model_name: str) -> SourceListing | str:
         """A path model's files by ``stat`` (L-08); other sources are not read here."""
@@ -349,6 +358,11 @@ class CheckContext:
         if isinstance(found, str):
             raise BudgetError(found)
         return model_shape(found)
+
+    def boots(self, service_name: str) -> Sequence[BootReport] | None:
+        """The service's recorded boots: the fit rules price it by them (L-27)."""
+        assert self.sources is not None
+        return self.sources.boots(service_name)
 
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and headers, or why not (asked once per model)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.st_model import is_safetensors_model
@@ -25,6 +26,7 @@ from inferfleet.budget.fleet import (
     host_pools,
 )
 from inferfleet.budget.groups import simultaneous
+from inferfleet.budget.measured import from_reports
 from inferfleet.budget.plan import Budget
 from inferfleet.budget.vllm_service import VllmBudget, vllm_budget
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
@@ -105,7 +107,11 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 engines.append((name, kind))
             elif traits(kind).gguf and not service.rpc:  # a split: rpc-split-fit
                 try:
-                    budgets[name] = plan(fleet_request(fleet, ctx.root, name, shape_of))
+                    request = fleet_request(fleet, ctx.root, name, shape_of)
+                    measured = ctx.boots(name)  # what the host measured beats the estimate
+                    if measured:
+                        request = replace(request, calibration=from_reports(request, measured))
+                    budgets[name] = plan(request)
                 except FleetError as exc:
                     unsized[name] = exc.render()
         engine_names = {name for name, _ in engines}

@@ -452,6 +452,8 @@ def _budget(
             unsized = True
             continue
         reports: list[BootReport] = [parse_log(path) for path in logs]
+        if not boots and not reports:  # what the host measured, recorded in facts/ (L-27)
+            reports = list(sources.boots(name) or [])
         comparisons = [c for report in reports for c in compare(request, report)]
         if boots:
             request = replace(request, calibration=from_boots(request, boots))

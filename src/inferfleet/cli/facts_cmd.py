@@ -21,8 +21,13 @@ import typer
 from inferfleet.artifacts.digests import file_digests
 from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import declared_files
+from inferfleet.budget import DEFAULT_HEADROOM, MIB
+from inferfleet.budget.measured import from_reports
+from inferfleet.budget.memreport import BootReport, parse_log
+from inferfleet.cli.budget_cmd import build_request
 from inferfleet.cli.fleet_cmds import FileArg, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
+from inferfleet.facts.boots import FORMAT, MAX_BOOTS, RecordedBoots, write_boots
 from inferfleet.fleetfile.fleet import PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.headers import ModelSources, RecordedFile, write_recorded
@@ -39,8 +44,16 @@ def record(
     file: Path | None = FileArg,
     model: list[str] = typer.Option([], "--model", help="Only this model (repeatable)."),
     offline: bool = typer.Option(False, "--offline", help="No network request."),
+    from_log: list[str] = typer.Option(
+        [],
+        "--from-log",
+        metavar="SERVICE=LOG",
+        help="A llama-server boot log of SERVICE (once or twice): its measured memory, "
+        "recorded under facts/services/ (L-27).",
+    ),
 ) -> None:
-    """Record each model's header facts and files under facts/models/ (keyed by sha256)."""
+    """Record each model's header facts and files under facts/models/ (keyed by sha256),
+    and services' measured boots under facts/services/."""
     out = Output()
     loaded = resolve_fleet(file, out)
     names = model or list(loaded.fleet.models)
@@ -50,9 +63,13 @@ def record(
             f"no model named {', '.join(repr(n) for n in unknown)} in {loaded.path}",
             hint=f"models: {', '.join(loaded.fleet.models) or 'none'}",
         )
+    logs = _logs(loaded, from_log)
     failed = 0
     with ModelSources(loaded, offline=offline, use_recorded=False) as sources:
-        for name in names:
+        for service, paths in logs.items():
+            # Validated first: a bad log records nothing at all.
+            _check_boots(loaded, sources, service, paths)
+        for name in names if not logs or model else []:
             try:
                 line = _record_one(loaded, sources, name)
             except FleetError as exc:
@@ -61,6 +78,13 @@ def record(
                 out.line(f"[bold red]not recorded[/bold red] model {esc(repr(name))}: {said}")
                 continue
             out.line(line)
+        for service, paths in logs.items():
+            try:
+                out.line(_record_boots(loaded, sources, service, paths))
+            except FleetError as exc:
+                failed += 1
+                said = esc(exc.render())
+                out.line(f"[bold red]not recorded[/bold red] service {esc(repr(service))}: {said}")
     if failed:
         raise typer.Exit(EXIT_FAILED)
 
@@ -104,4 +128,68 @@ def _record_one(loaded: LoadedFleet, sources: ModelSources, name: str) -> str:
     return (
         f"recorded model {esc(repr(name))}: {esc(str(where.relative_to(loaded.root)))} "
         f"(sha256 {key[:12]}..., {len(header.tensors)} tensors, from {esc(origin)})"
+    )
+
+
+def _logs(loaded: LoadedFleet, given: list[str]) -> dict[str, list[Path]]:
+    logs: dict[str, list[Path]] = {}
+    for text in given:
+        service, sep, path = text.partition("=")
+        if not sep or not service or not path:
+            raise UsageError(f"--from-log {text!r}: expected SERVICE=LOG")
+        found = loaded.fleet.services.get(service)
+        if found is None or found.runtime is None or found.model is None:
+            raise UsageError(
+                f"--from-log {text!r}: no llm service named {service!r}",
+                hint=f"services: {', '.join(loaded.fleet.services)}",
+            )
+        if loaded.fleet.runtimes[found.runtime].kind != "llama.cpp":
+            raise UsageError(f"--from-log {text!r}: {service!r} is not a llama.cpp service")
+        logs.setdefault(service, []).append(Path(path))
+    for service, paths in logs.items():
+        if len(paths) > MAX_BOOTS:
+            raise UsageError(f"--from-log: {len(paths)} logs of {service!r}; give one or two")
+    return logs
+
+
+def _measured(
+    loaded: LoadedFleet, sources: ModelSources, service: str, paths: list[Path]
+) -> tuple[list[BootReport], str]:
+    """The logs parsed and checked against the service (the calibration they give)."""
+    model = loaded.fleet.services[service].model
+    assert model is not None
+    sha = sources.model_sha256(model)
+    if sha is None:
+        raise FleetError(
+            f"the sha256 of model {model!r} is not known: the boots would not say which file "
+            "they measured",
+            hint="declare the main file's sha256, or record the model's facts first",
+        )
+    reports = [parse_log(path) for path in paths]
+    request = build_request(loaded, sources, service, ctx=None, headroom_mib=DEFAULT_HEADROOM / MIB)
+    from_reports(request, reports)  # refuses logs that do not fit the service (BudgetError)
+    return reports, sha
+
+
+def _check_boots(
+    loaded: LoadedFleet, sources: ModelSources, service: str, paths: list[Path]
+) -> None:
+    try:
+        _measured(loaded, sources, service, paths)
+    except FleetError as exc:
+        raise UsageError(
+            f"--from-log of service {service!r}: {exc.message}", hint=exc.hint
+        ) from None
+
+
+def _record_boots(
+    loaded: LoadedFleet, sources: ModelSources, service: str, paths: list[Path]
+) -> str:
+    reports, sha = _measured(loaded, sources, service, paths)
+    model = loaded.fleet.services[service].model
+    assert model is not None
+    where = write_boots(loaded.root, RecordedBoots(FORMAT, service, model, sha, tuple(reports)))
+    return (
+        f"recorded service {esc(repr(service))}: {esc(str(where.relative_to(loaded.root)))} "
+        f"({len(reports)} boot(s), model sha256 {sha[:12]}...)"
     )

@@ -56,8 +56,10 @@ from inferfleet.artifacts.manifest import (
     parse_manifest,
 )
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
+from inferfleet.budget.memreport import BootReport
 from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
+from inferfleet.facts.boots import boots_path, read_boots
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
@@ -471,6 +473,39 @@ class ModelSources:
         # What the run read from facts/ instead of the files, or why a record was not used.
         self.notes: list[str] = []
         self._records: dict[str, RecordedModel | str | None] = {}
+
+    def model_sha256(self, model_name: str) -> str | None:
+        """The main file's sha256: declared in the fleet, else its recorded facts'."""
+        model = self.loaded.fleet.models[model_name]
+        try:
+            declared = self._declared(model)
+            main = main_file(model, declared, name=model_name)
+        except FleetError:
+            return None
+        entry = next((e for e in declared if e.path == main), None)
+        if entry is not None and entry.sha256 is not None:
+            return entry.sha256
+        record = self.recorded(model_name)
+        return None if record is None else record.sha256
+
+    def boots(self, service_name: str) -> list[BootReport] | None:
+        """The service's boots recorded in facts/services/ when measured with this model file."""
+        if not self.use_recorded:
+            return None
+        model = self.loaded.fleet.services[service_name].model
+        if model is None or model not in self.loaded.fleet.models:
+            return None
+        found = read_boots(self.loaded.root, service_name, model, self.model_sha256(model))
+        if found is None:
+            return None
+        if isinstance(found, str):
+            self.notes.append(f"service {service_name!r}: recorded boots not used: {found}")
+            return None
+        where = boots_path(self.loaded.root, service_name).relative_to(self.loaded.root)
+        self.notes.append(
+            f"service {service_name!r}: priced by {len(found.boots)} measured boot(s) from {where}"
+        )
+        return list(found.boots)
 
     def recorded(self, model_name: str) -> RecordedModel | None:
         """The model's facts recorded in the repository, when they are for its declared file."""
