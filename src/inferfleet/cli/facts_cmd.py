@@ -19,8 +19,10 @@ from pathlib import Path
 import typer
 
 from inferfleet.artifacts.digests import file_digests
+from inferfleet.artifacts.hfconfig import MAX_CONFIG_BYTES
 from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import declared_files
+from inferfleet.artifacts.st_model import CONFIG, is_safetensors_model
 from inferfleet.budget import DEFAULT_HEADROOM, MIB
 from inferfleet.budget.measured import from_reports
 from inferfleet.budget.memreport import BootReport, parse_log
@@ -28,9 +30,17 @@ from inferfleet.cli.budget_cmd import build_request
 from inferfleet.cli.fleet_cmds import FileArg, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.facts.boots import FORMAT, MAX_BOOTS, RecordedBoots, write_boots
-from inferfleet.fleetfile.fleet import PathSource
+from inferfleet.fleetfile.fleet import HubSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.hub.headers import ModelSources, RecordedFile, write_recorded
+from inferfleet.hub.headers import (
+    RECORDED,
+    ModelSources,
+    RecordedFile,
+    facts_path,
+    folder_key,
+    write_recorded,
+)
+from inferfleet.hub.st_headers import hub_reader, write_cached
 from inferfleet.output import Output, esc
 
 app = typer.Typer(
@@ -94,10 +104,7 @@ def _record_one(loaded: LoadedFleet, sources: ModelSources, name: str) -> str:
     declared = declared_files(model, loaded.root)
     main = main_file(model, declared, name=name)
     if main is None:
-        return (
-            f"[dim]skipped model {esc(repr(name))}: not a GGUF (a safetensors folder's facts "
-            "are read from its config.json and headers)[/dim]"
-        )
+        return _record_folder(loaded, sources, name)
     header = sources.header(name)
     if isinstance(header, str):
         raise FleetError(header, hint="record where the file is (its host), or reach its source")
@@ -192,4 +199,46 @@ def _record_boots(
     return (
         f"recorded service {esc(repr(service))}: {esc(str(where.relative_to(loaded.root)))} "
         f"({len(reports)} boot(s), model sha256 {sha[:12]}...)"
+    )
+
+
+def _record_folder(loaded: LoadedFleet, sources: ModelSources, name: str) -> str:
+    """A safetensors model (vLLM/SGLang): its config.json and weight headers."""
+    model = loaded.fleet.models[name]
+    declared = declared_files(model, loaded.root)
+    if not is_safetensors_model([e.path for e in declared]):
+        raise FleetError(f"model {name!r} is neither a GGUF nor a safetensors folder")
+    key = folder_key(declared)
+    if key is None:
+        raise FleetError(
+            "a declared file has no sha256, so a record could not be matched to the files",
+            hint="declare the files with their sha256 (`inferfleet models manifest`)",
+        )
+    found = sources.safetensors(name)
+    if isinstance(found, str):
+        raise FleetError(found, hint="record where the files are, or reach their source")
+    folder = model_dir(name, model)
+    if (folder / CONFIG).is_file():
+        config, origin = (folder / CONFIG).read_bytes(), f"this machine's {folder}"
+    elif isinstance(model.source, HubSource) and sources.offline:
+        raise FleetError(
+            f"model {name!r}: its config.json is read from the Hub, and --offline (or "
+            "HF_HUB_OFFLINE) allows no request",
+            hint="drop --offline, or record where the files are",
+        )
+    elif isinstance(model.source, HubSource):
+        reader = hub_reader(
+            sources.endpoint_url, model.source.hub, model.source.revision, sources.http
+        )
+        config = reader.small(CONFIG, MAX_CONFIG_BYTES)
+        origin = f"hub {model.source.hub}@{model.source.revision}"
+    else:
+        raise FleetError(f"model {name!r}: its config.json is not on this machine")
+    where = facts_path(loaded.root, name)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    if not write_cached(where, RECORDED, name, key, config, found):
+        raise FleetError(f"model {name!r}: its headers could not be recorded ({where})")
+    return (
+        f"recorded model {esc(repr(name))}: {esc(str(where.relative_to(loaded.root)))} "
+        f"({len(found.files)} weight file(s), from {esc(origin)})"
     )

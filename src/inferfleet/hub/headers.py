@@ -74,7 +74,11 @@ from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
 from inferfleet.hub.model_ref import offline as hub_offline
 from inferfleet.hub.reach import unreachable
-from inferfleet.hub.st_headers import CACHE_PATH, read_cached, read_hub_model
+from inferfleet.hub.st_headers import (
+    CACHE_PATH,
+    read_cached,
+    read_hub_model,
+)
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.files import atomic_write
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
@@ -373,6 +377,15 @@ def recorded_inspection(record: RecordedModel) -> Inspection:
     return _from_cache(record.header)
 
 
+def folder_key(declared: Sequence[ManifestEntry]) -> str | None:
+    """A safetensors folder's record key: sha256 over its declared files' sha256; None
+    when a file is declared without one (a record could not tell it from another)."""
+    if not declared or any(e.sha256 is None for e in declared):
+        return None
+    text = "".join(f"{e.path}\0{e.sha256}\n" for e in sorted(declared, key=lambda e: e.path))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 # ---------------------------------------------------------------- package models
 
 
@@ -555,6 +568,15 @@ class ModelSources:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    @property
+    def http(self) -> httpx.Client:
+        """The one HTTP client of this run (facts record reads a config.json with it)."""
+        return self._http()
+
+    @property
+    def endpoint_url(self) -> str:
+        return self._endpoint()
+
     def _http(self) -> httpx.Client:
         if self.client is None:
             self.client = http_client()
@@ -642,13 +664,41 @@ class ModelSources:
 
     # -- safetensors models (vLLM) ----------------------------------------
 
+    def recorded_folder(self, model_name: str) -> SafetensorsModel | None:
+        """A safetensors model's facts recorded in the repository, for its declared files."""
+        if not self.use_recorded:
+            return None
+        model = self.loaded.fleet.models[model_name]
+        where = facts_path(self.loaded.root, model_name)
+        if not where.is_file():
+            return None
+        try:
+            key = folder_key(self._declared(model))
+        except FleetError:
+            key = None  # the declared-files rules report it
+        found = None if key is None else read_cached(where, RECORDED, model_name, key)
+        if found is None:
+            why = (
+                "a declared file has no sha256, so the record cannot be matched to the files"
+                if key is None
+                else f"{where.relative_to(self.loaded.root)} is damaged or for other files"
+            )
+            self.notes.append(f"model {model_name!r}: recorded facts not used: {why}")
+            return None
+        shown = where.relative_to(self.loaded.root)
+        self.notes.append(f"model {model_name!r}: config and headers from {shown}")
+        return found
+
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and weight headers: its folder on this machine,
-        else a Hub model's by range requests (cached); or why they cannot be read."""
+        its facts recorded in the repository, else a Hub model's by range requests
+        (cached); or why they cannot be read."""
         model = self.loaded.fleet.models[model_name]
-        if (model_dir(model_name, model) / CONFIG).is_file() or not isinstance(
-            model.source, HubSource
-        ):
+        here = (model_dir(model_name, model) / CONFIG).is_file()
+        recorded = None if here else self.recorded_folder(model_name)
+        if recorded is not None:
+            return recorded
+        if here or not isinstance(model.source, HubSource):
             return self._local.safetensors(model_name)
         key = (self._endpoint(), model.source.hub, model.source.revision, CACHE_PATH)
         where = header_cache_path(key)
