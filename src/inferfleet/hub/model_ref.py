@@ -71,12 +71,11 @@ def parse_ref(text: str) -> HubRef | None:
 
 
 def offline() -> bool:
-    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, as huggingface_hub reads it
-    (at its import) or as this process set it since (a verb's ``--offline``)."""
-    from huggingface_hub import is_offline_mode
-
+    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, read as huggingface_hub
+    reads it (its ``_is_true``), but now: a verb's ``--offline`` sets it after that
+    library read it at import, and `check` need not import the library to know."""
     now = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return bool(is_offline_mode()) or now.strip().upper() in {"1", "ON", "YES", "TRUE"}
+    return now.strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
 @contextmanager
