@@ -130,11 +130,14 @@ class Running:
 
 
 @contextlib.contextmanager
-def running_server(folder: Path, *, drop_flags: tuple[str, ...] = ()) -> Iterator[Running]:
-    """The example service, ctx 4096 per slot x 2 slots, spawned from its prepared argv."""
+def running_server(
+    folder: Path, *, drop_flags: tuple[str, ...] = (), **service: Any
+) -> Iterator[Running]:
+    """The example service, ctx 4096 per slot x 2 slots (``service`` keys replaced),
+    spawned from its prepared argv."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    fleet = write_fleet(folder / "fleet.yaml", fleet_data(port))
+    fleet = write_fleet(folder / "fleet.yaml", fleet_data(port, **service))
     prepared = local.prepare(load_fleet(fleet), SERVICE, local.Hooks())
     argv = [a for a in prepared.argv if a not in drop_flags]
     log = folder / "llama-server.log"
