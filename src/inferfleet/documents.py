@@ -167,6 +167,7 @@ class CheckDocument(TypedDict):
     counts: CheckCounts
     findings: list[CheckFinding]
     skipped: list[CheckSkip]
+    notes: list[str]  # facts read from the repository (facts/) instead of the files, or why not
 
 
 class CheckRule(TypedDict):

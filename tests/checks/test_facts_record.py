@@ -72,6 +72,8 @@ def test_recorded_from_a_local_file_a_clean_clone_judges_it(
     code, doc = check_doc(cli, clone, "--require-facts")
     # Judged from the record: the incident (a window beyond training) is found, nothing skipped.
     assert doc["skipped"] == [], doc["skipped"]
+    (note,) = doc["notes"]
+    assert note.startswith("model 'm': header facts from facts/models/m.json")
     rules = {f["rule"] for f in doc["findings"]}
     assert "context-beyond-training" in rules and code == 0  # a warning
     text = cli("check", str(clone), "--strict")

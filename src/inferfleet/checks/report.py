@@ -28,7 +28,11 @@ def finding_document(finding: Finding) -> CheckFinding:
 
 
 def report_document(
-    report: Report, *, strict: bool = False, require_facts: bool = False
+    report: Report,
+    *,
+    strict: bool = False,
+    require_facts: bool = False,
+    notes: list[str] | None = None,
 ) -> CheckDocument:
     """The ``inferfleet.check/v1`` document; ``ok`` is the verdict the exit code gives."""
     return CheckDocument(
@@ -45,6 +49,7 @@ def report_document(
         ),
         findings=[finding_document(f) for f in report.findings],
         skipped=[document_of(CheckSkip, s) for s in report.skipped],
+        notes=list(notes or []),
     )
 
 

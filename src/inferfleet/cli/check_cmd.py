@@ -79,7 +79,7 @@ def check(
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:
-        out.emit(report_document(report, strict=strict, require_facts=require_facts))
+        out.emit(report_document(report, strict=strict, require_facts=require_facts, notes=notes))
     else:
         for note in notes:
             out.line(f"[dim]{esc(note)}[/dim]")
