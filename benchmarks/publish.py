@@ -94,6 +94,7 @@ class Benchmark:
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("cli_startup", "CLI start-up", ("--runs", "10")),
+    Benchmark("check_offline", "`check` without the network", ("--runs", "5")),
     Benchmark("gguf_inspect", "GGUF header reads", ("--runs", "5")),
     Benchmark("gguf_fuzz", "GGUF reader fuzz run", ("--cases", "20000")),
     Benchmark("fleet_fuzz", "Fleet loader fuzz run", ("--minutes", "1")),

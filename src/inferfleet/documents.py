@@ -139,6 +139,8 @@ class CheckFinding(TypedDict):
     column: int | None
     message: str
     hint: str
+    waived: bool  # a waiver of the fleet file covers it (L-59); it fails nothing
+    reason: str | None  # the waiver's reason
 
 
 class CheckSkip(TypedDict):
@@ -146,12 +148,15 @@ class CheckSkip(TypedDict):
     lesson: str
     subject: str
     reason: str
+    cause: str  # the missing fact; skips of one cause are reported once
 
 
 class CheckCounts(TypedDict):
-    error: int
-    warning: int
+    error: int  # unwaived
+    warning: int  # unwaived
     skipped: int
+    waived: int
+    causes: int  # distinct reasons rules were skipped for
 
 
 class CheckDocument(TypedDict):
@@ -162,6 +167,7 @@ class CheckDocument(TypedDict):
     counts: CheckCounts
     findings: list[CheckFinding]
     skipped: list[CheckSkip]
+    notes: list[str]  # facts read from the repository (facts/) instead of the files, or why not
 
 
 class CheckRule(TypedDict):

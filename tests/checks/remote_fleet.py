@@ -50,7 +50,8 @@ __all__ = [
 @pytest.fixture(name="hub_env")
 def hub_env_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No user token, endpoint or cache leaks in; the cache dir is this test's own."""
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "INFERFLEET_HF_TOKEN_FILE"):
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "INFERFLEET_HF_TOKEN_FILE",
+                 "HF_HUB_OFFLINE"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-hf-login" / "token"))

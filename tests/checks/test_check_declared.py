@@ -137,7 +137,7 @@ def test_path_model_by_stat_and_skipped_when_absent(
     assert "declared as 100 bytes" in hit["message"] and "states 64 bytes" in hit["message"]
     _, doc = _hits(cli, fleet(tmp_path / "b", {"path": str(tmp_path / "gone")}, files=files))
     (skip,) = [s for s in doc["skipped"] if s["rule"] == RULE]
-    assert "weights.gguf is not on this machine" in skip["reason"]
+    assert "model 'm' is not on this machine" in skip["reason"]
 
 
 def test_a_manifest_leading_out_of_the_repository_is_an_error_at_its_line(

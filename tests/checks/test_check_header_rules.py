@@ -176,3 +176,55 @@ def test_unreadable_header_is_a_skip_with_the_reader_message(tmp_path: Path) -> 
     report = check(tmp_path, {"models.m.source": {"path": str(folder)}})
     reasons = {s.reason for s in report.skipped}
     assert any("header unreadable" in r for r in reasons)
+
+
+# The operator's shape (L-17): -ts 1,1 over two cards, blocks 0-4 pinned to the
+# first card and 45-47 to the second (the cards that own those layers anyway),
+# the other experts on CPU. 48 blocks + output = 49 slots, split at 0.5: blocks
+# 0-24 on g0, 25-47 on g1.
+LAYER_SPLIT = {f"{S}.chat.devices": ["g0", "g1"], f"{S}.chat.tensor_split": [1, 1]}
+OWN_BLOCKS = [
+    {"pattern": r"blk\.([0-4])\.ffn_.*_exps", "device": "g0"},
+    {"pattern": r"blk\.(4[5-7])\.ffn_.*_exps", "device": "g1"},
+    {"pattern": "exps", "device": "CPU"},
+]
+
+
+def test_blocks_pinned_to_the_card_that_owns_them_pass(tmp_path: Path) -> None:
+    patch = {**LAYER_SPLIT, f"{S}.chat.tensor_overrides": OWN_BLOCKS}
+    report = run(tmp_path, patch, model(layers=48))
+    assert not hits(report, "override-gpu-target-layer-split"), report.findings
+    assert not [s for s in report.skipped if s.rule == "override-gpu-target-layer-split"]
+
+
+def test_a_block_sent_to_the_card_that_does_not_own_it_is_refused(tmp_path: Path) -> None:
+    foreign = [{"pattern": r"blk\.(4[5-7])\.ffn_.*_exps", "device": "g0"}, OWN_BLOCKS[2]]
+    report = run(tmp_path, {**LAYER_SPLIT, f"{S}.chat.tensor_overrides": foreign}, model(layers=48))
+    (hit,) = hits(report, "override-gpu-target-layer-split")
+    assert hit.severity == "error" and hit.field == "services.chat.tensor_overrides[0].device"
+    assert "blk.45 (owned by g1), blk.46 (owned by g1), blk.47 (owned by g1)" in hit.message
+    # A shifted split moves the boundary: with 3:1 blocks 0-36 are g0's, so 45-47 stay g1's.
+    shifted = {**LAYER_SPLIT, f"{S}.chat.tensor_split": [3, 1]}
+    pinned = run(
+        tmp_path / "b", {**shifted, f"{S}.chat.tensor_overrides": OWN_BLOCKS}, model(layers=48)
+    )
+    assert not hits(pinned, "override-gpu-target-layer-split")
+
+
+def test_an_unrestricted_gpu_override_fires_without_the_header(tmp_path: Path) -> None:
+    """`exps` to one card on a layer split moves the other card's blocks (the incident)."""
+    everything = [{"pattern": "exps", "device": "g1"}]
+    report = check(tmp_path, {**LAYER_SPLIT, f"{S}.chat.tensor_overrides": everything})
+    (hit,) = hits(report, "override-gpu-target-layer-split")
+    assert "any block the other devices own" in hit.message
+
+
+def test_pinned_blocks_without_the_header_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    report = check(tmp_path, {**LAYER_SPLIT, f"{S}.chat.tensor_overrides": OWN_BLOCKS})
+    assert not hits(report, "override-gpu-target-layer-split")
+    skips = [s for s in report.skipped if s.rule == "override-gpu-target-layer-split"]
+    assert [s.reason.split(":")[0] for s in skips] == [
+        "which card owns blocks 0-4",
+        "which card owns blocks 45-47",
+    ]
+    assert "is not on this machine" in skips[0].reason

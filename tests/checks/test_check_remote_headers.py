@@ -10,6 +10,7 @@ tensor data), none on the second run (the cache), none with ``--offline``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -171,9 +172,9 @@ def test_offline_makes_no_request_and_says_so(hub: HubServer, cli: Cli, tmp_path
     reasons = {s["rule"]: s["reason"] for s in doc["skipped"]}
     assert "--offline: no network request was made" in reasons["context-beyond-training"]
     assert "--offline" in reasons["declared-files-match-source"]
-    strict = cli("check", str(path), "--offline", "--strict")
+    strict = cli("check", str(path), "--offline", "--require-facts")
     assert strict.code == 1 and hub.log == []
-    assert "rule(s) skipped" in strict.stdout and "drop --offline" in strict.stdout
+    assert "rules were skipped for" in strict.stdout and "drop --offline" in strict.stdout
     # Once cached, --offline judges too: the cache is on this machine.
     _doc(cli, path)
     assert hub.log
@@ -182,23 +183,31 @@ def test_offline_makes_no_request_and_says_so(hub: HubServer, cli: Cli, tmp_path
     assert len(hub.log) == before and cached["skipped"] == []
 
 
-def test_strict_fails_on_a_skip_and_names_it(
+def test_skips_are_one_line_per_cause_and_fail_only_with_require_facts(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_env: Path
 ) -> None:
-    """A path model whose folder is not here cannot be judged: --strict refuses to pass."""
+    """A path model whose folder is not here cannot be judged: said once, with the cause;
+    --strict passes (nothing judged is wrong), --require-facts refuses to pass."""
     path = fleet(tmp_path, {"path": str(tmp_path / "absent")})
-    loose = cli("check", str(path))
-    assert loose.code == 0 and "skipped" in loose.stdout
     strict = cli("check", str(path), "--strict")
-    assert strict.code == 1
-    assert "context-beyond-training for chat" in strict.stdout
-    assert "is not on this machine" in strict.stdout  # the reason of each skip is printed
-    as_json = cli("check", str(path), "--strict", "--json")
-    assert as_json.code == 1 and "rule(s) skipped" in as_json.stderr
+    assert strict.code == 0, strict.stdout
+    lines = [line for line in strict.stdout.splitlines() if "is not on this machine" in line]
+    said = " ".join(strict.stdout.split())
+    assert "not checked (4 rules for model m, chat)" in said
+    # One line for the cause, and the summary names it: the exit code agrees.
+    assert len([line for line in lines if line.startswith("not checked")]) == 1, strict.stdout
+    assert re.search(r"passed with \d+ rules skipped \(1 cause: model 'm' is not on", said)
+    required = cli("check", str(path), "--require-facts")
+    assert required.code == 1
+    said = " ".join(required.stdout.split())
+    assert "failed (--require-facts: a skipped rule fails)" in said
+    as_json = cli("check", str(path), "--require-facts", "--json")
+    assert as_json.code == 1 and "rules were skipped for 1 cause" in as_json.stderr
     document = json.loads(as_json.stdout)  # stdout stays one document
-    # ok is the verdict the exit code gives: a skip under --strict is not a pass
+    # ok is the verdict the exit code gives
     assert document["ok"] is False and document["counts"]["error"] == 0
-    assert json.loads(cli("check", str(path), "--json").stdout)["ok"] is True
+    assert document["counts"]["causes"] == 1
+    assert json.loads(cli("check", str(path), "--strict", "--json").stdout)["ok"] is True
 
 
 @pytest.mark.parametrize(
@@ -254,10 +263,54 @@ def test_unreachable_hub_is_a_skip_with_the_reason(
     nobody = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("HF_ENDPOINT", nobody)
     path = _hub_fleet(tmp_path, **INCIDENT)
-    result = cli("check", str(path), "--strict")
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)  # a retry loop would sleep between tries
+    result = cli("check", str(path), "--require-facts")
     assert result.code == 1
-    assert "cannot read the header of test/gemma-whole@main/" in result.stdout
+    said = " ".join(result.stdout.split())
+    assert f"{nobody} cannot be reached: connection refused by 127.0.0.1" in said
+    assert "(not retried)" in said and slept == []
+    # Every rule that needed the Hub: one line, one cause.
+    assert len([ln for ln in result.stdout.splitlines() if ln.startswith("not checked")]) == 1
+    assert "(1 cause:" in said
     assert not header_cache_path((nobody, WHOLE, "main", MODEL_NAME)).exists()  # not cached
+
+
+def test_a_listing_from_an_unreachable_hub_is_final_after_one_try(
+    monkeypatch: pytest.MonkeyPatch, hub_env: Path
+) -> None:
+    """huggingface_hub's own backoff (inside HfApi) never starts: nothing is sent at all."""
+    from helpers import free_port
+
+    from inferfleet.hub.errors import HubError
+    from inferfleet.hub.manifest import build_manifest
+
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    nobody = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(HubError) as caught:
+        build_manifest(endpoint=nobody, repo="org/m", revision="main", includes=["*"], token=None)
+    assert "connection refused" in caught.value.message and slept == []
+    assert "HF_HUB_OFFLINE" in (caught.value.hint or "")
+
+
+def test_hf_hub_offline_is_offline(hub: HubServer, tmp_path: Path, hub_env: Path) -> None:
+    """HF_HUB_OFFLINE=1 is --offline: the real CLI, in its own process, asks nothing."""
+    import os
+    import subprocess
+    import sys
+
+    path = _hub_fleet(tmp_path, **INCIDENT)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "inferfleet.cli.app", "check", str(path), "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert hub.log == []
+    doc = json.loads(done.stdout)
+    assert doc["counts"]["causes"] == 1
+    assert all("--offline: no network request was made" in s["cause"] for s in doc["skipped"])
 
 
 def test_the_packaged_example_passes_strict_with_no_skip(cli: Cli, hub_env: Path) -> None:
@@ -265,5 +318,5 @@ def test_the_packaged_example_passes_strict_with_no_skip(cli: Cli, hub_env: Path
     example = ROOT / "src" / "inferfleet" / "examples" / "local" / "fleet.yaml"
     result = cli("check", str(example), "--strict")
     assert result.code == 0, result.stdout + result.stderr
-    assert "0 skipped" in result.stdout
+    assert "skipped" not in result.stdout and "not checked" not in result.stdout
     assert MODEL_SIZE == 253_113_024  # the example declares this size, checked against the package

@@ -17,6 +17,7 @@ from test_check_exposure import EXPOSURE_RULES
 from test_check_fit import FIT_RULES
 from test_check_header_rules import HEADER_RULES
 from test_check_rpc import RPC_RULES
+from test_check_waivers import WAIVER_RULES
 
 from inferfleet.checks.engine import Hit, Subject, catalogue, service_rule
 
@@ -263,6 +264,7 @@ def test_every_rule_has_a_case() -> None:
         | EXPOSURE_RULES
         | KUBE_RULES
         | RPC_RULES
+        | WAIVER_RULES
     )
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25
@@ -302,3 +304,47 @@ def test_a_rule_without_a_docstring_is_refused() -> None:
         service_rule("untitled-rule", "L-25", "error")(untitled)
     assert "untitled-rule" not in {r.id for r in catalogue()}
     assert all(r.title and "\n" not in r.title for r in catalogue())
+
+
+def test_a_measured_share_below_one_is_a_warning_with_the_arithmetic(tmp_path: Path) -> None:
+    """The operator's shape (L-32): 0.982 ran, measured, on a 32 GiB card."""
+    patch = {
+        f"{S}.serve.gpu_memory_utilization": 0.982,
+        "hosts.gpu.devices": [
+            {"name": "g0", "vendor": "nvidia", "memory": "24GiB"},
+            {"name": "g1", "vendor": "nvidia", "memory": "32GiB"},
+        ],
+    }
+    report = check(tmp_path, patch)
+    (finding,) = report.findings
+    assert (finding.rule, finding.severity) == ("gpu-memory-utilization-cap", "warning")
+    # 32 GiB x (1 - 0.982) = 589.8 MiB left on the card.
+    assert "0.982 of 32.0 GiB 'g1' leaves 589.8 MiB" in finding.message, finding.message
+    assert report.passed() and not report.passed(strict=True)
+
+
+@pytest.mark.parametrize("share", [0.95, 0.98])
+def test_a_share_within_the_margin_is_not_reported(tmp_path: Path, share: float) -> None:
+    report = check(tmp_path, {f"{S}.serve.gpu_memory_utilization": share})
+    assert "gpu-memory-utilization-cap" not in rule_ids(report)
+
+
+def test_the_renderer_takes_what_the_rule_only_warns_about(tmp_path: Path) -> None:
+    """The adapter refuses 1.0 (the incident) and nothing the rule only warns about."""
+    from inferfleet.errors import FleetError
+    from inferfleet.fleetfile.loader import load_fleet
+    from inferfleet.render.facts import facts_for
+    from inferfleet.render.launch import resolve
+
+    for share, refused in ((0.982, False), (0.999, False), (1.0, True)):
+        check(tmp_path / str(share), {f"{S}.serve.gpu_memory_utilization": share})
+        loaded = load_fleet(tmp_path / str(share) / "fleet.yaml")
+        host = facts_for(loaded.fleet)["gpu"]
+        try:
+            argv = resolve(loaded.fleet, loaded.root, "serve", host).argv
+        except FleetError as exc:
+            assert refused, exc.message
+            assert "takes the whole device (L-32)" in exc.message
+            continue
+        assert not refused
+        assert argv[argv.index("--gpu-memory-utilization") + 1] == f"{share:g}"

@@ -186,8 +186,15 @@ def test_hf_endpoint_selects_a_mirror(
     assert httpx.URL(hub.endpoint).host == "127.0.0.1"
 
 
-def test_an_endpoint_that_does_not_answer_is_a_clear_error(cli: Cli, port: int) -> None:
+def test_an_endpoint_that_does_not_answer_is_a_clear_error(
+    cli: Cli, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused connection is final after one try: no retry loop, no sleep."""
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
     result = cli("models", "manifest", "org/name", "--endpoint", f"http://127.0.0.1:{port}")
     assert result.code == 1
-    assert "the endpoint kept failing" in result.stderr and "HF_ENDPOINT" in result.stderr
+    said = " ".join(result.stderr.split())
+    assert "cannot be reached: connection refused" in said and "HF_ENDPOINT" in said
+    assert slept == []
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr

@@ -12,7 +12,8 @@ with the reason instead of guessing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import datetime
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -21,6 +22,7 @@ from inferfleet.artifacts.locate import main_path, model_dir
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel, folder_reader, read_model
 from inferfleet.budget.errors import BudgetError
+from inferfleet.budget.memreport import BootReport
 from inferfleet.budget.shape import ModelShape, model_shape
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, PathSource, Runtime, Service
@@ -43,12 +45,19 @@ class Hit:
     field: str  # dotted path in the fleet file: services.chat.kv_cache.v
     message: str
     hint: str
+    # None: the rule's own severity. A rule registered as "error" may judge a
+    # shape an operator runs on purpose a warning (with the arithmetic) and keep
+    # the error for the incident itself.
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True)
 class Skip:
     subject: str  # the service or model the rule could not judge
     reason: str
+    # The missing fact under the reason (a model's header not here): rules that
+    # skip for one cause are reported once (`check`); None: the reason itself.
+    cause: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,8 @@ class Finding:
     hint: str
     line: int | None = None
     column: int | None = None
+    waived: bool = False  # a waiver of the fleet file covers it (L-59): shown, fails nothing
+    reason: str | None = None  # the waiver's reason
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class Skipped:
     lesson: str
     subject: str
     reason: str
+    cause: str
 
 
 RuleFn = Callable[["CheckContext"], Iterable[Hit | Skip]]
@@ -166,7 +178,7 @@ def header_rule(
                     continue
                 facts = ctx.header(chosen)
                 if isinstance(facts, str):
-                    yield Skip(subject.name, facts)
+                    yield Skip(subject.name, facts, facts)
                 else:
                     yield from fn(subject, chosen, facts)
 
@@ -201,6 +213,10 @@ class ModelSources(Protocol):
 
     def source_files(self, model_name: str) -> SourceListing | str: ...
 
+    def boots(self, service_name: str) -> Sequence[BootReport] | None:
+        """The service's measured boots recorded in the repository, or None (L-27)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SourceListing:
@@ -208,6 +224,12 @@ class SourceListing:
 
     source: str  # for messages: "hub org/repo@rev", "package x", "this machine (stat)"
     files: dict[str, ManifestEntry]  # by path; a declared path absent here is not in the source
+
+
+def not_here(model_name: str, folder: Path) -> str:
+    """Why a model's facts cannot be read here: one text for every rule that needs its
+    files, so `check` reports the cause once (what it holds is checked on the host)."""
+    return f"model {model_name!r} is not on this machine ({folder})"
 
 
 @dataclass
@@ -226,7 +248,7 @@ class LocalSources:
         if path is None:
             return f"model {model_name!r} is not a GGUF (header rules read GGUF files)"
         if not path.is_file():
-            return f"model {model_name!r} is not on this machine ({path})"
+            return not_here(model_name, path.parent)
         return path
 
     def header(self, model_name: str) -> Inspection | str:
@@ -255,6 +277,10 @@ class LocalSources:
     def root(self) -> Path:
         return self.loaded.root
 
+    def boots(self, service_name: str) -> Sequence[BootReport] | None:
+        """Recorded boots are read by the CLI's sources (they live in the repository)."""
+        return None
+
     def source_files(self, model_name: str) -> SourceListing | str:
         """A path model's files by ``stat`` (L-08); other sources are not read here."""
         model = self.loaded.fleet.models[model_name]
@@ -270,10 +296,7 @@ class LocalSources:
             try:
                 info = (folder / entry.path).stat()
             except OSError:
-                return (
-                    f"model {model_name!r}: {entry.path} is not on this machine "
-                    f"({folder}); its size is checked on the host"
-                )
+                return not_here(model_name, folder)
             found[entry.path] = ManifestEntry(entry.path, info.st_size, "size", "")
         return SourceListing(f"{folder} (stat)", found)
 
@@ -287,6 +310,7 @@ class CheckContext:
     # A runtime's own flag list (it runs the binary: an effect the CLI hands in,
     # install/runtime_flags.py); None: the rules that need it skip.
     flags: FlagSource | None = None
+    today: datetime.date = field(default_factory=datetime.date.today)  # waivers' expiry
     _headers: dict[str, Inspection | str] = field(default_factory=dict)
     _listings: dict[str, SourceListing | str] = field(default_factory=dict)
     _safetensors: dict[str, SafetensorsModel | str] = field(default_factory=dict)
@@ -320,12 +344,25 @@ class CheckContext:
             self._headers[model_name] = self.sources.header(model_name)
         return self._headers[model_name]
 
+    def missing_header(self, service_name: str) -> str | None:
+        """Why the header of the service's model cannot be read, or None (read, or no model)."""
+        model = self.fleet.services[service_name].model
+        if model is None or model not in self.fleet.models:
+            return None
+        found = self.header(model)
+        return found if isinstance(found, str) else None
+
     def shape_of(self, model_name: str) -> ModelShape:
         """The model's shape for sizing (a split over RPC workers), or BudgetError."""
         found = self.header(model_name)
         if isinstance(found, str):
             raise BudgetError(found)
         return model_shape(found)
+
+    def boots(self, service_name: str) -> Sequence[BootReport] | None:
+        """The service's recorded boots: the fit rules price it by them (L-27)."""
+        assert self.sources is not None
+        return self.sources.boots(service_name)
 
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and headers, or why not (asked once per model)."""
@@ -364,9 +401,9 @@ class Subject:
     def host(self) -> Host:
         return self.ctx.fleet.hosts[self.service.host]
 
-    def hit(self, field: str, message: str, hint: str) -> Hit:
-        """A finding on ``services.<name>.<field>``."""
-        return Hit(self.name, f"services.{self.name}.{field}", message, hint)
+    def hit(self, field: str, message: str, hint: str, severity: Severity | None = None) -> Hit:
+        """A finding on ``services.<name>.<field>`` (``severity``: the rule's unless given)."""
+        return Hit(self.name, f"services.{self.name}.{field}", message, hint, severity)
 
     @property
     def argv(self) -> list[str] | str:
@@ -405,17 +442,30 @@ class Report:
 
     @property
     def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
+        return [f for f in self.findings if f.severity == "error" and not f.waived]
 
     @property
     def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "warning"]
+        return [f for f in self.findings if f.severity == "warning" and not f.waived]
 
-    def passed(self, *, strict: bool = False) -> bool:
-        """No errors; with ``strict`` (CI) no warnings and no skipped rule either."""
-        if self.errors:
+    @property
+    def waived(self) -> list[Finding]:
+        return [f for f in self.findings if f.waived]
+
+    @property
+    def causes(self) -> dict[str, list[Skipped]]:
+        """The skipped rules by the missing fact behind them, in first-seen order."""
+        found: dict[str, list[Skipped]] = {}
+        for skip in self.skipped:
+            found.setdefault(skip.cause, []).append(skip)
+        return found
+
+    def passed(self, *, strict: bool = False, require_facts: bool = False) -> bool:
+        """No unwaived errors; with ``strict`` (CI) no unwaived warning either; with
+        ``require_facts`` no rule skipped for a missing fact."""
+        if self.errors or (strict and self.warnings):
             return False
-        return not (strict and (self.warnings or self.skipped))
+        return not (require_facts and self.skipped)
 
 
 Locator = Callable[[str], tuple[int | None, int | None]]
@@ -428,32 +478,44 @@ def run_checks(
     locate: Locator | None = None,
     sources: ModelSources | None = None,
     flags: FlagSource | None = None,
+    today: datetime.date | None = None,
 ) -> Report:
     """Run ``rules`` (default: the catalogue); header facts come from ``sources``
     (default: this machine only, :class:`LocalSources`), runtimes' flag lists
     from ``flags`` (default: none; those rules skip)."""
     ctx = CheckContext(loaded, sources, flags)
+    if today is not None:
+        ctx.today = today
     chosen = list(rules) if rules is not None else catalogue()
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for item in chosen:
         for result in item.run(ctx):
             if isinstance(result, Skip):
-                skipped.append(Skipped(item.id, item.lesson, result.subject, result.reason))
+                cause = result.cause or result.reason
+                skipped.append(Skipped(item.id, item.lesson, result.subject, result.reason, cause))
                 continue
-            line, column = locate(result.field) if locate is not None else (None, None)
-            findings.append(
-                Finding(
-                    item.id,
-                    item.lesson,
-                    item.severity,
-                    result.service,
-                    result.field,
-                    result.message,
-                    result.hint,
-                    line,
-                    column,
-                )
-            )
+            findings.append(_stamped(item, result, locate))
+    from inferfleet.checks import waivers  # the waivers' own rule lives there
+
+    findings, stray = waivers.apply(ctx, findings, {r.id for r in chosen})
+    stale = _RULES[waivers.RULE_ID]
+    findings += [_stamped(stale, hit, locate) for hit in stray]
     findings.sort(key=lambda f: (f.line or 0, f.severity != "error", f.rule, f.field))
     return Report(str(loaded.path), findings, skipped, len(chosen))
+
+
+def _stamped(item: Rule, result: Hit, locate: Locator | None) -> Finding:
+    """A rule's hit as a finding: the rule's identity, and the field's line in the file."""
+    line, column = locate(result.field) if locate is not None else (None, None)
+    return Finding(
+        item.id,
+        item.lesson,
+        result.severity or item.severity,
+        result.service,
+        result.field,
+        result.message,
+        result.hint,
+        line,
+        column,
+    )

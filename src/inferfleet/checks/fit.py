@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.st_model import is_safetensors_model
@@ -25,6 +26,7 @@ from inferfleet.budget.fleet import (
     host_pools,
 )
 from inferfleet.budget.groups import simultaneous
+from inferfleet.budget.measured import from_reports
 from inferfleet.budget.plan import Budget
 from inferfleet.budget.vllm_service import VllmBudget, vllm_budget
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
@@ -105,7 +107,11 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 engines.append((name, kind))
             elif traits(kind).gguf and not service.rpc:  # a split: rpc-split-fit
                 try:
-                    budgets[name] = plan(fleet_request(fleet, ctx.root, name, shape_of))
+                    request = fleet_request(fleet, ctx.root, name, shape_of)
+                    measured = ctx.boots(name)  # what the host measured beats the estimate
+                    if measured:
+                        request = replace(request, calibration=from_reports(request, measured))
+                    budgets[name] = plan(request)
                 except FleetError as exc:
                     unsized[name] = exc.render()
         engine_names = {name for name, _ in engines}
@@ -116,7 +122,8 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
             if over is not None:
                 yield _overrun(pool, over, engine_names, list(unsized))
         for name, reason in unsized.items():
-            yield Skip(name, f"memory of service {name!r} not sized: {reason}")
+            cause = ctx.missing_header(name) or reason
+            yield Skip(name, f"memory of service {name!r} not sized: {reason}", cause)
 
 
 def safetensors(ctx: CheckContext, name: str) -> bool:
@@ -157,21 +164,31 @@ def vllm_capacity(ctx: CheckContext) -> Iterator[Hit | Skip]:
             continue  # a GGUF on vLLM: only its memory share is judged
         found = vllm_sized(ctx, name)
         if isinstance(found, str):
-            yield Skip(name, f"KV capacity of service {name!r} not sized: {found}")
+            yield Skip(name, f"KV capacity of service {name!r} not sized: {found}", found)
             continue
         if found.fits:
             continue
         capacity, settings = found.capacity, found.settings
         kind = "exactly" if found.exact else "by estimate"
-        start = "" if found.starts else "; vLLM refuses to start: not even one window fits"
+        # vLLM schedules by the tokens sequences really hold: fewer full windows
+        # than slots only queues requests when every slot is at its full window
+        # (an operator's deliberate shape); not even one window is a refusal to start.
+        if found.starts:
+            after = (
+                "; vLLM schedules by actual use, so slots wait only when all of them "
+                "hold full windows at once"
+            )
+        else:
+            after = "; vLLM refuses to start: not even one window fits"
         yield Hit(
             name,
             f"services.{name}.parallel",
             f"service {name!r}: vLLM's KV pool ({kind}) holds {capacity.tokens:,} tokens "
             f"({capacity.num_blocks:,} blocks of {capacity.shape.block_size}), "
             f"{capacity.requests_that_fit():,} windows of {settings.max_model_len:,} at once; "
-            f"{settings.max_num_seqs} slots need {found.wanted_tokens:,}{start}",
+            f"{settings.max_num_seqs} slots need {found.wanted_tokens:,}{after}",
             "lower ctx_per_slot or parallel, give the KV cache more memory "
             "(VLLM_CPU_KVCACHE_SPACE on CPU, gpu_memory_utilization on a GPU, L-32), "
-            "or an fp8 kv_cache",
+            "or an fp8 kv_cache; a deliberate shape is kept with a waiver and its reason",
+            None if not found.starts else "warning",
         )

@@ -27,20 +27,29 @@ def finding_document(finding: Finding) -> CheckFinding:
     return document_of(CheckFinding, finding)
 
 
-def report_document(report: Report, *, strict: bool = False) -> CheckDocument:
+def report_document(
+    report: Report,
+    *,
+    strict: bool = False,
+    require_facts: bool = False,
+    notes: list[str] | None = None,
+) -> CheckDocument:
     """The ``inferfleet.check/v1`` document; ``ok`` is the verdict the exit code gives."""
     return CheckDocument(
         schema=SCHEMA,
         file=report.file,
-        ok=report.passed(strict=strict),
+        ok=report.passed(strict=strict, require_facts=require_facts),
         rules_run=report.rules_run,
         counts=CheckCounts(
             error=len(report.errors),
             warning=len(report.warnings),
             skipped=len(report.skipped),
+            waived=len(report.waived),
+            causes=len(report.causes),
         ),
         findings=[finding_document(f) for f in report.findings],
         skipped=[document_of(CheckSkip, s) for s in report.skipped],
+        notes=list(notes or []),
     )
 
 
@@ -80,16 +89,19 @@ def sarif(report: Report, rules: list[Rule], version: str) -> dict[str, Any]:
         properties: dict[str, str] = {"lesson": finding.lesson}
         if finding.service is not None:
             properties["service"] = finding.service
-        results.append(
-            {
-                "ruleId": finding.rule,
-                "ruleIndex": index[finding.rule],
-                "level": finding.severity,
-                "message": {"text": f"{finding.field}: {finding.message} -- {finding.hint}"},
-                "locations": [{"physicalLocation": location}],
-                "properties": properties,
-            }
-        )
+        result: dict[str, Any] = {
+            "ruleId": finding.rule,
+            "ruleIndex": index[finding.rule],
+            "level": finding.severity,
+            "message": {"text": f"{finding.field}: {finding.message} -- {finding.hint}"},
+            "locations": [{"physicalLocation": location}],
+            "properties": properties,
+        }
+        if finding.waived:  # a waiver in the fleet file itself (L-59)
+            result["suppressions"] = [
+                {"kind": "inSource", "status": "accepted", "justification": finding.reason or ""}
+            ]
+        results.append(result)
     notifications = [
         {
             "level": "note",

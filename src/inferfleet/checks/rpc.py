@@ -25,7 +25,8 @@ def rpc_split_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
         try:
             split = service_split(fleet, name, ctx.shape_of(service.model))
         except FleetError as exc:
-            yield Skip(name, f"the RPC split of service {name!r} is not sized: {exc.message}")
+            reason = f"the RPC split of service {name!r} is not sized: {exc.message}"
+            yield Skip(name, reason, exc.message)
             continue
         for line in split.overflows():
             yield Hit(

@@ -10,7 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from inferfleet.checks.engine import Hit, Subject, header_rule, service_rule
+from inferfleet.budget.placement import layer_slots, split_points
+from inferfleet.checks.engine import (
+    CheckContext,
+    Hit,
+    Skip,
+    Subject,
+    header_rule,
+    rule,
+    service_rule,
+)
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.gguf import Inspection
 from inferfleet.runtimes.base import gpu_devices
@@ -47,19 +56,99 @@ def pattern_invalid(s: Subject) -> Iterator[Hit]:
             )
 
 
-@service_rule("override-gpu-target-layer-split", "L-17", "error", services="gguf")
-def gpu_target(s: Subject) -> Iterator[Hit]:
-    """an override to a GPU breaks a layer-split graph; CPU is the only safe target there"""
-    if s.service.split_mode not in (None, "layer") or len(gpu_devices(s.service, s.host)) < 2:
+# Block names a pattern is tried on when the header is not here: the tensors of
+# a block that overrides are written for (experts, dense FFN, attention).
+_BLOCK_TENSORS = (
+    "ffn_up_exps.weight", "ffn_gate_exps.weight", "ffn_down_exps.weight",
+    "ffn_up_shexp.weight", "ffn_up.weight", "ffn_down.weight", "attn_q.weight",
+    "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_norm.weight",
+)  # fmt: skip
+# Without a header, a pattern that matches this many leading blocks matches any block.
+_ANY_BLOCK = 512
+_BLOCK = re.compile(r"^blk\.(\d+)\.")
+
+
+def _blocks_matched(pattern: re.Pattern[str], names: list[str]) -> set[int]:
+    return {int(m.group(1)) for n in names if (m := _BLOCK.match(n)) and pattern.search(n)}
+
+
+def _guessed_names(count: int) -> list[str]:
+    return [f"blk.{i}.{t}" for i in range(count) for t in _BLOCK_TENSORS]
+
+
+@rule("override-gpu-target-layer-split", "L-17", "error")
+def gpu_target(ctx: CheckContext) -> Iterator[Hit | Skip]:
+    """an override sends a block to a GPU that does not own its layer on a layer split"""
+    for s in ctx.subjects("gguf"):
+        yield from _foreign_blocks(s)
+
+
+def _foreign_blocks(s: Subject) -> Iterator[Hit | Skip]:
+    gpus = gpu_devices(s.service, s.host)
+    if s.service.split_mode not in (None, "layer") or len(gpus) < 2:
         return
-    for index, override in enumerate(s.service.tensor_overrides):
-        if override.device != "CPU":
+    targeted = [
+        (index, o, compiled)
+        for index, (o, compiled) in enumerate(
+            zip(s.service.tensor_overrides, _compiled(s.service), strict=True)
+        )
+        if o.device != "CPU" and compiled is not None  # invalid: override-pattern-invalid
+    ]
+    if not targeted:
+        return
+    assert s.service.model is not None
+    facts = s.ctx.header(s.service.model)
+    shares = s.service.tensor_split or [float(d.memory) for _, d in gpus]
+    owner: list[int] | None = None
+    if isinstance(facts, str):
+        names = _guessed_names(_ANY_BLOCK)
+    else:
+        names = [t.name for t in facts.tensors]
+        n_layer = facts.block_count
+        if n_layer is not None and sum(shares) > 0:
+            owner = layer_slots(n_layer, split_points(shares))
+    position = {d.name: p for p, (_, d) in enumerate(gpus)}
+    for index, override, compiled in targeted:
+        blocks = _blocks_matched(compiled, names)
+        target = position.get(override.device)
+        if not blocks or target is None:
+            continue  # no block tensor (the output layer), or not a device of the split
+        if owner is None:
+            if len(blocks) < _ANY_BLOCK or not isinstance(facts, str):
+                reason = facts if isinstance(facts, str) else "the header has no block count"
+                yield Skip(s.name, f"which card owns blocks {_ranges(blocks)}: {reason}", reason)
+                continue
+            foreign = ["any block the other devices own"]  # it matches every block
+        else:
+            foreign = [
+                f"blk.{b} (owned by {gpus[owner[b]][1].name})"
+                for b in sorted(blocks)
+                if b < len(owner) and owner[b] != target
+            ]
+        if foreign:
+            shown = ", ".join(foreign[:4]) + (
+                f" and {len(foreign) - 4} more" if len(foreign) > 4 else ""
+            )
             yield s.hit(
                 f"tensor_overrides[{index}].device",
-                f"service {s.name!r} splits layers over several devices and overrides "
-                f"{override.pattern!r} to {override.device}",
-                "send overrides to CPU on a layer split, or move whole layers with tensor_split",
+                f"service {s.name!r} splits layers over {len(gpus)} devices and overrides "
+                f"{override.pattern!r} to {override.device}, which does not own {shown}: the "
+                "cross-device tensors break the layer-split graph",
+                "pin a block only to the card that owns its layer (tensor_split decides), "
+                "send the rest to CPU, or move whole layers with tensor_split",
             )
+
+
+def _ranges(blocks: set[int]) -> str:
+    ordered = sorted(blocks)
+    runs: list[str] = []
+    start = prev = ordered[0]
+    for b in [*ordered[1:], -1]:
+        if b != prev + 1:
+            runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = b
+        prev = b
+    return ",".join(runs)
 
 
 def _example(pattern: str) -> str:

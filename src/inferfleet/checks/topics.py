@@ -19,4 +19,5 @@ from inferfleet.checks import (  # noqa: F401 - imported for their @rule registr
     templates,
     tensors,
     units,
+    waivers,
 )

@@ -140,8 +140,9 @@ VERBS: dict[str, Verb] = {
         "Memory per device of llama.cpp services: weights, KV, compute, projector, drafter, "
         "headroom; fits or not. vLLM services on a safetensors model: weights, KV bytes per "
         "token, the KV pool in blocks and tokens, whether every slot fits. Exits 1 when a "
-        "device or a vLLM pool does not fit, 2 when a service could not be sized (the reason "
-        "is printed).",
+        "device does not fit or a vLLM pool holds not even one window (fewer windows than "
+        "slots is a note: vLLM schedules by actual use), 2 when a service could not be sized "
+        "(the reason is printed).",
     ),
     "plan": Verb(
         "deploy_cmd",
@@ -170,6 +171,11 @@ VERBS: dict[str, Verb] = {
     ),
     "runtime": Verb(
         "runtime_cmds", "group", "Install and inspect runtimes (llama.cpp builds, vLLM venvs)."
+    ),
+    "facts": Verb(
+        "facts_cmd",
+        "group",
+        "Record models' header facts in the fleet repo (facts/) for checks without the files.",
     ),
     "gguf": Verb(
         "gguf_cmd", "group", "Read GGUF headers (metadata and tensor infos; never tensor data)."

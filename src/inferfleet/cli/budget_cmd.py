@@ -200,7 +200,8 @@ def _vllm_human(out: Output, result: VllmBudget) -> None:
     verdict = (
         "[green]fits[/]"
         if result.fits
-        else "[red]does not fit[/]"
+        else "[yellow]fewer full windows than slots (vLLM schedules by actual use: a slot "
+        "waits only while the others hold full windows)[/]"
         if result.starts
         else "[red]vLLM will not start[/]"
     )
@@ -391,8 +392,9 @@ def budget(
     """Memory per device of llama.cpp services: weights, KV, compute, projector,
     drafter, headroom; fits or not. vLLM services on a safetensors model: weights,
     KV bytes per token, the KV pool in blocks and tokens, whether every slot fits.
-    Exits 1 when a device or a vLLM pool does not fit, 2 when a service could not
-    be sized (the reason is printed)."""
+    Exits 1 when a device does not fit or a vLLM pool holds not even one window
+    (fewer windows than slots is a note: vLLM schedules by actual use), 2 when a
+    service could not be sized (the reason is printed)."""
     del remote  # reading a Hub model's header when its file is absent is the default now
     with ModelSources(resolve_fleet(file, Output(json_mode=json_out)), offline=offline) as sources:
         _budget(sources, service, json_out, solve_ctx, boot, from_log, ctx, headroom)
@@ -450,6 +452,8 @@ def _budget(
             unsized = True
             continue
         reports: list[BootReport] = [parse_log(path) for path in logs]
+        if not boots and not reports:  # what the host measured, recorded in facts/ (L-27)
+            reports = list(sources.boots(name) or [])
         comparisons = [c for report in reports for c in compare(request, report)]
         if boots:
             request = replace(request, calibration=from_boots(request, boots))
@@ -481,7 +485,7 @@ def _budget(
             skipped.append([name, exc.render()])
             unsized = True
             continue
-        all_fit = all_fit and engine.fits
+        all_fit = all_fit and engine.starts  # fewer windows than slots: a warning (L-25)
         if json_out:
             engine_documents.append(vllm_document(engine))
         else:
@@ -508,6 +512,8 @@ def _budget(
             _group_line(out, figure)
         for skipped_name, reason in skipped:
             out.line(f"[dim]skipped {esc(skipped_name)}: {esc(reason)}[/dim]")
+        for note in sources.notes:  # facts read from the repository instead of the files
+            out.line(f"[dim]{esc(note)}[/dim]")
     if not all_fit:
         raise typer.Exit(code=EXIT_FAILED)  # a definite "does not fit" outranks "unsized"
     if unsized:

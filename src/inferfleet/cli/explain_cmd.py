@@ -59,8 +59,17 @@ def explain(
             f"(lesson {esc(asked.lesson)})"
         )
         out.line(f"  refuses: {esc(asked.title)}")
+        out.line(f"  {esc(waive_hint(asked.id))}")
         out.line("")
     _lesson(out, found, encoding)
+
+
+def waive_hint(rule_id: str) -> str:
+    """How to keep a shape the rule reports on purpose (L-59)."""
+    return (
+        f"to keep a shape on purpose: under `waivers:` in the fleet file, `- rule: {rule_id}` "
+        "with `service:` (or `host:`, `group:`), a `reason:` and optionally `until: YYYY-MM-DD`"
+    )
 
 
 def _lesson(out: Output, found: Lesson, encoding: list[Rule]) -> None:

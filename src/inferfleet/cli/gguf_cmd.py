@@ -270,15 +270,26 @@ def inspect_cmd(
     parallel: Annotated[int, typer.Option("--parallel", min=1, help="Slots (-np).")] = 1,
     cache_type_k: Annotated[str, typer.Option("--cache-type-k", help="-ctk type.")] = "f16",
     cache_type_v: Annotated[str, typer.Option("--cache-type-v", help="-ctv type.")] = "f16",
+    offline: Annotated[
+        bool, typer.Option("--offline", help="No network request (as HF_HUB_OFFLINE=1).")
+    ] = False,
 ) -> None:
     """Show what a GGUF's header says. Exits 1 when the file has problems
     (a truncated download, offsets a loader refuses); HF_TOKEN is sent to
     Hugging Face URLs only."""
+    from inferfleet.gguf.source import is_url
+    from inferfleet.hub.errors import HubError
     from inferfleet.hub.fetch_plan import endpoint
-    from inferfleet.hub.model_ref import gguf_location
+    from inferfleet.hub.model_ref import gguf_location, offline_mode
+    from inferfleet.hub.reach import unreachable
 
     out = Output(json_mode=json_mode)
-    location = gguf_location(path_or_url, endpoint=endpoint(None))
+    with offline_mode(offline):
+        location = gguf_location(path_or_url, endpoint=endpoint(None))
+    if is_url(location) and (why := unreachable(location)) is not None:
+        raise HubError(
+            why, hint="check the network and HF_ENDPOINT, or use --offline", where=location
+        )
     result = inspect(location)
     try:
         doc = payload(

@@ -81,8 +81,27 @@ def render(
     target: str = TargetOpt,
     namespace: str | None = NamespaceOpt,
     json_out: bool = JsonOpt,
+    offline: bool = typer.Option(
+        False, "--offline", help="No network request (model headers from here or the cache)."
+    ),
 ) -> None:
     """Write every artifact (units, env files, monitoring, client configs) to --out."""
+    from inferfleet.hub.model_ref import offline_mode
+
+    with offline_mode(offline):
+        _render(service, out_dir, file, facts, no_check, target, namespace, json_out)
+
+
+def _render(
+    service: str | None,
+    out_dir: Path,
+    file: Path | None,
+    facts: Path | None,
+    no_check: bool,
+    target: str,
+    namespace: str | None,
+    json_out: bool,
+) -> None:
     out = Output(json_mode=json_out)
     if target not in {"hosts", "kubernetes", "llama-swap"}:
         raise UsageError(f"unknown --target {target!r}", hint="use hosts, kubernetes or llama-swap")

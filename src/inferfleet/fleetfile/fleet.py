@@ -58,6 +58,7 @@ from inferfleet.fleetfile.service import (
     UnitOpts,
     Volume,
 )
+from inferfleet.fleetfile.waivers import Waiver
 
 __all__ = [
     "CacheType",
@@ -419,4 +420,9 @@ class Fleet(Strict):
         None,
         description="Export to a Kubernetes cluster (`render --target kubernetes`): namespace, "
         "volumes, images; declaring it turns on the kube-* check rules.",
+    )
+    waivers: list[Waiver] = Field(
+        default_factory=list,
+        max_length=MAX_COUNT,
+        description="Deliberate exceptions to `check` rules, each with its reason (L-59).",
     )

@@ -56,9 +56,11 @@ from inferfleet.artifacts.manifest import (
     parse_manifest,
 )
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
+from inferfleet.budget.memreport import BootReport
 from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
-from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource
+from inferfleet.facts.boots import boots_path, read_boots
+from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
 from inferfleet.gguf.kv import attention_layout
@@ -70,7 +72,13 @@ from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
-from inferfleet.hub.st_headers import CACHE_PATH, read_cached, read_hub_model
+from inferfleet.hub.model_ref import offline as hub_offline
+from inferfleet.hub.reach import unreachable
+from inferfleet.hub.st_headers import (
+    CACHE_PATH,
+    read_cached,
+    read_hub_model,
+)
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.files import atomic_write
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
@@ -80,6 +88,8 @@ CACHE_FORMAT = 1
 # a mirror's repo of the same name is not the Hub's.
 HubKey = tuple[str, str, str, str]
 OFFLINE = "--offline: no network request was made"
+# One text for every Hub model a run cannot read, so `check` reports it once (one cause).
+NOT_CACHED = f"the model is not on this machine and its Hub facts are not cached ({OFFLINE})"
 
 
 # ---------------------------------------------------------------- cached header facts
@@ -253,6 +263,129 @@ def write_cached_header(key: HubKey, found: Inspection) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- facts in the repository
+
+FACTS_DIR = "facts"
+RECORDED = "recorded"  # the header key's endpoint: facts recorded in the fleet repository
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    size: int
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class RecordedModel:
+    """``facts/models/<model>.json``: a model's header facts and files, recorded where the
+    files were (``inferfleet facts record``) so a checkout without them judges the same.
+    Keyed by the main file's sha256: a changed file makes the record stale, never wrong."""
+
+    format: int
+    model: str
+    main: str
+    sha256: str
+    recorded_from: str
+    files: dict[str, RecordedFile]
+    header: CachedHeader
+
+
+def facts_path(root: Path, model_name: str) -> Path:
+    return root / FACTS_DIR / "models" / f"{model_name}.json"
+
+
+def recorded_key(model_name: str, sha256: str, main: str) -> HubKey:
+    return (RECORDED, model_name, sha256, main)
+
+
+def write_recorded(
+    root: Path,
+    model_name: str,
+    main: str,
+    sha256: str,
+    found: Inspection,
+    files: dict[str, RecordedFile],
+    recorded_from: str,
+) -> Path:
+    """Write the record atomically (indented, one key per line: diff-friendly); SpecError
+    when the header cannot be recorded exactly (a NaN in its metadata) or is too large."""
+    key = recorded_key(model_name, sha256, main)
+    try:
+        header = TypeAdapter(CachedHeader).validate_json(_to_cache(key, found))
+    except _Uncachable as exc:
+        raise SpecError(
+            f"model {model_name!r}: its header has a value JSON cannot carry exactly ({exc})",
+            hint="check reads this model's header where its file is",
+        ) from None
+    record = RecordedModel(CACHE_FORMAT, model_name, main, sha256, recorded_from, files, header)
+    data = TypeAdapter(RecordedModel).dump_json(record, indent=1) + b"\n"
+    if len(data) > MAX_STATE_BYTES:
+        raise SpecError(
+            f"model {model_name!r}: its header facts take {len(data):,} bytes, more than "
+            f"a record may ({MAX_STATE_BYTES:,})",
+            hint="check reads this model's header where its file is",
+        )
+    where = facts_path(root, model_name)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(where, data)
+    return where
+
+
+def read_recorded(
+    root: Path, model_name: str, main: str, declared: ManifestEntry | None
+) -> RecordedModel | str | None:
+    """The model's record when it is for the declared main file; None when there is none;
+    why it cannot be used (damaged, another model's, a file of another sha256 or size)."""
+    where = facts_path(root, model_name)
+    try:
+        raw = where.read_bytes()
+    except OSError:
+        return None
+
+    def check(record: RecordedModel) -> str | None:
+        key = recorded_key(model_name, record.sha256, main)
+        if record.model != model_name or record.main != main:
+            return f"it records {record.model!r}/{record.main}, not {model_name!r}/{main}"
+        return _check_record(key)(record.header)
+
+    try:
+        record = parse_state(
+            raw,
+            RecordedModel,
+            path=where,
+            what="recorded model facts",
+            error=FleetError,
+            hint=f"record them again: inferfleet facts record --model {model_name}",
+            check=check,
+        )
+    except (FleetError, ValueError) as exc:
+        return exc.render() if isinstance(exc, FleetError) else f"{where}: {exc}"
+    if declared is not None and declared.sha256 is not None and declared.sha256 != record.sha256:
+        return (
+            f"{where} records sha256 {record.sha256[:12]}..., the fleet declares "
+            f"{declared.sha256[:12]}... for {main}: record the facts again"
+        )
+    mine = record.files.get(main)
+    if declared is not None and declared.sha256 is None and mine and mine.size != declared.size:
+        return (
+            f"{where} records {main} as {mine.size:,} bytes, the fleet declares {declared.size:,}"
+        )
+    return record
+
+
+def recorded_inspection(record: RecordedModel) -> Inspection:
+    return _from_cache(record.header)
+
+
+def folder_key(declared: Sequence[ManifestEntry]) -> str | None:
+    """A safetensors folder's record key: sha256 over its declared files' sha256; None
+    when a file is declared without one (a record could not tell it from another)."""
+    if not declared or any(e.sha256 is None for e in declared):
+        return None
+    text = "".join(f"{e.path}\0{e.sha256}\n" for e in sorted(declared, key=lambda e: e.path))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 # ---------------------------------------------------------------- package models
 
 
@@ -344,9 +477,85 @@ class ModelSources:
     offline: bool = False
     endpoint: str | None = None  # default: HF_ENDPOINT, else the Hub
     client: httpx.Client | None = None
+    use_recorded: bool = True  # False: read the source itself (facts record)
 
     def __post_init__(self) -> None:
         self._local = LocalSources(self.loaded)
+        self.offline = self.offline or hub_offline()  # HF_HUB_OFFLINE=1 as --offline
+        self._reach: str | None = None  # "" reachable, else why not; None: not asked yet
+        # What the run read from facts/ instead of the files, or why a record was not used.
+        self.notes: list[str] = []
+        self._records: dict[str, RecordedModel | str | None] = {}
+
+    def model_sha256(self, model_name: str) -> str | None:
+        """The main file's sha256: declared in the fleet, else its recorded facts'."""
+        model = self.loaded.fleet.models[model_name]
+        try:
+            declared = self._declared(model)
+            main = main_file(model, declared, name=model_name)
+        except FleetError:
+            return None
+        entry = next((e for e in declared if e.path == main), None)
+        if entry is not None and entry.sha256 is not None:
+            return entry.sha256
+        record = self.recorded(model_name)
+        return None if record is None else record.sha256
+
+    def boots(self, service_name: str) -> list[BootReport] | None:
+        """The service's boots recorded in facts/services/ when measured with this model file."""
+        if not self.use_recorded:
+            return None
+        model = self.loaded.fleet.services[service_name].model
+        if model is None or model not in self.loaded.fleet.models:
+            return None
+        found = read_boots(self.loaded.root, service_name, model, self.model_sha256(model))
+        if found is None:
+            return None
+        if isinstance(found, str):
+            self.notes.append(f"service {service_name!r}: recorded boots not used: {found}")
+            return None
+        where = boots_path(self.loaded.root, service_name).relative_to(self.loaded.root)
+        self.notes.append(
+            f"service {service_name!r}: priced by {len(found.boots)} measured boot(s) from {where}"
+        )
+        return list(found.boots)
+
+    def recorded(self, model_name: str) -> RecordedModel | None:
+        """The model's facts recorded in the repository, when they are for its declared file."""
+        if model_name not in self._records:
+            model = self.loaded.fleet.models[model_name]
+            try:
+                declared = self._declared(model)
+                main = main_file(model, declared, name=model_name)
+            except FleetError:
+                main = None
+            found: RecordedModel | str | None = None
+            if main is not None:
+                entry = next((e for e in declared if e.path == main), None)
+                found = read_recorded(self.loaded.root, model_name, main, entry)
+            if isinstance(found, str):
+                self.notes.append(f"model {model_name!r}: recorded facts not used: {found}")
+            elif found is not None:
+                where = facts_path(self.loaded.root, model_name).relative_to(self.loaded.root)
+                self.notes.append(
+                    f"model {model_name!r}: header facts from {where} (recorded from "
+                    f"{found.recorded_from}; sha256 {found.sha256[:12]}...)"
+                )
+            self._records[model_name] = found
+        record = self._records[model_name]
+        return record if isinstance(record, RecordedModel) else None
+
+    def _cannot_ask(self) -> str | None:
+        """Why no Hub request is made: --offline, or the endpoint cannot be reached at all
+        (asked once: a name that does not resolve is final, never retried)."""
+        if self.offline:
+            return NOT_CACHED
+        if self._reach is None:  # asked once per run, for every model
+            why = unreachable(self._endpoint())
+            self._reach = "" if why is None else why
+        if self._reach:
+            return f"{self._reach} (not retried); Hub models without cached facts were not judged"
+        return None
 
     def close(self) -> None:
         if self.client is not None:
@@ -358,6 +567,15 @@ class ModelSources:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    @property
+    def http(self) -> httpx.Client:
+        """The one HTTP client of this run (facts record reads a config.json with it)."""
+        return self._http()
+
+    @property
+    def endpoint_url(self) -> str:
+        return self._endpoint()
 
     def _http(self) -> httpx.Client:
         if self.client is None:
@@ -380,6 +598,9 @@ class ModelSources:
         here = self._local.model_file(model_name)
         if main is None or isinstance(here, Path):
             return self._local.header(model_name)  # read here, or why it is not a GGUF
+        record = self.recorded(model_name) if self.use_recorded else None
+        if record is not None:  # the repository's facts: no network needed
+            return recorded_inspection(record)
         if isinstance(model.source, PackageSource):
             return self._package_header(model_name, model.source)
         if isinstance(model.source, HubSource):
@@ -403,8 +624,9 @@ class ModelSources:
         cached = read_cached_header(key)
         if cached is not None:
             return cached
-        if self.offline:
-            return f"model {name!r} is not on this machine and its header is not cached ({OFFLINE})"
+        cannot = self._cannot_ask()
+        if cannot is not None:
+            return cannot
         pieces = [e for e in self._declared(model) if _first_fragment_of(e.path, main)]
         try:
             if pieces:  # L-05: assembled after download; its header is in fragment 1
@@ -442,24 +664,50 @@ class ModelSources:
 
     # -- safetensors models (vLLM) ----------------------------------------
 
+    def recorded_folder(self, model_name: str) -> SafetensorsModel | None:
+        """A safetensors model's facts recorded in the repository, for its declared files."""
+        if not self.use_recorded:
+            return None
+        model = self.loaded.fleet.models[model_name]
+        where = facts_path(self.loaded.root, model_name)
+        if not where.is_file():
+            return None
+        try:
+            key = folder_key(self._declared(model))
+        except FleetError:
+            key = None  # the declared-files rules report it
+        found = None if key is None else read_cached(where, RECORDED, model_name, key)
+        if found is None:
+            why = (
+                "a declared file has no sha256, so the record cannot be matched to the files"
+                if key is None
+                else f"{where.relative_to(self.loaded.root)} is damaged or for other files"
+            )
+            self.notes.append(f"model {model_name!r}: recorded facts not used: {why}")
+            return None
+        shown = where.relative_to(self.loaded.root)
+        self.notes.append(f"model {model_name!r}: config and headers from {shown}")
+        return found
+
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and weight headers: its folder on this machine,
-        else a Hub model's by range requests (cached); or why they cannot be read."""
+        its facts recorded in the repository, else a Hub model's by range requests
+        (cached); or why they cannot be read."""
         model = self.loaded.fleet.models[model_name]
-        if (model_dir(model_name, model) / CONFIG).is_file() or not isinstance(
-            model.source, HubSource
-        ):
+        here = (model_dir(model_name, model) / CONFIG).is_file()
+        recorded = None if here else self.recorded_folder(model_name)
+        if recorded is not None:
+            return recorded
+        if here or not isinstance(model.source, HubSource):
             return self._local.safetensors(model_name)
         key = (self._endpoint(), model.source.hub, model.source.revision, CACHE_PATH)
         where = header_cache_path(key)
         cached = read_cached(where, *key[:3])
         if cached is not None:
             return cached
-        if self.offline:
-            return (
-                f"model {model_name!r} is not on this machine and its headers are not "
-                f"cached ({OFFLINE})"
-            )
+        cannot = self._cannot_ask()
+        if cannot is not None:
+            return cannot
         try:
             declared = [e.path for e in self._declared(model)]
             return read_hub_model(where, *key[:3], declared, self._http())
@@ -470,6 +718,18 @@ class ModelSources:
 
     def source_files(self, model_name: str) -> SourceListing | str:
         model = self.loaded.fleet.models[model_name]
+        if isinstance(model.source, PathSource) and not model_dir(model_name, model).is_dir():
+            # The files are on their host: what it recorded.
+            record = self.recorded(model_name) if self.use_recorded else None
+            if record is not None:
+                where = facts_path(self.loaded.root, model_name).relative_to(self.loaded.root)
+                files = {
+                    path: ManifestEntry(path, f.size, "sha256", f.sha256)
+                    if f.sha256 is not None
+                    else ManifestEntry(path, f.size, "size", "")
+                    for path, f in record.files.items()
+                }
+                return SourceListing(f"{where} (recorded from {record.recorded_from})", files)
         if isinstance(model.source, PackageSource):
             return self._package_listing(model_name, model)
         if isinstance(model.source, HubSource):
@@ -504,8 +764,9 @@ class ModelSources:
         cached = _read_listing(self._endpoint(), source.hub, source.revision)
         if cached is not None and all(p in cached for p in declared):
             return SourceListing(where, cached)
-        if self.offline:
-            return f"model {name!r}: the listing of {where} is not cached ({OFFLINE})"
+        cannot = self._cannot_ask()
+        if cannot is not None:
+            return cannot
         try:
             manifest = build_manifest(
                 endpoint=self._endpoint(),

@@ -26,6 +26,7 @@ from inferfleet.artifacts.manifest import (
 from inferfleet.hub import wire
 from inferfleet.hub.auth import Token, auth_headers
 from inferfleet.hub.errors import HubError
+from inferfleet.hub.reach import unreachable
 from inferfleet.io import http
 from inferfleet.io.files import atomic_write
 from inferfleet.io.retry import GaveUp, Retry, retrying
@@ -188,6 +189,13 @@ def call_hub(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | Non
                 raise
             raise wire.Transient(f"{type(exc).__name__}: {exc}") from None
 
+    why = unreachable(endpoint)
+    if why is not None:  # final after one try: huggingface_hub's own backoff never starts
+        raise HubError(
+            f"{repo}: {why}",
+            hint="check HF_ENDPOINT and the network (or run with --offline / HF_HUB_OFFLINE=1)",
+            where=endpoint,
+        )
     try:
         return _with_retries(attempt)
     except wire.Transient as exc:

@@ -19,7 +19,10 @@ a clear error.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,10 +70,28 @@ def parse_ref(text: str) -> HubRef | None:
 
 
 def offline() -> bool:
-    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, as huggingface_hub reads it."""
-    from huggingface_hub import is_offline_mode
+    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, read as huggingface_hub
+    reads it (its ``_is_true``), but now: a verb's ``--offline`` sets it after that
+    library read it at import, and `check` need not import the library to know."""
+    now = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return now.strip().upper() in {"1", "ON", "YES", "TRUE"}
 
-    return bool(is_offline_mode())
+
+@contextmanager
+def offline_mode(on: bool) -> Iterator[None]:
+    """A verb's ``--offline``: HF_HUB_OFFLINE=1 for its duration (every Hub read honours it)."""
+    if not on:
+        yield
+        return
+    before = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = before
 
 
 def gguf_location(text: str, *, endpoint: str) -> str:

@@ -92,18 +92,21 @@ def read_cached(where: Path, endpoint: str, repo: str, revision: str) -> Safeten
 
 def write_cached(
     where: Path, endpoint: str, repo: str, revision: str, config: bytes, found: SafetensorsModel
-) -> None:
+) -> bool:
+    """Write the entry atomically (indented: a recorded one is reviewed in diffs); False
+    when it was not written (too large for the reader, or a read-only place)."""
     record = CachedModel(
         CACHE_FORMAT, "safetensors", endpoint, repo, revision, config.decode("utf-8"), found.files
     )
-    data = TypeAdapter(CachedModel).dump_json(record)
+    data = TypeAdapter(CachedModel).dump_json(record, indent=1) + b"\n"
     if len(data) > MAX_STATE_BYTES:
-        return  # the reader would refuse it: read from the Hub each time instead
+        return False  # the reader would refuse it: read from the Hub each time instead
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(where, data)
     except OSError:
-        return  # a read-only cache costs requests, not the answer
+        return False  # a read-only cache costs requests, not the answer
+    return True
 
 
 def read_hub_model(

@@ -30,7 +30,6 @@ from inferfleet.runtimes.vllm import (
 )
 
 DEFAULT_MEM_FRACTION = 0.85
-MEM_FRACTION_CAP = 0.98  # L-32
 _KV_DTYPE = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 # SGLang's speculative algorithm per llama.cpp-style spec type.
 _ALGORITHM = {
@@ -71,7 +70,7 @@ def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
     refuse_mmproj(launch, "SGLang")
-    share = memory_share(launch, DEFAULT_MEM_FRACTION, MEM_FRACTION_CAP, "gpu_memory_utilization")
+    share = memory_share(launch, DEFAULT_MEM_FRACTION, "gpu_memory_utilization")
     args = [
         *launch.program,
         *MODEL_PATH.emit(launch.model_path),

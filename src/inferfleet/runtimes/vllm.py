@@ -32,7 +32,10 @@ from inferfleet.runtimes.flags import FieldFlag, FlagTable
 from inferfleet.runtimes.pinned import VENV_ENTRY
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
-GPU_MEMORY_UTILIZATION_CAP = 0.98  # L-32: 0.98 worked, 1.0 killed endpoints
+# L-32: 1.0 killed endpoints under load; 0.98 worked, and an operator ran 0.982,
+# measured, on a 32 GiB card. The adapter refuses only what L-32 forbids (1.0);
+# above this margin `check` warns with the arithmetic (gpu-memory-utilization-cap).
+SHARE_MARGIN = 0.98
 # vLLM's --kv-cache-dtype values for the fleet's cache types.
 _KV_DTYPE = {
     "f16": "auto",
@@ -144,13 +147,15 @@ def tensor_parallel(launch: Launch) -> int:
     return max(1, len(gpu_devices(service, launch.host)))
 
 
-def memory_share(launch: Launch, default: float, cap: float, flag: str) -> str:
+def memory_share(launch: Launch, default: float, flag: str) -> str:
+    """The memory share to pass: the fleet's or ``default``; 1.0 is refused (L-32)."""
     value = launch.service.gpu_memory_utilization
     share = default if value is None else value
-    if share > cap:
+    if share >= 1.0:
         raise AdapterError(
-            f"service {launch.service_name!r}: {flag} {share:g} is above {cap:g} (L-32)",
-            hint=f"use at most {cap:g}; at 1.0 the endpoint was killed under load",
+            f"service {launch.service_name!r}: {flag} {share:g} takes the whole device (L-32)",
+            hint="stay below 1.0 (0.98 and 0.982 were measured to work); at 1.0 the "
+            "endpoint was killed under load",
         )
     return f"{share:g}"
 
@@ -159,9 +164,7 @@ def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
     refuse_mmproj(launch, "vLLM")
-    share = memory_share(
-        launch, DEFAULT_GPU_MEMORY_UTILIZATION, GPU_MEMORY_UTILIZATION_CAP, "gpu_memory_utilization"
-    )
+    share = memory_share(launch, DEFAULT_GPU_MEMORY_UTILIZATION, "gpu_memory_utilization")
     args = [
         *launch.program,
         *_model_args(launch),
