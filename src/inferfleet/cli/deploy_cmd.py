@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 
+from inferfleet.cli.fleet_cmds import WideOpt
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
@@ -35,7 +36,7 @@ from inferfleet.errors import (
 )
 from inferfleet.fleetfile.discover import default_fleet_path
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
-from inferfleet.output import Output, esc
+from inferfleet.output import Col, Output, esc
 
 # Discovery ($INFERFLEET_FILE, ./fleet.yaml, the nearest parent's) is fleetfile.discover's,
 # light enough for `apply`, which runs on every host of every deploy.
@@ -65,9 +66,10 @@ def plan(
     hosts: list[str] = typer.Argument(None, help="Hosts to plan (default: every host)."),
     file: Path | None = FileOpt,
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
 ) -> None:
     """Per host, the services whose inputs changed since the revision recorded there."""
-    out = Output(json_mode=json_out)
+    out = Output(json_mode=json_out, wide=wide)
     side = rollout.Fleetside.of(_loaded(file))
     results = rollout.plan_hosts(side, side.hosts(hosts or []))
     if json_out:
@@ -124,7 +126,17 @@ def _print_plans(out: Output, results: list[rollout.HostPlanResult], *, actions:
                     recorded,
                 ]
             )
-    out.table(None, ["host", "service", "action", "why", "recorded"], rows)
+    out.table(
+        None,
+        [
+            Col("host", ident=True),
+            Col("service", ident=True),
+            "action",
+            "why",
+            Col("recorded", drop=1),
+        ],
+        rows,
+    )
     for r in results:
         if r.lock:
             out.line(f"  [yellow]{esc(r.host)} is locked[/yellow]: {esc(r.lock)}")

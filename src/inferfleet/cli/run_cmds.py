@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, WideOpt, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, ContractFailingError, FleetError, UsageError
 from inferfleet.fleetfile.groups import unit_service
 from inferfleet.output import Output, esc
@@ -260,12 +260,13 @@ def status(
     results: Path | None = typer.Option(
         None, "--results", help="Bench results folder (default: the state dir's bench/)."
     ),
+    wide: bool = WideOpt,
 ) -> None:
     """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem."""
     from inferfleet.status import Collector, Options
     from inferfleet.status.view import show
 
-    out = Output(json_mode=json_out)
+    out = Output(json_mode=json_out, wide=wide)
     loaded = resolve_fleet(file, out)
     # With --watch, a host's ssh facts are reused for 30 s; HTTP is read every round.
     options = Options(ssh=not no_ssh, results_dir=results, facts_ttl=30.0 if watch > 0 else 0.0)
