@@ -951,6 +951,8 @@ class FactsDocument(TypedDict):
     states: dict[str, dict[str, Any]]
     # A service asked about that has no marker -> the revision it ran when retired.
     retired: NotRequired[dict[str, str]]
+    # Services held down there (stop --hold): service -> {service, reason, since, by}.
+    holds: NotRequired[dict[str, dict[str, Any]]]
 
 
 # -------------------------------------------------------------------------------- models

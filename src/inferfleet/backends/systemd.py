@@ -130,6 +130,12 @@ class Systemctl:
         done = self.become.run(argv, privileged=self._privileged, timeout=30)
         return done.stdout.strip()
 
+    def journal_argv(self, unit: str, lines: int, *, follow: bool = False) -> list[str]:
+        """``journalctl`` of the unit as run (through ``become`` for the system scope):
+        its last ``lines``, with ``follow`` every new one as it comes."""
+        argv = ["journalctl", *self._flag, "-u", unit, "-n", str(lines), "--no-pager"]
+        return self.become.argv([*argv, *(["-f"] if follow else [])], privileged=self._privileged)
+
 
 def file_sha256(path: Path) -> str | None:
     try:

@@ -1,4 +1,4 @@
-"""Verbs that run services on this machine: up, down, status, logs."""
+"""Verbs that run services on this machine: up, down, status (logs, stop, start: ops_cmds)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, WideOpt, resolve_fleet
-from inferfleet.errors import EXIT_FAILED, ContractFailingError, FleetError, UsageError
-from inferfleet.fleetfile.groups import unit_service
+from inferfleet.errors import EXIT_FAILED, ContractFailingError, UsageError
 from inferfleet.output import Output, esc
 
 # The launch machinery (deploy.local: render, backends, httpx, psutil) and the
@@ -30,10 +29,9 @@ def register(app: typer.Typer) -> None:
     app.command("up")(up)
     app.command("down")(down)
     app.command("status")(status)
-    app.command("logs")(logs)
 
 
-def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
+def up_hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
     from rich.progress import TaskID
 
     from inferfleet.cli.progress import bytes_progress, note_above, steps_progress
@@ -114,7 +112,7 @@ def up(
             f"no service of {loaded.path} runs on this machine",
             hint="services run here when their host's address is localhost or a loopback IP",
         )
-    hooks, progress = _hooks(out)
+    hooks, progress = up_hooks(out)
     with progress if progress is not None else contextlib.nullcontext():
         results = local.up(loaded, names, hooks, contract=not no_contract)
         failing = [r for r in results if r.contract_failing]
@@ -135,7 +133,7 @@ def up(
             doc["proxy"] = document_of(UpProxy, proxy)
         out.emit(doc)
     else:
-        _print_up(out, results)
+        print_up(out, results)
         if gateway is not None:
             _print_gateway(out, gateway)
         if proxy is not None:
@@ -156,7 +154,7 @@ def up(
         )
 
 
-def _print_up(out: Output, results: list[local.UpResult]) -> None:
+def print_up(out: Output, results: list[local.UpResult]) -> None:
     rows = []
     for r in results:
         seconds = "-" if r.seconds_to_healthy is None else f"{r.seconds_to_healthy:.2f}s"
@@ -167,7 +165,7 @@ def _print_up(out: Output, results: list[local.UpResult]) -> None:
                 "-" if r.pid is None else str(r.pid),
                 esc(r.model),
                 f"{r.ctx_per_slot}x{r.parallel}",
-                "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]",
+                _up_health(r),
                 seconds,
                 r.action,
             ]
@@ -189,6 +187,12 @@ def _print_up(out: Output, results: list[local.UpResult]) -> None:
             out.line(f"  {mark} {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})")
 
 
+def _up_health(r: local.UpResult) -> str:
+    if r.action == "held":
+        return "[yellow]held[/yellow]"
+    return "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]"
+
+
 def _print_gateway(out: Output, g: GatewayResult) -> None:
     seconds = "-" if g.seconds_to_healthy is None else f"{g.seconds_to_healthy:.2f}s"
     out.line(
@@ -208,7 +212,7 @@ def _up_json(r: local.UpResult) -> UpService:
         UpService,
         r,
         checks=[document_of(MinimalCheck, c) for c in r.checks],
-        health="healthy",
+        health="held" if r.action == "held" else "healthy",
     )
 
 
@@ -284,36 +288,3 @@ def status(
         time.sleep(watch)
     if current.problems() or current.gateway_problem():
         raise typer.Exit(EXIT_FAILED)
-
-
-def logs(
-    service: str = typer.Argument(..., help="The service whose log to show."),
-    file: Path | None = FleetOpt,
-    lines: int = typer.Option(50, "--lines", "-n", help="How many lines from the end."),
-    follow: bool = typer.Option(False, "--follow", "-F", help="Keep printing new lines."),
-) -> None:
-    """Print the last lines of a service's log (process backend)."""
-    from inferfleet.backends.health import tail
-    from inferfleet.deploy import local
-
-    out = Output()
-    loaded = resolve_fleet(file, out)
-    [name] = local.local_services(loaded, service)
-    backend = local.backend_for(loaded, unit_service(loaded.fleet, name))
-    path = backend.log_path(name)
-    if not path.exists():
-        raise FleetError(
-            f"no log for service {name!r} at {path}",
-            hint="the service has not been started on this machine (inferfleet up)",
-        )
-    typer.echo(tail(path, lines))
-    if not follow:
-        return
-    with path.open("rb") as handle:
-        handle.seek(0, 2)
-        while True:
-            chunk = handle.read()
-            if chunk:
-                typer.echo(chunk.decode("utf-8", "replace"), nl=False)
-            else:
-                time.sleep(0.2)

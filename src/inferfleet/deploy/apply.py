@@ -29,6 +29,7 @@ from inferfleet import paths
 from inferfleet.deploy import noop, planner
 from inferfleet.deploy.errors import GitError
 from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.holds import HoldStore
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, HostLock
 from inferfleet.deploy.markers import MarkerStore
@@ -185,7 +186,9 @@ def _remember(git_dir: Path, host: str, result: ApplyResult) -> None:
             return
         state_dir = result.state_dir
         before = noop.markers_signature(state_dir)
-        plan = planner.plan_host(host, at, MarkerStore(state_dir).all())
+        plan = planner.plan_host(
+            host, at, MarkerStore(state_dir).all(), holds=HoldStore(state_dir).all()
+        )
         if plan.changes() or noop.markers_signature(state_dir) != before:
             noop.forget(git_dir)
             return
@@ -240,7 +243,13 @@ def _apply(
         root = (exported / fleet_path).parent
 
     markers = MarkerStore(state_dir).all()
-    plan = planner.plan_host(options.host, at, markers, inputs_at=_inputs_at(repo, fleet_path))
+    plan = planner.plan_host(
+        options.host,
+        at,
+        markers,
+        inputs_at=_inputs_at(repo, fleet_path),
+        holds=HoldStore(state_dir).all(),
+    )
     chosen = planner.select(plan, services=options.services, drain=options.drain)
     result = ApplyResult(
         options.host, revision, plan.items, [i.service for i in chosen], dry_run=options.dry_run
@@ -405,6 +414,7 @@ def host_report(
         "state_dir": str(state_dir),
         "lock": None if holder is None else holder.describe(),
         "markers": {n: m.to_json() for n, m in markers.items()},
+        "holds": {n: h.to_json() for n, h in HoldStore(state_dir).all().items()},
         "facts": None,
         "states": {},
         "retired": _retired(state_dir, [s for s in services if s not in markers]),

@@ -431,6 +431,21 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
     return verdict
 
 
+def run_stop(ctx: Context, name: str, actions: list[Action], *, grace: float) -> None:
+    """``inferfleet stop``'s actions (:func:`~inferfleet.deploy.actions.stop_actions`):
+    the recorded process by pid (L-43), units through systemctl in their scope."""
+    for action in actions:
+        _step(ctx, action)
+        if action.kind == "stop":
+            ctx.processes.stop(name, grace=grace)
+        elif action.kind in {"stop-unit", "disable"}:
+            scope, _, unit = action.target.partition(":")
+            systemctl = ctx.systemctl(scope)
+            (systemctl.stop if action.kind == "stop-unit" else systemctl.disable)(unit)
+        else:
+            raise AssertionError(f"unknown stop action {action.kind!r}")
+
+
 def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:
     keeper = _keeper(ctx, marker.service, marker, scope=marker.scope)
     retired = [Path(a.target) for a in actions if a.kind == "uninstall"]
