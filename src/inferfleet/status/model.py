@@ -29,7 +29,8 @@ SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 # or reused pid; crash-looping: its unit keeps restarting; unreachable: neither
 # ssh nor HTTP reaches its host; unknown: this machine could not read its own
 # record of it; contract-failing: healthy, but the last apply's contract probe
-# failed (its marker says so, with the evidence) and no apply has passed since.
+# failed (its marker says so, with the evidence) and no apply has passed since;
+# held: stopped on purpose (stop --hold), left down by deploys: not a problem.
 # The service states themselves are decided in one place,
 # inferfleet.deploy.state.decide; this adds what only a remote view has.
 STATES = (
@@ -39,13 +40,14 @@ STATES = (
     "unhealthy",
     "down",
     "stopped",
+    "held",
     "foreign",
     "stale",
     "crash-looping",
     "unreachable",
     "unknown",
 )
-PROBLEMS = frozenset(STATES) - {"healthy", "stopped"}
+PROBLEMS = frozenset(STATES) - {"healthy", "stopped", "held"}
 
 # Deployed revision against HEAD. current: the marker is HEAD; unchanged: an
 # older revision, but nothing this service depends on changed since (L-40);

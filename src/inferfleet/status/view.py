@@ -23,6 +23,7 @@ STATE_STYLE = {
     "crash-looping": "red",
     "unreachable": "red",
     "stopped": "dim",
+    "held": "yellow",
 }
 REVISION_STYLE = {
     "current": "green",

@@ -10,6 +10,7 @@
     healthy: "good",
     loading: "warn",
     stopped: "off",
+    held: "off",
     current: "good",
     unchanged: "good",
     outdated: "warn",
