@@ -16,7 +16,7 @@ from inferfleet.cli.fleet_cmds import WideOpt
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
-from inferfleet.deploy.planner import KEEP
+from inferfleet.deploy.planner import HELD, KEEP
 from inferfleet.deploy.state import Emit
 from inferfleet.documents import (
     DeployDocument,
@@ -45,7 +45,7 @@ JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 
 FileOpt = typer.Option(None, "--file", "-f", help="Fleet file in the fleet repo (./fleet.yaml).")
 ServiceOpt = typer.Option([], "--service", "-s", help="Only these services (repeatable).")
-ACTION_STYLE = {"deploy": "yellow", "retire": "red", "keep": "dim"}
+ACTION_STYLE = {"deploy": "yellow", "retire": "red", "keep": "dim", "held": "yellow"}
 
 
 def register(app: typer.Typer) -> None:
@@ -208,6 +208,11 @@ def _progress(out: Output) -> rollout.OnEvent:
             text = "to apply: " + (
                 ", ".join(esc(s) for s in event.get("selected", [])) or "nothing"
             )
+            held = event.get("held") or {}
+            if isinstance(held, dict) and held:
+                text += "; left down: " + "; ".join(
+                    f"{esc(s)} ({esc(why)})" for s, why in held.items()
+                )
         elif kind == "pull":
             text = esc(event.get("detail", ""))
         elif kind == "output":
@@ -477,6 +482,9 @@ def _print_apply(out: Output, result: host_apply.ApplyResult) -> None:
             f"{esc(result.host)}: nothing to apply at {result.revision[:12]}"
             + (f" ({len(kept)} service(s) up to date)" if kept else "")
         )
+    for item in result.plan:
+        if item.action == HELD:  # left down on purpose: said, never silently skipped
+            out.line(f"  {esc(item.service)}: {esc('; '.join(item.reasons))}")
 
 
 # ---------------------------------------------------------------- rollback

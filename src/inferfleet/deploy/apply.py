@@ -255,7 +255,16 @@ def _apply(
         options.host, revision, plan.items, [i.service for i in chosen], dry_run=options.dry_run
     )
     result.fleet_at, result.state_dir = at, state_dir
-    emit({"event": "plan", "host": options.host, "revision": revision, "selected": result.selected})
+    held = {i.service: "; ".join(i.reasons) for i in plan.items if i.action == planner.HELD}
+    emit(
+        {
+            "event": "plan",
+            "host": options.host,
+            "revision": revision,
+            "selected": result.selected,
+            "held": held,
+        }
+    )
     if not chosen:
         _gateway_step(at, root, options, state_dir, result, emit)
         return result
