@@ -133,7 +133,9 @@ class Systemctl:
     def journal_argv(self, unit: str, lines: int, *, follow: bool = False) -> list[str]:
         """``journalctl`` of the unit as run (through ``become`` for the system scope):
         its last ``lines``, with ``follow`` every new one as it comes."""
-        argv = ["journalctl", *self._flag, "-u", unit, "-n", str(lines), "--no-pager"]
+        # --all: a line that is not UTF-8 is shown (we decode it with replacement
+        # characters), not hidden as "[N blob data]".
+        argv = ["journalctl", *self._flag, "-u", unit, "-n", str(lines), "--no-pager", "--all"]
         return self.become.argv([*argv, *(["-f"] if follow else [])], privileged=self._privileged)
 
 
