@@ -34,7 +34,8 @@ def test_stop_hold_deploy_start_restart_and_logs_over_ssh(
 ) -> None:
     # This checkout's code on the host, whichever checkout the venv was installed from.
     src = HERE.parents[1] / "src"
-    monkeypatch.setenv("INFERFLEET_REMOTE_COMMAND", f"env PYTHONPATH={src} {sys.executable} {ENTRY}")
+    command = f"env PYTHONPATH={src} {sys.executable} {ENTRY}"
+    monkeypatch.setenv("INFERFLEET_REMOTE_COMMAND", command)
     repo = fleet({"a": {}})
     file = str(repo.fleet_file)
     first = cli("deploy", "h1", "-y", "--file", file)
