@@ -153,12 +153,16 @@ class Output:
             pad_edge=False,
             padding=(0, 1),
         )
-        for i in shown:
+        # Widths are set here, not left to rich: its collapse may squeeze a column below
+        # its longest word (and break it).
+        room = limit - _framed([0] * len(shown))
+        widths = _allot([natural[i] for i in shown], [narrow[i] for i in shown], room)
+        for i, width in zip(shown, widths, strict=True):
             col = cols[i]
             if col.ident or self.wide:
-                table.add_column(col.name, no_wrap=True, min_width=natural[i])
+                table.add_column(col.name, no_wrap=True, width=natural[i])
             else:
-                table.add_column(col.name, overflow="ellipsis", min_width=narrow[i])
+                table.add_column(col.name, overflow="ellipsis", width=width)
         for row in rows:
             table.add_row(*(row[i] for i in shown if i < len(row)))
         width = self.console.width
@@ -191,6 +195,21 @@ def _narrowest(col: Col, cells: list[str]) -> int:
         return _natural(col.name, cells)
     words = [len(w) for c in [col.name, *cells] for w in c.split()]
     return max(1, min(max(words, default=1), _WORD_CAP))
+
+
+def _allot(natural: list[int], narrow: list[int], room: int) -> list[int]:
+    """Column widths: each its narrowest, then the room left shared out a character at a
+    time among those that want more, until each has its natural width or the room is gone."""
+    widths = list(narrow)
+    spare = room - sum(widths)
+    while spare > 0:
+        wanting = [i for i, w in enumerate(widths) if w < natural[i]]
+        if not wanting:
+            break
+        for i in wanting[:spare]:
+            widths[i] += 1
+        spare -= min(spare, len(wanting))
+    return widths
 
 
 def _framed(widths: list[int]) -> int:
