@@ -135,3 +135,82 @@ def test_stop_hold_start_restart_and_logs_of_a_system_unit_through_sudo(
                         "-O", "exit", login.alias], capture_output=True, timeout=10)  # fmt: skip
         machine.enter("systemctl", "stop", UNIT, check=False)
         shutil.rmtree(control, ignore_errors=True)
+
+
+def test_stop_hold_start_and_logs_of_a_user_unit(
+    box: tuple[Machine, Path, SshLogin],  # noqa: F811
+    fake_runtime: Path,
+    tiny_model: dict[str, Any],
+) -> None:
+    """The user scope: root's own systemd user manager (linger on, L-38) in the container,
+    every verb run there as the host runs it (``--host``), ``systemctl --user`` and
+    ``journalctl --user`` without sudo."""
+    machine, shared, _login = box
+    # The minimal rootfs has no pam_systemd to give the user manager its runtime dir.
+    drop_in = "/etc/systemd/system/user@0.service.d"
+    machine.enter("mkdir", "-p", "/var/lib/systemd/linger", drop_in)
+    machine.enter("touch", "/var/lib/systemd/linger/root")
+    machine.enter("sh", "-c", "printf '[Service]\\nEnvironment=XDG_RUNTIME_DIR=/run/user/0\\n' "
+                  f"> {drop_in}/runtime-dir.conf")  # fmt: skip
+    machine.enter("systemctl", "daemon-reload")
+    machine.enter("systemctl", "start", "user-runtime-dir@0.service", "user@0.service")
+    folder = shared / "user-fleet"
+    runtime = shared / "user-llama-server"
+    runtime.write_text(fake_runtime.read_text())
+    runtime.chmod(0o755)
+    model = shared / "user-tiny"
+    model.mkdir()
+    shutil.copyfile(Path(tiny_model["source"]["path"]) / "tiny.gguf", model / "tiny.gguf")
+    port = free_port()
+    data = {
+        "version": 1,
+        "hosts": {"sd": {"address": "127.0.0.1", "linger": True,
+                         "checkout": str(folder / "hosts" / "sd" / "fleet"),
+                         "state_dir": str(folder / "hosts" / "sd" / "state")}},
+        "runtimes": {"fake": {"kind": "llama.cpp", "binary": str(runtime)}},
+        "models": {"tiny": {**tiny_model, "source": {"path": str(model)}}},
+        "services": {"web": {"host": "sd", "runtime": "fake", "model": "tiny", "port": port,
+                             "ctx_per_slot": 512, "backend": "systemd",
+                             "unit": {"scope": "user"}, "health": {"timeout": "20s"}}},
+    }  # fmt: skip
+    repo = FleetRepo.create(folder, data, hosts=["sd"])
+    fleet = str(repo.checkouts["sd"] / "fleet.yaml")
+    env = ["env", "-i", "HOME=/root", "XDG_RUNTIME_DIR=/run/user/0",
+           "PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"PYTHONPATH={ROOT / 'src'}"]  # fmt: skip
+
+    def there(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["nsenter", "-t", str(machine.leader), "-a", *env, sys.executable, str(ENTRY),
+             *args, "--file", fleet, "--host", "sd"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    def user_unit(*props: str) -> str:
+        return machine.enter(*env, "systemctl", "--user", "show", UNIT, "-p", ",".join(props))
+
+    try:
+        applied = there("apply")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "ActiveState=active" in user_unit("ActiveState")
+        assert health(port) == 200
+
+        logs = there("logs", "web", "-n", "20")
+        assert logs.returncode == 0, logs.stderr
+        assert f"fake llama-server listening on 127.0.0.1:{port}" in logs.stdout
+
+        held = there("stop", "web", "--hold", "user maintenance")
+        assert held.returncode == 0, held.stdout + held.stderr
+        shown = user_unit("ActiveState", "UnitFileState")
+        assert "ActiveState=inactive" in shown and "UnitFileState=disabled" in shown
+        assert health(port) is None
+        again = there("apply")
+        assert again.returncode == 0 and "web: held: user maintenance" in again.stdout
+        assert health(port) is None
+
+        started = there("start", "web")
+        assert started.returncode == 0, started.stdout + started.stderr
+        shown = user_unit("ActiveState", "UnitFileState")
+        assert "ActiveState=active" in shown and "UnitFileState=enabled" in shown
+        assert health(port) == 200
+    finally:
+        machine.enter(*env, "systemctl", "--user", "stop", UNIT, check=False)

@@ -188,7 +188,7 @@ def logs(
         return
     scope = service.unit.scope
     systemctl = Systemctl(scope, for_scope(host, spec.become, scope))
-    argv = systemctl.journal_argv(f"{unit_name(name)}.service", lines, follow=follow)
+    argv = systemctl.journal_argv(f"{unit_name(name)}.service", lines, *(["-f"] if follow else []))
     if follow:
         process.run(argv, check=False, on_line=echo)
         return
