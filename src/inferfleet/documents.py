@@ -575,7 +575,7 @@ class MinimalCheck(TypedDict):
 
 class UpService(TypedDict):
     service: str
-    action: str  # started | restarted | unchanged
+    action: str  # started | restarted | unchanged | held (stop --hold: left down)
     url: str
     pid: int | None  # None for a systemd / Quadlet service (its unit owns the process)
     model: str
@@ -585,7 +585,7 @@ class UpService(TypedDict):
     checks: list[MinimalCheck]
     reason: str
     revision: str  # the checkout's HEAD, or "untracked" outside a clean git checkout
-    health: Literal["healthy"]
+    health: Literal["healthy", "held"]
     contract: str  # passed | failing | skipped; "" for a kept service not probed again
     evidence: list[str]  # the failed contract checks, first first
 
@@ -958,6 +958,8 @@ class FactsDocument(TypedDict):
     states: dict[str, dict[str, Any]]
     # A service asked about that has no marker -> the revision it ran when retired.
     retired: NotRequired[dict[str, str]]
+    # Services held down there (stop --hold): service -> {service, reason, since, by}.
+    holds: NotRequired[dict[str, dict[str, Any]]]
 
 
 # -------------------------------------------------------------------------------- models

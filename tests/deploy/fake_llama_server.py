@@ -5,6 +5,7 @@ fault switches a test puts in the service's extra_args:
 
   --x-loading SECONDS    answer /health with 503 "Loading model" that long
   --x-die-after SECONDS  print a fatal line and exit with status 3 after that long
+  --x-bad-bytes          print a line that is not UTF-8 once listening (for log readers)
 
 It honours the contract probe a deploy runs after health: ``/v1/models``
 lists ``--alias`` with ``n_ctx`` = ``--ctx-size / --parallel`` per slot (L-25),
@@ -29,6 +30,7 @@ parser.add_argument("--ctx-size", "-c", type=int, default=4096)
 parser.add_argument("--parallel", "-np", type=int, default=1)
 parser.add_argument("--x-loading", type=float, default=0.0)
 parser.add_argument("--x-die-after", type=float, default=None)
+parser.add_argument("--x-bad-bytes", action="store_true")
 args, _ignored = parser.parse_known_args()
 started = time.monotonic()
 
@@ -79,4 +81,8 @@ if args.x_die_after is not None:
     threading.Thread(target=die, daemon=True).start()
 server = ThreadingHTTPServer((args.host, args.port), Handler)
 print(f"fake llama-server listening on {args.host}:{args.port}", flush=True)
+if args.x_bad_bytes:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(b"not utf-8: \xff\xfe end\n")
+    sys.stdout.buffer.flush()
 server.serve_forever()

@@ -50,6 +50,8 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Machine, Pat
     interpreter = str(Path(sys.executable).resolve().parents[1])
     binds = [(str(ROOT), str(ROOT), True), (interpreter, interpreter, True),
              (str(shared), str(shared), False)]  # fmt: skip
+    if not Path(sys.prefix).is_relative_to(ROOT):  # a venv outside the checkout (a worktree)
+        binds.append((sys.prefix, sys.prefix, True))
     with booted(f"ifb{free_port() % 100000}", binds, shared / "nspawn.log") as machine:
         # This interpreter lives under /root (a pyenv): ops may pass through, not list.
         machine.enter("chmod", "711", "/root")

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL_ALIAS, group_data, write
+from group_fleet import BIG, BIG_ALIAS, GROUP, SMALL, SMALL_ALIAS, group_data, write
 from helpers import free_port
 from helpers.asgi_server import serving
 from helpers.board import board, chromium
@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from inferfleet import paths
 from inferfleet.client.router import ensure_loaded
-from inferfleet.deploy import local
+from inferfleet.deploy import local, operate
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.probe.contract import member_load
 from inferfleet.status.collect import Options, collect
@@ -303,3 +303,53 @@ def test_a_members_answer_names_no_foreign_origin(router: Router) -> None:
     )
     assert answer.status_code == 200, answer.text
     assert EVIL not in answer.headers.get_list("access-control-allow-origin")
+
+
+def test_probe_reads_a_loaded_members_window_and_metrics_through_the_router(
+    router: Router, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router's own /props says n_ctx 0 and its /metrics wants ?model=: a member's
+    facts are its own server's, read with ?model=ALIAS&autoload=false."""
+    monkeypatch.setenv("INFERFLEET_STATE_DIR", str(router.state))
+    monkeypatch.setenv("HOME", str(router.home))
+    own = httpx.get(f"{router.url}/props", timeout=5).json()
+    assert own["role"] == "router" and own["default_generation_settings"]["n_ctx"] == 0
+    assert httpx.get(f"{router.url}/metrics", timeout=5).status_code == 400
+    for member, window, slots in ((BIG, 4096, 2), (SMALL, 2048, 1)):
+        done = cli("probe", member, "-f", str(router.loaded.path), "--json")
+        doc = done.document()
+        checks = {c["id"]: c for c in doc["checks"]}
+        assert doc["findings"]["n_ctx_slot"] == window, checks
+        assert doc["findings"]["total_slots"] == slots
+        assert checks["metrics"]["status"] == "pass", checks["metrics"]
+        assert done.code == 0, [c for c in doc["checks"] if c["status"] == "fail"]
+
+
+def test_the_contract_gate_checks_every_members_window(router: Router) -> None:
+    """What up and apply run after the health gate: per member, as for a single service."""
+    from inferfleet.probe.minimal import run_contract
+
+    for alias, window in ((BIG_ALIAS, 4096), (SMALL_ALIAS, 2048)):
+        right = run_contract(router.url, alias=alias, ctx_per_slot=window, service=GROUP)
+        names = [c.name for c in right.checks]
+        assert "context per slot" in names and right.ok, right.checks
+        wrong = run_contract(router.url, alias=alias, ctx_per_slot=window * 2, service=GROUP)
+        assert not wrong.ok
+        assert f"reports n_ctx {window} per slot" in " ".join(wrong.evidence)
+
+
+def test_restart_runs_the_contract_per_member(router: Router, cli: Cli) -> None:
+    """The last test of the module: it replaces the router (a new pid), as a user's would."""
+    with environ(
+        INFERFLEET_STATE_DIR=str(router.state),
+        HOME=str(router.home),
+        INFERFLEET_CACHE_DIR=str(paths.cache_dir()),
+    ):
+        done = operate.restart(router.loaded, GROUP, local.Hooks())
+    assert done.action == "restarted" and done.contract == "passed", done.evidence
+    names = [c.name for c in done.checks]
+    for alias in (BIG_ALIAS, SMALL_ALIAS):
+        assert f"{alias}: context per slot" in names, names
+    # The default member is probed last: it is the one loaded afterwards.
+    assert names[-1].startswith(SMALL_ALIAS)
+    assert wait_for("the default member", lambda: _states(router)[SMALL_ALIAS] == "loaded")

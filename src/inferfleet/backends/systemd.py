@@ -127,9 +127,27 @@ class Systemctl:
         self._run("reset-failed", unit, check=False)
 
     def journal_tail(self, unit: str, lines: int = 20) -> str:
-        argv = ["journalctl", *self._flag, "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"]
+        argv = self._journal(unit, lines, "-o", "cat")
         done = self.become.run(argv, privileged=self._privileged, timeout=30)
         return done.stdout.strip()
+
+    def journal_argv(self, unit: str, lines: int, *extra: str) -> list[str]:
+        """``journalctl`` of the unit as run (through ``become`` for the system scope):
+        its last ``lines``; ``extra``: more options (``-f`` follows)."""
+        return self.become.argv(self._journal(unit, lines, *extra), privileged=self._privileged)
+
+    def _journal(self, unit: str, lines: int, *extra: str) -> list[str]:
+        """The journalctl argv of the unit's last ``lines``.
+
+        A user unit is matched with ``--user-unit`` over every journal file this user
+        may read: its lines are in the system journal when journald does not split
+        per user (a volatile journal, or a system user such as root), where
+        ``journalctl --user`` finds none.
+        """
+        match = ["--user-unit", unit] if self.scope == "user" else ["-u", unit]
+        # --all: a line that is not UTF-8 is shown (we decode it with replacement
+        # characters), not hidden as "[N blob data]".
+        return ["journalctl", *match, "-n", str(lines), "--no-pager", "--all", *extra]
 
 
 def file_sha256(path: Path) -> str | None:

@@ -85,8 +85,25 @@ VERBS: dict[str, Verb] = {
         "Health, pid, uptime, slots, revision and last bench of every service; "
         "exit 1 on a problem.",
     ),
+    "stop": Verb(
+        "ops_cmds",
+        "register",
+        "Stop one service on its host (any backend); --hold keeps it down until `start`.",
+    ),
+    "start": Verb(
+        "ops_cmds",
+        "register",
+        "Start one service on its host (any backend), gated as `up`; lifts a hold.",
+    ),
+    "restart": Verb(
+        "ops_cmds",
+        "register",
+        "Stop, then start one service on its host (any backend), gated as `up`.",
+    ),
     "logs": Verb(
-        "run_cmds", "register", "Print the last lines of a service's log (process backend)."
+        "ops_cmds",
+        "register",
+        "Print the last lines of a service's log (process log or unit journal, any host).",
     ),
     "doctor": Verb(
         "doctor_cmd",

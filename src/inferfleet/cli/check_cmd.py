@@ -26,11 +26,11 @@ from inferfleet import __version__
 from inferfleet.checks.engine import Report, catalogue, run_checks
 from inferfleet.checks.locate import locator
 from inferfleet.checks.report import catalogue_document, report_document, sarif
-from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, WideOpt, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.hub.headers import ModelSources
 from inferfleet.install import runtime_flags
-from inferfleet.output import Output, esc
+from inferfleet.output import Col, Output, esc
 
 STYLE = {"error": "bold red", "warning": "yellow"}
 
@@ -44,6 +44,7 @@ def check(
     json_out: bool = JsonOpt,
     sarif_out: bool = typer.Option(False, "--sarif", help="Print SARIF 2.1.0 (code scanning)."),
     list_rules: bool = typer.Option(False, "--list", help="Print the rule catalogue and exit."),
+    wide: bool = WideOpt,
     strict: bool = typer.Option(
         False, "--strict", help="Unwaived warnings fail the check too (CI)."
     ),
@@ -61,7 +62,7 @@ def check(
     """Check the fleet against every lesson encoded as a rule (schema first)."""
     if json_out and sarif_out:
         raise UsageError("--json and --sarif are two output formats; pick one")
-    out = Output(json_mode=json_out or sarif_out)
+    out = Output(json_mode=json_out or sarif_out, wide=wide)
     rules = catalogue()
     if list_rules:
         _catalogue(out, json_out or sarif_out)
@@ -101,7 +102,13 @@ def _catalogue(out: Output, as_json: bool) -> None:
     out.table(
         f"{len(rules)} rules (the lesson behind each: `inferfleet explain LESSON` or "
         "`inferfleet explain RULE`)",
-        ["rule", "lesson", "severity", "GGUF header", "what it refuses"],
+        [
+            Col("rule", ident=True),
+            Col("lesson", ident=True),
+            "severity",
+            Col("GGUF header", drop=1),
+            "what it refuses",
+        ],
         rows,
     )
 

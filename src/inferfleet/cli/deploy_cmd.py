@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 import typer
 
+from inferfleet.cli.fleet_cmds import WideOpt
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
-from inferfleet.deploy.planner import KEEP
+from inferfleet.deploy.planner import HELD, KEEP
 from inferfleet.deploy.state import Emit
 from inferfleet.documents import (
     DeployDocument,
@@ -35,7 +36,7 @@ from inferfleet.errors import (
 )
 from inferfleet.fleetfile.discover import default_fleet_path
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
-from inferfleet.output import Output, esc
+from inferfleet.output import Col, Output, esc
 
 # Discovery ($INFERFLEET_FILE, ./fleet.yaml, the nearest parent's) is fleetfile.discover's,
 # light enough for `apply`, which runs on every host of every deploy.
@@ -44,7 +45,7 @@ JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 
 FileOpt = typer.Option(None, "--file", "-f", help="Fleet file in the fleet repo (./fleet.yaml).")
 ServiceOpt = typer.Option([], "--service", "-s", help="Only these services (repeatable).")
-ACTION_STYLE = {"deploy": "yellow", "retire": "red", "keep": "dim"}
+ACTION_STYLE = {"deploy": "yellow", "retire": "red", "keep": "dim", "held": "yellow"}
 
 
 def register(app: typer.Typer) -> None:
@@ -65,9 +66,10 @@ def plan(
     hosts: list[str] = typer.Argument(None, help="Hosts to plan (default: every host)."),
     file: Path | None = FileOpt,
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
 ) -> None:
     """Per host, the services whose inputs changed since the revision recorded there."""
-    out = Output(json_mode=json_out)
+    out = Output(json_mode=json_out, wide=wide)
     side = rollout.Fleetside.of(_loaded(file))
     results = rollout.plan_hosts(side, side.hosts(hosts or []))
     if json_out:
@@ -124,7 +126,17 @@ def _print_plans(out: Output, results: list[rollout.HostPlanResult], *, actions:
                     recorded,
                 ]
             )
-    out.table(None, ["host", "service", "action", "why", "recorded"], rows)
+    out.table(
+        None,
+        [
+            Col("host", ident=True),
+            Col("service", ident=True),
+            "action",
+            "why",
+            Col("recorded", drop=1),
+        ],
+        rows,
+    )
     for r in results:
         if r.lock:
             out.line(f"  [yellow]{esc(r.host)} is locked[/yellow]: {esc(r.lock)}")
@@ -196,6 +208,11 @@ def _progress(out: Output) -> rollout.OnEvent:
             text = "to apply: " + (
                 ", ".join(esc(s) for s in event.get("selected", [])) or "nothing"
             )
+            held = event.get("held") or {}
+            if isinstance(held, dict) and held:
+                text += "; left down: " + "; ".join(
+                    f"{esc(s)} ({esc(why)})" for s, why in held.items()
+                )
         elif kind == "pull":
             text = esc(event.get("detail", ""))
         elif kind == "output":
@@ -465,6 +482,9 @@ def _print_apply(out: Output, result: host_apply.ApplyResult) -> None:
             f"{esc(result.host)}: nothing to apply at {result.revision[:12]}"
             + (f" ({len(kept)} service(s) up to date)" if kept else "")
         )
+    for item in result.plan:
+        if item.action == HELD:  # left down on purpose: said, never silently skipped
+            out.line(f"  {esc(item.service)}: {esc('; '.join(item.reasons))}")
 
 
 # ---------------------------------------------------------------- rollback

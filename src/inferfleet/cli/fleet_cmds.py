@@ -24,6 +24,9 @@ FileArg = typer.Argument(
     None, help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml, or the nearest parent's)."
 )
 JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
+WideOpt = typer.Option(
+    False, "--wide", help="Every column, nothing wrapped (tables otherwise fit the terminal)."
+)
 FleetOpt = typer.Option(
     None,
     "--file",

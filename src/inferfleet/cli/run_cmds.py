@@ -1,4 +1,4 @@
-"""Verbs that run services on this machine: up, down, status, logs."""
+"""Verbs that run services on this machine: up, down, status (logs, stop, start: ops_cmds)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
-from inferfleet.errors import EXIT_FAILED, ContractFailingError, FleetError, UsageError
-from inferfleet.fleetfile.groups import unit_service
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, WideOpt, resolve_fleet
+from inferfleet.errors import EXIT_FAILED, ContractFailingError, UsageError
 from inferfleet.output import Output, esc
 
 # The launch machinery (deploy.local: render, backends, httpx, psutil) and the
@@ -30,10 +29,9 @@ def register(app: typer.Typer) -> None:
     app.command("up")(up)
     app.command("down")(down)
     app.command("status")(status)
-    app.command("logs")(logs)
 
 
-def _hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
+def up_hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
     from rich.progress import TaskID
 
     from inferfleet.cli.progress import bytes_progress, note_above, steps_progress
@@ -118,7 +116,7 @@ def up(
         )
     # Before anything starts: `status`, `down` and `logs` then find what this up ran.
     remember(loaded.path, example=loaded.path.resolve() == embedded_example().resolve())
-    hooks, progress = _hooks(out)
+    hooks, progress = up_hooks(out)
     with progress if progress is not None else contextlib.nullcontext():
         results = local.up(loaded, names, hooks, contract=not no_contract)
         failing = [r for r in results if r.contract_failing]
@@ -139,7 +137,7 @@ def up(
             doc["proxy"] = document_of(UpProxy, proxy)
         out.emit(doc)
     else:
-        _print_up(out, results)
+        print_up(out, results)
         if gateway is not None:
             _print_gateway(out, gateway)
         if proxy is not None:
@@ -160,7 +158,7 @@ def up(
         )
 
 
-def _print_up(out: Output, results: list[local.UpResult]) -> None:
+def print_up(out: Output, results: list[local.UpResult]) -> None:
     rows = []
     for r in results:
         seconds = "-" if r.seconds_to_healthy is None else f"{r.seconds_to_healthy:.2f}s"
@@ -171,7 +169,7 @@ def _print_up(out: Output, results: list[local.UpResult]) -> None:
                 "-" if r.pid is None else str(r.pid),
                 esc(r.model),
                 f"{r.ctx_per_slot}x{r.parallel}",
-                "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]",
+                _up_health(r),
                 seconds,
                 r.action,
             ]
@@ -193,6 +191,12 @@ def _print_up(out: Output, results: list[local.UpResult]) -> None:
             out.line(f"  {mark} {esc(r.service)}: {esc(check.name)} ({esc(check.detail)})")
 
 
+def _up_health(r: local.UpResult) -> str:
+    if r.action == "held":
+        return "[yellow]held[/yellow]"
+    return "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]"
+
+
 def _print_gateway(out: Output, g: GatewayResult) -> None:
     seconds = "-" if g.seconds_to_healthy is None else f"{g.seconds_to_healthy:.2f}s"
     out.line(
@@ -212,7 +216,7 @@ def _up_json(r: local.UpResult) -> UpService:
         UpService,
         r,
         checks=[document_of(MinimalCheck, c) for c in r.checks],
-        health="healthy",
+        health="held" if r.action == "held" else "healthy",
     )
 
 
@@ -264,6 +268,7 @@ def status(
     results: Path | None = typer.Option(
         None, "--results", help="Bench results folder (default: the state dir's bench/)."
     ),
+    wide: bool = WideOpt,
 ) -> None:
     """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem.
 
@@ -273,7 +278,7 @@ def status(
     from inferfleet.status import Collector, Options
     from inferfleet.status.view import show
 
-    out = Output(json_mode=json_out)
+    out = Output(json_mode=json_out, wide=wide)
     loaded = resolve_fleet(file, out, last_up=True)
     # With --watch, a host's ssh facts are reused for 30 s; HTTP is read every round.
     options = Options(ssh=not no_ssh, results_dir=results, facts_ttl=30.0 if watch > 0 else 0.0)
@@ -291,36 +296,3 @@ def status(
         time.sleep(watch)
     if not current.ok:
         raise typer.Exit(EXIT_FAILED)
-
-
-def logs(
-    service: str = typer.Argument(..., help="The service whose log to show."),
-    file: Path | None = FleetOpt,
-    lines: int = typer.Option(50, "--lines", "-n", help="How many lines from the end."),
-    follow: bool = typer.Option(False, "--follow", "-F", help="Keep printing new lines."),
-) -> None:
-    """Print the last lines of a service's log (process backend)."""
-    from inferfleet.backends.health import tail
-    from inferfleet.deploy import local
-
-    out = Output()
-    loaded = resolve_fleet(file, out, last_up=True)
-    [name] = local.local_services(loaded, service)
-    backend = local.backend_for(loaded, unit_service(loaded.fleet, name))
-    path = backend.log_path(name)
-    if not path.exists():
-        raise FleetError(
-            f"no log for service {name!r} at {path}",
-            hint="the service has not been started on this machine (inferfleet up)",
-        )
-    typer.echo(tail(path, lines))
-    if not follow:
-        return
-    with path.open("rb") as handle:
-        handle.seek(0, 2)
-        while True:
-            chunk = handle.read()
-            if chunk:
-                typer.echo(chunk.decode("utf-8", "replace"), nl=False)
-            else:
-                time.sleep(0.2)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, WideOpt, resolve_fleet
 from inferfleet.cli.progress import note_above, steps_progress
 from inferfleet.documents import (
     RuntimeDocument,
@@ -21,7 +21,7 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
 from inferfleet.install import llamacpp_build, pinned_venv
 from inferfleet.install.pinned_venv import Pin, runtime_pin
-from inferfleet.output import Output, esc
+from inferfleet.output import Col, Output, esc
 from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
@@ -190,9 +190,11 @@ def _installed(kind: str, rt: Runtime) -> tuple[str | None, str | None]:
 
 
 @app.command("list")
-def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> None:
+def list_runtimes(
+    file: Path | None = FleetOpt, json_out: bool = JsonOpt, wide: bool = WideOpt
+) -> None:
     """The fleet's runtimes and whether each is installed here."""
-    out = Output(json_mode=json_out)
+    out = Output(json_mode=json_out, wide=wide)
     loaded = resolve_fleet(file, out)
     rows: list[RuntimeRow] = []
     for name, rt in loaded.fleet.runtimes.items():
@@ -213,7 +215,7 @@ def list_runtimes(file: Path | None = FleetOpt, json_out: bool = JsonOpt) -> Non
         return
     out.table(
         None,
-        ["runtime", "kind", "pin", "installed", "version"],
+        [Col("runtime", ident=True), "kind", "pin", "installed", Col("version", drop=1)],
         [
             [
                 esc(r["runtime"]),

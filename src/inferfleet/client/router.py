@@ -30,6 +30,7 @@ from inferfleet.errors import ContractError
 from inferfleet.io import http
 
 POLL_S = 0.1
+ROUTER_ROLE = "router"  # GET /props of a router says "role": "router" (its n_ctx is a 0)
 MODEL_STATES = ("loaded", "loading", "sleeping", "unloaded", "downloading")
 MAX_MODELS = 4096
 MAX_BODY = 4 * 1024 * 1024
@@ -139,3 +140,12 @@ def ensure_loaded(base_url: str, model: str, *, timeout_s: float = 600.0) -> Col
         where=base_url,
         hint="read the router's log: the member's own llama-server output is in it",
     )
+
+
+def member_path(path: str, model: str) -> str:
+    """A router's per-member route (``/props``, ``/slots``, ``/metrics``): proxied to the
+    member's own server with ``?model=``; ``autoload=false`` so that reading a member's
+    facts never loads it (and never swaps another one out)."""
+    from urllib.parse import urlencode
+
+    return f"{path}?{urlencode({'model': model, 'autoload': 'false'})}"

@@ -123,6 +123,14 @@ def _stop_previous(desired: ServiceLaunch, state: ServiceState) -> list[Action]:
     )
 
 
+def stop_actions(name: str, state: ServiceState, *, disable: bool) -> list[Action]:
+    """``inferfleet stop``: whatever of the service runs, stopped; with ``disable`` (a hold)
+    its units are disabled too, so a reboot does not bring it back either."""
+    return _stop_running(
+        name, state, how="recorded; SIGTERM, then KILL", disable=lambda _scope: disable
+    )
+
+
 def retire_actions(marker: Marker, state: ServiceState) -> list[Action]:
     """Undo a service that no longer runs on this host (L-40)."""
     name = marker.service

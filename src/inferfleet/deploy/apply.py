@@ -29,6 +29,7 @@ from inferfleet import paths
 from inferfleet.deploy import noop, planner
 from inferfleet.deploy.errors import GitError
 from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.holds import HoldStore
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, HostLock
 from inferfleet.deploy.markers import Marker, MarkerStore
@@ -188,7 +189,7 @@ def _remember(git_dir: Path, host: str, result: ApplyResult) -> None:
         state_dir = result.state_dir
         before = noop.markers_signature(state_dir)
         markers = MarkerStore(state_dir).all()
-        plan = planner.plan_host(host, at, markers)
+        plan = planner.plan_host(host, at, markers, holds=HoldStore(state_dir).all())
         states = kept_states(at, plan, result.root, state_dir, markers)
         plan = planner.with_states(plan, states)
         if plan.changes() or noop.markers_signature(state_dir) != before:
@@ -258,15 +259,31 @@ def _apply(
         root = (exported / fleet_path).parent
 
     markers = MarkerStore(state_dir).all()
-    plan = planner.plan_host(options.host, at, markers, inputs_at=_inputs_at(repo, fleet_path))
-    # Markers say what was deployed; the facts say whether it still runs.
+    plan = planner.plan_host(
+        options.host,
+        at,
+        markers,
+        inputs_at=_inputs_at(repo, fleet_path),
+        holds=HoldStore(state_dir).all(),
+    )
+    # Markers say what was deployed; the facts say whether it still runs (a held
+    # service is planned HELD, never KEEP, so the facts leave it down).
     plan = planner.with_states(plan, kept_states(at, plan, root, state_dir, markers))
     chosen = planner.select(plan, services=options.services, drain=options.drain)
     result = ApplyResult(
         options.host, revision, plan.items, [i.service for i in chosen], dry_run=options.dry_run
     )
     result.fleet_at, result.state_dir, result.root = at, state_dir, root
-    emit({"event": "plan", "host": options.host, "revision": revision, "selected": result.selected})
+    held = {i.service: "; ".join(i.reasons) for i in plan.items if i.action == planner.HELD}
+    emit(
+        {
+            "event": "plan",
+            "host": options.host,
+            "revision": revision,
+            "selected": result.selected,
+            "held": held,
+        }
+    )
     if not chosen:
         _gateway_step(at, root, options, state_dir, result, emit)
         return result
@@ -448,6 +465,7 @@ def host_report(
         "state_dir": str(state_dir),
         "lock": None if holder is None else holder.describe(),
         "markers": {n: m.to_json() for n, m in markers.items()},
+        "holds": {n: h.to_json() for n, h in HoldStore(state_dir).all().items()},
         "facts": None,
         "states": {},
         "retired": _retired(state_dir, [s for s in services if s not in markers]),

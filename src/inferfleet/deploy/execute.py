@@ -53,8 +53,8 @@ from inferfleet.deploy.rpc import shape_reader, worker_states
 from inferfleet.deploy.starting import record_template, start_gated
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
-from inferfleet.fleetfile.fleet import Fleet
-from inferfleet.fleetfile.groups import unit_service
+from inferfleet.fleetfile.fleet import Fleet, Service
+from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.become import Become, for_scope
@@ -399,42 +399,71 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
             why = "an RPC worker: its gate is its port, owned by its process"
         ctx.emit({"event": "step", "kind": "contract", "service": name, "detail": why})
         return Verdict(CONTRACT_SKIPPED)
+    from inferfleet.probe.minimal import Check
     from inferfleet.probe.minimal import run_contract as probe  # httpx, after the gate
 
     url = gate.url_for(service.bind, service.port, "")
-    alias = service.alias or name
-    ctx.emit(
-        {
-            "event": "step",
-            "kind": "contract",
-            "service": name,
-            "detail": f"probe {url}: alias {alias!r} listed, {service.ctx_per_slot} tokens "
-            "per slot (L-25), a completion counted by the server",
-        }
-    )
-    found = probe(
-        url,
-        alias=alias,
-        ctx_per_slot=service.ctx_per_slot,
-        service=name,
-        parallel=service.parallel,
-        client=service.client,
-    )
-    verdict = Verdict(
-        CONTRACT_PASSED if found.ok else CONTRACT_FAILING,
-        list(found.checks),
-        found.evidence[:MAX_EVIDENCE],
-    )
+    checks: list[Check] = []
+    evidence: list[str] = []
+    for label, member in _contract_subjects(ctx.fleet, name, service):
+        alias = member.alias or label
+        ctx.emit(
+            {
+                "event": "step",
+                "kind": "contract",
+                "service": name,
+                "detail": f"probe {url}: alias {alias!r} listed, {member.ctx_per_slot} tokens "
+                "per slot (L-25), a completion counted by the server",
+            }
+        )
+        found = probe(
+            url,
+            alias=alias,
+            ctx_per_slot=member.ctx_per_slot,
+            service=name if label == name else f"{name} member {label}",
+            parallel=member.parallel,
+            client=member.client,
+        )
+        prefix = "" if label == name else f"{alias}: "
+        checks += [Check(prefix + c.name, c.ok, c.detail) for c in found.checks]
+        evidence += [prefix + line for line in found.evidence]
+    ok = all(c.ok for c in checks)
+    verdict = Verdict(CONTRACT_PASSED if ok else CONTRACT_FAILING, checks, evidence[:MAX_EVIDENCE])
     ctx.emit(
         {
             "event": "contract",
             "service": name,
             "state": verdict.state,
-            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks],
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks],
             "evidence": verdict.evidence,
         }
     )
     return verdict
+
+
+def _contract_subjects(fleet: Fleet, name: str, service: Service) -> list[tuple[str, Service]]:
+    """What the contract probe checks: the service, or each member of a swap group, the
+    default member last (it is the one loaded when the probe ends, as after a start)."""
+    if name not in fleet.groups:
+        return [(name, service)]
+    found = list(members(fleet, name).items())
+    default = fleet.groups[name].default
+    return sorted(found, key=lambda item: item[0] == default)
+
+
+def run_stop(ctx: Context, name: str, actions: list[Action], *, grace: float) -> None:
+    """``inferfleet stop``'s actions (:func:`~inferfleet.deploy.actions.stop_actions`):
+    the recorded process by pid (L-43), units through systemctl in their scope."""
+    for action in actions:
+        _step(ctx, action)
+        if action.kind == "stop":
+            ctx.processes.stop(name, grace=grace)
+        elif action.kind in {"stop-unit", "disable"}:
+            scope, _, unit = action.target.partition(":")
+            systemctl = ctx.systemctl(scope)
+            (systemctl.stop if action.kind == "stop-unit" else systemctl.disable)(unit)
+        else:
+            raise AssertionError(f"unknown stop action {action.kind!r}")
 
 
 def run_retirement(ctx: Context, actions: list[Action], marker: Marker) -> None:

@@ -18,7 +18,7 @@ stops there, as apply does (later services are not started).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,14 +29,15 @@ from inferfleet.artifacts.materialise import materialise
 from inferfleet.artifacts.verify import gate as verify_gate
 from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, StopResult
-from inferfleet.deploy import execute
+from inferfleet.deploy import execute, noop
 from inferfleet.deploy.apply import lock_for
 from inferfleet.deploy.facts import host_facts
 from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.holds import Hold, HoldStore
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.lock import LOCK_NAME, SERVICE_LOCK_WAIT_S, HostLock, ServiceLock
 from inferfleet.deploy.markers import MarkerStore
-from inferfleet.deploy.planner import DEPLOY, PlanItem
+from inferfleet.deploy.planner import DEPLOY, HELD, PlanItem
 from inferfleet.deploy.rpc import shape_reader
 from inferfleet.deploy.worktree import UNTRACKED, fleet_here
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
@@ -67,7 +68,7 @@ class Hooks:
 @dataclass(frozen=True)
 class UpResult:
     service: str
-    action: str  # "started" | "restarted" | "unchanged"
+    action: str  # "started" | "restarted" | "unchanged" | "held"
     url: str
     pid: int | None
     model: str
@@ -107,18 +108,22 @@ def backend_for(loaded: LoadedFleet, service: Service) -> ProcessBackend:
 # ---------------------------------------------------------------- preparation
 
 
-def prepare(loaded: LoadedFleet, name: str, hooks: Hooks) -> ServiceLaunch:
-    """Runtime present (built if missing), model files present and verified, launch computed."""
+def prepare(
+    loaded: LoadedFleet, name: str, hooks: Hooks, *, here: str | None = None, build: bool = True
+) -> ServiceLaunch:
+    """Runtime present (built if missing, with ``build``), model files present and verified,
+    launch computed. ``here``: this machine's host name when the fleet's address for it is
+    not loopback (``inferfleet start --host``, run on the host over ssh)."""
     fleet = loaded.fleet
     service = unit_service(fleet, name)
     host = fleet.hosts[service.host]
-    if not host.is_local(service.host):
+    if service.host != here and not host.is_local(service.host):
         raise UsageError(
             f"service {name!r} runs on host {service.host!r}, not on this machine",
             hint="`up` starts the services of this machine; remote hosts are deployed over ssh "
             "(inferfleet deploy)",
         )
-    runtime_version(loaded, service, hooks, build=True)
+    runtime_version(loaded, service, hooks, build=build)
     launch = service_launch(
         fleet, loaded.root, name, host_facts(loaded.root), shape_of=shape_reader(fleet, loaded.path)
     )
@@ -190,18 +195,33 @@ def _venv_version(kind: str, source: RuntimeSource, hooks: Hooks, *, install: bo
 
 
 def up(
-    loaded: LoadedFleet, names: list[str], hooks: Hooks, *, contract: bool = True
+    loaded: LoadedFleet,
+    names: list[str],
+    hooks: Hooks,
+    *,
+    contract: bool = True,
+    lift: Sequence[str] = (),
+    here: str | None = None,
+    build: bool = True,
 ) -> list[UpResult]:
-    """Apply the named services of this machine, one gated service at a time."""
-    launches = [prepare(loaded, name, hooks) for name in names]
+    """Apply the named services of this machine, one gated service at a time.
+
+    A service held down (``stop --hold``) is left down and reported ``held``,
+    unless it is in ``lift`` (``inferfleet start``): its hold is lifted under
+    the host's lock, then it starts. ``here`` and ``build`` as for :func:`prepare`.
+    """
+    held = {n: h for n in names if n not in lift and (h := _hold_of(loaded, n)) is not None}
+    launches = [
+        prepare(loaded, name, hooks, here=here, build=build) for name in names if name not in held
+    ]
     at = fleet_here(loaded)
-    results: list[UpResult] = []
+    results = [_held_result(loaded, at, hold) for hold in held.values()]
     by_host: dict[str, list[ServiceLaunch]] = {}
     for launch in launches:
         by_host.setdefault(launch.host, []).append(launch)
     for host_name, group in by_host.items():
         state_dir = paths.state_dir(loaded.fleet.hosts[host_name])
-        with _host_lock(loaded, host_name, state_dir) as lock:
+        with host_lock(loaded, host_name, state_dir) as lock:
             # A second `up` waits for the first (and then finds its servers running);
             # a deploy that holds the host lock is waited for the same way.
             lock.acquire(
@@ -209,7 +229,16 @@ def up(
                 wait=SERVICE_LOCK_WAIT_S,
                 on_wait=hooks.note,
             )
+            holds = HoldStore(state_dir)
+            for name in lift:
+                if holds.remove(name):
+                    hooks.note(f"{name}: hold lifted")
+                    forget_memo(loaded)
             for launch in group:
+                hold = holds.read(launch.name)
+                if hold is not None:  # held while this run waited for the lock
+                    results.append(_held_result(loaded, at, hold))
+                    continue
                 done = _up_one(loaded, at, host_name, state_dir, launch, hooks, contract)
                 results.append(done)
                 if done.contract_failing:
@@ -286,8 +315,39 @@ def _up_one(
     )
 
 
+def _hold_of(loaded: LoadedFleet, name: str) -> Hold | None:
+    service = unit_service(loaded.fleet, name)
+    return HoldStore(paths.state_dir(loaded.fleet.hosts[service.host])).read(name)
+
+
+def _held_result(loaded: LoadedFleet, at: FleetAtRevision, hold: Hold) -> UpResult:
+    """A held service as up reports it: left down, with the hold's reason."""
+    service = unit_service(loaded.fleet, hold.service)
+    return UpResult(
+        hold.service,
+        HELD,
+        gate.url_for(service.bind, service.port, ""),
+        None,
+        service.model or service.image or "",
+        service.ctx_per_slot or 0,
+        service.parallel,
+        None,
+        reason=hold.describe(),
+        revision=at.revision,
+    )
+
+
+def forget_memo(loaded: LoadedFleet) -> None:
+    """A hold placed or lifted changes what a no-op apply would say: its memo goes."""
+    try:
+        repo = Repo.containing(loaded.path)
+    except FleetError:
+        return
+    noop.forget(repo.git_dir())
+
+
 @contextlib.contextmanager
-def _host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[HostLock]:
+def host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[HostLock]:
     """apply's lock when the fleet is in a git checkout (so up and apply exclude each other)."""
     try:
         repo: Repo | None = Repo.containing(loaded.path)
@@ -319,7 +379,7 @@ def up_gateway(loaded: LoadedFleet, hooks: Hooks) -> GatewayResult | None:
         return None
     host = fleet.gateway.host
     state_dir = paths.state_dir(fleet.hosts[host])
-    with _host_lock(loaded, host, state_dir) as lock:
+    with host_lock(loaded, host, state_dir) as lock:
         lock.acquire("up of the gateway", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
         return gateway.deploy(
             fleet,
@@ -354,7 +414,7 @@ def up_proxy(loaded: LoadedFleet, hooks: Hooks) -> ProxyResult | None:
         return None
     host = fleet.proxy.host
     state_dir = paths.state_dir(fleet.hosts[host])
-    with _host_lock(loaded, host, state_dir) as lock:
+    with host_lock(loaded, host, state_dir) as lock:
         lock.acquire("up of the proxy", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
         return proxy.deploy(
             fleet, host_facts(loaded.root), state_dir, note=hooks.note, on_state=hooks.health_state

@@ -96,16 +96,18 @@ def code_identity() -> str:
 
 
 def markers_signature(state_dir: Path) -> Signature:
-    """(name, size, mtime_ns, inode) of every marker file, sorted by name."""
-    try:
-        entries = list(os.scandir(state_dir / "markers"))
-    except FileNotFoundError:
-        return []
+    """(name, size, mtime_ns, inode) of every marker file, sorted by name, then of every
+    hold (``holds/NAME.json``): a hold placed or lifted changes what apply plans."""
     found = []
-    for entry in entries:
-        if entry.name.endswith(".json"):
-            st = entry.stat(follow_symlinks=False)
-            found.append([entry.name, st.st_size, st.st_mtime_ns, st.st_ino])
+    for folder, prefix in (("markers", ""), ("holds", "holds/")):
+        try:
+            entries = list(os.scandir(state_dir / folder))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".json"):
+                st = entry.stat(follow_symlinks=False)
+                found.append([prefix + entry.name, st.st_size, st.st_mtime_ns, st.st_ino])
     return sorted(found)
 
 
@@ -284,7 +286,16 @@ def _answer(form: DeployForm) -> bool:
         if head != form.expect or not matches(memo, repo, head):
             return False
         result = {**memo.result, "revision": head}
-        events.append({"event": "plan", "host": form.host, "revision": head, "selected": []})
+        listed = result.get("plan")
+        plan = listed if isinstance(listed, list) else []
+        held = {
+            str(i.get("service")): "; ".join(str(r) for r in i.get("reasons") or [])
+            for i in plan
+            if isinstance(i, dict) and i.get("action") == "held"
+        }
+        events.append(
+            {"event": "plan", "host": form.host, "revision": head, "selected": [], "held": held}
+        )
         events.append({"event": "result", "result": result})
         sys.stdout.write("".join(json.dumps(e) + "\n" for e in events))
         sys.stdout.flush()

@@ -4,8 +4,10 @@ Per host: a service with no marker is new; a service whose inputs at HEAD
 differ from the inputs its marker recorded is changed (with the reasons); a
 service whose marker says its contract probe failed is deployed again
 ("contract failing"); a
-marker whose service no longer runs on the host is a retirement. Everything
-else is kept as it runs. The plan is a pure function of the fleet at HEAD and
+marker whose service no longer runs on the host is a retirement. A service
+held down (``inferfleet stop --hold``, :mod:`inferfleet.deploy.holds`) is
+``held``: left down, with the hold's reason, until ``inferfleet start``
+lifts it. Everything else is kept as it runs. The plan is a pure function of the fleet at HEAD and
 the host's markers; git is read once per revision, never walked commit by
 commit, so a plan over thousands of commits costs what one over ten does.
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.holds import Hold
 from inferfleet.deploy.inputs import INPUTS_VERSION, FleetAtRevision, ServiceInputs, fleet_inputs
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import CRASH_LOOPING, FOREIGN, STALE, STOPPED, ServiceState
@@ -32,6 +35,7 @@ from inferfleet.fleetfile.loader import parse_fleet
 DEPLOY = "deploy"
 RETIRE = "retire"
 KEEP = "keep"
+HELD = "held"  # stopped on purpose (stop --hold): left down until `start` lifts the hold
 CONTRACT_FAILING_REASON = "contract failing"
 # A kept service in one of these states does not serve what its marker says: deployed again.
 NOT_SERVING = {
@@ -45,7 +49,7 @@ NOT_SERVING = {
 @dataclass(frozen=True)
 class PlanItem:
     service: str
-    action: str  # deploy | retire | keep
+    action: str  # deploy | retire | keep | held
     reasons: list[str]
     recorded: str | None  # the revision its marker records, None for a new service
 
@@ -69,7 +73,7 @@ class HostPlan:
         return next((i for i in self.items if i.service == service), None)
 
     def changes(self) -> list[PlanItem]:
-        return [i for i in self.items if i.action != KEEP]
+        return [i for i in self.items if i.action not in {KEEP, HELD}]
 
 
 def fleet_at(repo: Repo, revision: str, fleet_path: str) -> FleetAtRevision:
@@ -98,8 +102,12 @@ def plan_host(
     markers: Mapping[str, Marker],
     *,
     inputs_at: InputsAt | None = None,
+    holds: Mapping[str, Hold] | None = None,
 ) -> HostPlan:
-    """What to do on ``host`` to run ``head``; ``inputs_at`` recomputes old inputs when needed."""
+    """What to do on ``host`` to run ``head``; ``inputs_at`` recomputes old inputs when needed.
+
+    A service in ``holds`` is planned ``held`` whatever its marker says.
+    """
     ours = {name: m for name, m in markers.items() if m.host == host}
     items: list[PlanItem] = []
     # Retirements first: a retired service may hold the port a new one needs.
@@ -111,6 +119,11 @@ def plan_host(
             items.append(PlanItem(name, RETIRE, [why], retired.revision))
     for name in head.services_of(host):
         marker = ours.get(name)
+        hold = (holds or {}).get(name)
+        if hold is not None:
+            recorded = None if marker is None else marker.revision
+            items.append(PlanItem(name, HELD, [hold.describe()], recorded))
+            continue
         if marker is None:
             items.append(PlanItem(name, DEPLOY, ["new service"], None))
             continue
@@ -178,6 +191,11 @@ def select(plan: HostPlan, *, services: Sequence[str] = (), drain: bool = False)
                 raise UsageError(
                     f"service {name!r} does not run on host {plan.host!r}",
                     hint=f"services of {plan.host}: {known}",
+                )
+            if item.action == HELD:
+                raise UsageError(
+                    f"service {name!r} on host {plan.host!r} is {item.reasons[0]}",
+                    hint=f"`inferfleet start {name}` lifts the hold and starts it",
                 )
             if item.action == KEEP:
                 item = PlanItem(name, DEPLOY, ["asked for with --service"], item.recorded)

@@ -29,6 +29,7 @@ from inferfleet.deploy import planner
 from inferfleet.deploy.apply import failure_from_report, failure_json
 from inferfleet.deploy.errors import RemoteError, SshError
 from inferfleet.deploy.gitrepo import Repo
+from inferfleet.deploy.holds import MAX_REASON, Hold
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.markers import Marker, MarkerError
 from inferfleet.deploy.ssh import Connector, connector_for, quote_path
@@ -127,25 +128,46 @@ class Fleetside:
         JSON error line apply would print, so the deployer can say what to do
         instead of "exit status 2".
         """
-        checkout = self.fleet.hosts[host].checkout
         if not conn.pulls:
             args = tuple(a for a in args if a != "--pull")
+        checkout = self.fleet.hosts[host].checkout
         missing = json.dumps(
             {
                 "event": "error",
                 "error": "NoCheckout",
                 "message": f"there is no checkout of the fleet repository at {checkout}",
                 "where": f"host {host}",
-                "hint": f"run `inferfleet host bootstrap {host}` here, or clone it there once "
-                f"(git clone REMOTE {checkout}), or set the host's checkout: in the fleet file",
+                "hint": _no_checkout_hint(host, checkout),
             }
         )
-        argv = ["apply", "--file", self.fleet_path, "--host", host, *args]
+        return self.verb_command(conn, host, "apply", *args, missing=f"echo {shlex.quote(missing)}")
+
+    def verb_command(
+        self, conn: Connector, host: str, verb: str, *args: str, missing: str = ""
+    ) -> str:
+        """The shell line that runs ``inferfleet VERB --file F --host HOST ARGS`` in the host's
+        checkout (``stop``, ``start``, ``restart``, ``logs`` as ``apply``). Without a checkout
+        there, ``missing`` runs (default: an error line on stderr), then it exits 2."""
+        checkout = self.fleet.hosts[host].checkout
+        if not missing:
+            text = (
+                f"error: there is no checkout of the fleet repository at {checkout} on {host} "
+                f"-- {_no_checkout_hint(host, checkout)}"
+            )
+            missing = f"echo {shlex.quote(text)} >&2"
+        argv = [verb, "--file", self.fleet_path, "--host", host, *args]
         run = " ".join(shlex.quote(a) for a in argv)
         return (
-            f"cd {conn.workdir(checkout)} 2>/dev/null || {{ echo {shlex.quote(missing)}; exit 2; }}"
+            f"cd {conn.workdir(checkout)} 2>/dev/null || {{ {missing}; exit 2; }}"
             f" && {conn.program(self.command_for(host))} {run}"
         )
+
+
+def _no_checkout_hint(host: str, checkout: str) -> str:
+    return (
+        f"run `inferfleet host bootstrap {host}` here, or clone it there once "
+        f"(git clone REMOTE {checkout}), or set the host's checkout: in the fleet file"
+    )
 
 
 @dataclass
@@ -160,6 +182,7 @@ class HostReport:
     states: dict[str, ServiceState]
     # A retired service asked about -> the revision it ran when retired (its archive entry).
     retired: dict[str, str] = field(default_factory=dict)
+    holds: dict[str, Hold] = field(default_factory=dict)  # services held down there
 
     @classmethod
     def from_json(cls, doc: Any, *, host: str = "") -> HostReport:
@@ -179,6 +202,10 @@ class HostReport:
                 for n, s in raw.states.items()
             }
             markers = {n: Marker.from_json(m) for n, m in raw.markers.items()}
+            holds = {n: _HOLD.validate_python(h) for n, h in raw.holds.items()}
+            bad = [n for n, h in holds.items() if n != h.service or not _printable(h.reason)]
+            if bad:
+                raise TypeError(f"holds of {', '.join(bad)} do not name their service in print")
         except (ValidationError, TypeError, MarkerError) as exc:
             why = exc.message if isinstance(exc, MarkerError) else str(exc).splitlines()[0]
             raise RemoteError(
@@ -187,7 +214,7 @@ class HostReport:
                 hint="run the same inferfleet version on the host as here (update its "
                 "checkout and reinstall there), then plan again",
             ) from None
-        return cls(raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired))
+        return cls(raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired), holds)
 
 
 def _printable_state(state: ServiceState) -> ServiceState:
@@ -212,10 +239,12 @@ class _RawReport(BaseModel):
     markers: dict[str, dict[str, Any]] = {}
     states: dict[str, dict[str, Any]] = {}
     retired: dict[str, Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40,64}$")]] = {}
+    holds: dict[str, dict[str, Any]] = {}
 
 
 _REPORT = TypeAdapter(_RawReport)
 _STATE = TypeAdapter(ServiceState)
+_HOLD = TypeAdapter(Hold)
 
 
 def read_report(
@@ -282,7 +311,7 @@ def plan_hosts(
             # is gone is planned as a deploy, as the host's own apply plans it.
             report = read_report(side, host, head.services_of(host))
             out.lock = report.lock
-            plan = planner.plan_host(host, head, report.markers)
+            plan = planner.plan_host(host, head, report.markers, holds=report.holds)
             out.plan = planner.with_states(plan, report.states)
             out.selected = planner.select(out.plan, services=services, drain=drain)
             if actions:
@@ -460,6 +489,10 @@ def run_apply(side: Fleetside, host: str, args: list[str], on_event: OnEvent | N
             ),
         )
     return run
+
+
+def _printable(text: str) -> bool:
+    return text.isprintable() and len(text) <= MAX_REASON
 
 
 def _parallel(hosts: Sequence[str], fn: Callable[[str], Any]) -> list[Any]:

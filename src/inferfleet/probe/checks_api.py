@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from inferfleet.client import server_timing
+from inferfleet.client.router import ROUTER_ROLE, member_path
 from inferfleet.client.stream import stream
 from inferfleet.probe.evidence import CheckResult, Evidence, excerpt
 from inferfleet.probe.session import PROBE_TOKENS, Session
@@ -73,7 +74,7 @@ def models(s: Session) -> CheckResult:
     for entry in entries:
         if isinstance(entry, dict) and entry.get("id") == s.model:
             meta = entry.get("meta")
-            if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
+            if isinstance(meta, dict) and _window(meta.get("n_ctx")):
                 s.findings.n_ctx_slot = int(meta["n_ctx"])
             # vLLM reports the window as max_model_len.
             if isinstance(entry.get("max_model_len"), int) and s.findings.n_ctx_slot is None:
@@ -96,10 +97,23 @@ def models(s: Session) -> CheckResult:
     )
 
 
+def _window(value: Any) -> bool:
+    """A per-slot window a server reports: a positive int (a router's placeholder is 0)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def read_props(s: Session) -> None:
-    """llama.cpp's /props: slots, per-slot context, modalities. Silent when absent."""
+    """llama.cpp's /props: slots, per-slot context, modalities. Silent when absent.
+
+    A router's own /props is a placeholder (``"role": "router"``, ``n_ctx`` 0): a
+    member's facts are its server's, read through the router with ``?model=``.
+    """
     answer = s.exchange.get("/props")
     props = answer.obj
+    if answer.status == 200 and props.get("role") == ROUTER_ROLE and s.model is not None:
+        s.router = True
+        answer = s.exchange.get(member_path("/props", s.model))
+        props = answer.obj
     if answer.status != 200 or "default_generation_settings" not in props:
         return
     s.props = props
@@ -109,7 +123,7 @@ def read_props(s: Session) -> None:
     settings = props.get("default_generation_settings")
     if s.findings.n_ctx_slot is None and isinstance(settings, dict):
         n_ctx = settings.get("n_ctx")
-        if isinstance(n_ctx, int):
+        if _window(n_ctx):
             s.findings.n_ctx_slot = n_ctx
     modalities = props.get("modalities")
     if isinstance(modalities, dict):
@@ -251,7 +265,9 @@ def timings(s: Session) -> CheckResult:
 
 
 def metrics(s: Session) -> CheckResult:
-    answer = s.exchange.get("/metrics")
+    # A router serves a member's metrics with ?model= (HTTP 400 without it).
+    path = member_path("/metrics", s.model) if s.router and s.model is not None else "/metrics"
+    answer = s.exchange.get(path)
     title = "/metrics"
     if answer.status == 501:
         return CheckResult(

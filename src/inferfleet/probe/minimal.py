@@ -168,7 +168,37 @@ def run_minimal(
                 _short(f"usage.completion_tokens = {got!r}"),
             )
         )
+        if ctx_per_slot is not None and not any(c.name == "context per slot" for c in checks):
+            # A router lists members without their window: the member's own /props has it
+            # (read after the completion, which loaded the member).
+            reported = _member_window(client, alias)
+            if reported is not None:
+                checks.insert(
+                    1,
+                    Check(
+                        "context per slot",
+                        reported == ctx_per_slot,
+                        f"the router's member {alias!r} reports n_ctx {reported} per slot "
+                        f"(/props?model=), fleet file says {ctx_per_slot} (L-25)",
+                    ),
+                )
     return checks
+
+
+def _member_window(client: httpx.Client, alias: str) -> int | None:
+    """A router member's per-slot window from its own /props; None for a plain server."""
+    from inferfleet.client.router import ROUTER_ROLE, member_path
+
+    try:
+        own = client.get("/props")
+        if own.status_code != 200 or own.json().get("role") != ROUTER_ROLE:
+            return None
+        member = client.get(member_path("/props", alias))
+        settings = member.json().get("default_generation_settings") if member.is_success else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None
 
 
 def _short(text: str) -> str:
@@ -181,13 +211,14 @@ def _reported_ctx(entries: list[Any], alias: str) -> int | None:
     for entry in entries:
         if isinstance(entry, dict) and entry.get("id") == alias:
             meta = entry.get("meta")
-            if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
-                return int(meta["n_ctx"])
+            n_ctx = meta.get("n_ctx") if isinstance(meta, dict) else None
+            if isinstance(n_ctx, int) and n_ctx > 0:  # a router member's 0 is no window
+                return n_ctx
     # The alias is not listed: the context of the one model served, if only one is.
     served = [e for e in entries if isinstance(e, dict)]
     if len(served) == 1 and isinstance(served[0].get("meta"), dict):
         n_ctx = served[0]["meta"].get("n_ctx")
-        return n_ctx if isinstance(n_ctx, int) else None
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
     return None
 
 

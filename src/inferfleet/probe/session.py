@@ -19,6 +19,9 @@ class Session:
     model: str | None  # a bare URL's is read from /v1/models by the alias check
     findings: Findings = field(default_factory=Findings)
     props: dict[str, Any] = field(default_factory=dict)  # llama.cpp /props, when served
+    # A llama-server router (swap group): a member's /props, /slots and /metrics are read
+    # through the router with ?model= (client.router.member_path).
+    router: bool = False
     # Every `timings` object and Server-Timing header the answers carried (L-50, L-51).
     timings_seen: list[tuple[str, dict[str, Any], int | None]] = field(default_factory=list)
     server_timing_seen: list[str] = field(default_factory=list)

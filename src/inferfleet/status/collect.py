@@ -23,6 +23,7 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
+from inferfleet.deploy.holds import Hold
 from inferfleet.deploy.rpc import worker_states
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.groups import deploy_units, members, unit_service
@@ -138,6 +139,7 @@ class Collector:
                 for name in ours
             ]
         rows = [_with_members(row, group_states.get(row.service)) for row in rows]
+        rows = [_with_hold(row, host_views[row.host].holds.get(row.service)) for row in rows]
         by_name = {row.service: row for row in rows}
         rows = [self._with_workers(row, by_name) for row in rows]
         host_rows = [
@@ -307,6 +309,20 @@ def _with_members(row: ServiceRow, states: dict[str, str] | str | None) -> Servi
     if isinstance(states, str):
         return replace(row, notes=[*row.notes, f"members not read: {states}"])
     return replace(row, members=states, model=group_summary(states))
+
+
+# What a held service reads as when nothing of it answers: held on purpose, not broken.
+_DOWN_STATES = frozenset({"stopped", "down", "unreachable", "stale", "unknown"})
+
+
+def _with_hold(row: ServiceRow, hold: Hold | None) -> ServiceRow:
+    """A service held down (stop --hold) reads ``held`` with the hold's reason, not a problem;
+    one that runs anyway keeps its state, with the hold noted."""
+    if hold is None:
+        return row
+    if row.state in _DOWN_STATES:
+        return replace(row, state="held", detail=hold.describe())
+    return replace(row, notes=[*row.notes, f"{hold.describe()}, but it runs"])
 
 
 def collect(

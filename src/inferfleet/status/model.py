@@ -41,12 +41,12 @@ STATES = (
     "unhealthy",
     "down",
     "stopped",
+    "held",
     "foreign",
     "stale",
     "crash-looping",
     "unreachable",
     "unknown",
-    "held",
 )
 # status exits 0 only when every service in scope is healthy or held: a
 # declared service that is stopped is a problem like any other.

@@ -16,6 +16,7 @@ from pathlib import Path
 import inferfleet
 from inferfleet import paths
 from inferfleet.deploy import planner
+from inferfleet.deploy.holds import Hold, HoldStore
 from inferfleet.deploy.markers import Marker, MarkerStore
 from inferfleet.deploy.rollout import Fleetside, read_report
 from inferfleet.deploy.state import ServiceState
@@ -47,6 +48,7 @@ class HostView:
     lock: str | None = None
     error: str | None = None
     over_ssh: bool = False
+    holds: dict[str, Hold] = field(default_factory=dict)  # services held down (stop --hold)
 
 
 def repo_state(loaded: LoadedFleet) -> RepoState:
@@ -62,7 +64,8 @@ def repo_state(loaded: LoadedFleet) -> RepoState:
 def local_facts(host: Host) -> HostView:
     """This machine's markers, read from its state dir."""
     try:
-        return HostView(markers=MarkerStore(paths.state_dir(host)).all())
+        state_dir = paths.state_dir(host)
+        return HostView(markers=MarkerStore(state_dir).all(), holds=HoldStore(state_dir).all())
     except FleetError as exc:
         return HostView(error=exc.render())
 
@@ -81,6 +84,7 @@ def remote_facts(
         checkout_head=report.head,
         lock=report.lock,
         over_ssh=True,
+        holds=report.holds,
     )
 
 

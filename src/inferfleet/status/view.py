@@ -6,7 +6,7 @@ Everything that came from a file or a server is escaped before rich sees it.
 from __future__ import annotations
 
 from inferfleet.fleetfile.quantities import format_duration
-from inferfleet.output import Output, esc
+from inferfleet.output import Col, Column, Output, esc
 from inferfleet.status.bench import BenchFigures
 from inferfleet.status.gateway import GatewayRow
 from inferfleet.status.model import FleetStatus, Revision, ServiceRow
@@ -41,22 +41,30 @@ REACH_STYLE = {
     "unreachable": "red",
     "unknown": "red",
 }
-SERVICE_COLUMNS = [
-    "service",
-    "host",
+# At 80 columns the least needed give way first (highest drop); --wide shows all.
+SERVICE_COLUMNS: list[Column] = [
+    Col("service", ident=True),
+    Col("host", ident=True),
     "health",
-    "pid",
-    "uptime",
-    "runtime",
-    "model",
+    Col("pid", drop=1),
+    Col("uptime", drop=5),
+    Col("runtime", drop=7),
+    Col("model", drop=3),
     "ctx",
-    "busy",
-    "deferred",
+    Col("busy", drop=6),
+    Col("deferred", drop=8),
     "revision",
-    "last bench",
-    "url",
+    Col("last bench", drop=9),
+    Col("url", drop=4),
 ]
-HOST_COLUMNS = ["host", "address", "reached", "healthy", "checkout", "detail"]
+HOST_COLUMNS: list[Column] = [
+    Col("host", ident=True),
+    Col("address", drop=2),
+    "reached",
+    "healthy",
+    Col("checkout", drop=1),
+    "detail",
+]
 
 
 def _styled(text: str, style: str | None) -> str:
