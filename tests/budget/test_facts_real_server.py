@@ -10,17 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from budget_helpers import GEMMA
 from helpers.real_server import running_server
-from test_budget_real_server import SERVER
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        SERVER is None or not GEMMA.is_file(),
-        reason="llama-server not built (inferfleet runtime install) or Gemma not assembled",
-    ),
-]
+# The real model and server, made once per machine (tests/helpers/real_model.py): never skipped.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("gemma_file", "llama_server_binary")]
 
 
 def test_a_running_servers_log_is_recorded_and_prices_the_service(
