@@ -75,6 +75,12 @@ def cmdline(proc: psutil.Process) -> str:
     return ""
 
 
+def status(proc: psutil.Process) -> str:
+    with contextlib.suppress(psutil.Error):
+        return str(proc.status())
+    return "gone"
+
+
 def start_deploy(repo: FleetRepo, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     handle = log.open("wb")
     return subprocess.Popen(
@@ -125,7 +131,7 @@ def crash(deployer: subprocess.Popen[bytes], lab: Lab, control: str) -> int:
             proc.kill()
     deployer.wait(10)
     _gone, alive = psutil.wait_procs(victims, timeout=10)
-    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], alive
+    assert not [p for p in alive if status(p) not in (psutil.STATUS_ZOMBIE, "gone")], alive
     return len(victims)
 
 
@@ -174,9 +180,15 @@ def last_steps(log: Path) -> str:
 
 
 def check_converged(
-    repo: FleetRepo, lab: Lab, env: dict[str, str], target: str, log: Path
+    repo: FleetRepo,
+    lab: Lab,
+    env: dict[str, str],
+    target: str,
+    log: Path,
+    changed: tuple[str, ...] = tuple(SERVICES),
 ) -> list[str]:
-    """A plain deploy, then what is wrong with the fleet (empty when it converged)."""
+    """A plain deploy, then what is wrong with the fleet (empty when it converged);
+    the ``changed`` services' markers must be at ``target``."""
     deployer = start_deploy(repo, env, log)
     try:
         code = deployer.wait(DEPLOY_TIMEOUT)
@@ -191,6 +203,25 @@ def check_converged(
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         return [f"the recovery deploy exited {code}:\n{tail}"]
     wrong: list[str] = []
+    plan = subprocess.run(
+        [sys.executable, str(ENTRY), "plan", "--file", str(repo.fleet_file), "--json"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    try:
+        doc = json.loads(plan.stdout)
+        left = [
+            f"{h['host']}/{i['service']}: {i['action']}"
+            for h in doc["hosts"]
+            for i in h["items"]
+            if i["action"] != "keep"
+        ]
+    except (ValueError, KeyError, TypeError):
+        left = [f"plan --json exited {plan.returncode}: {plan.stderr.strip()[-300:]}"]
+    wrong += [f"the plan still has work: {item}" for item in left]
     for host in ("h1", "h2"):
         lock = lock_for(Repo.containing(repo.checkouts[host]), host)
         if lock.holder() is not None:
@@ -204,7 +235,7 @@ def check_converged(
             if where != host:
                 continue
             marker, record = repo.marker(host, name), repo.record(host, name)
-            if marker is None or marker["revision"] != target:
+            if marker is None or (name in changed and marker["revision"] != target):
                 got = None if marker is None else marker["revision"][:12]
                 wrong.append(f"{name}: marker at {got}, not at {target[:12]}")
             if name in SETTINGS:
@@ -237,9 +268,8 @@ def check_converged(
     return wrong
 
 
-def test_a_deploy_killed_at_20_points_converges_every_time(
-    fleet, lab: Lab, deploy_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def chaos_fleet(fleet: Any, tmp_path: Path) -> FleetRepo:
+    """Two services per host, a settings file on one of each (rendered into ``tmp_path``)."""
     services: dict[str, dict[str, Any]] = {
         name: {"host": host, "port": port, "extra_args": ["--x-loading", LOADING]}
         for name, (host, port) in SERVICES.items()
@@ -248,8 +278,15 @@ def test_a_deploy_killed_at_20_points_converges_every_time(
         services[name]["settings"] = [
             {"template": f"settings/{name}.yml", "dest": str(tmp_path / f"{name}.yml"), "allow": []}
         ]
-    repo = fleet(services)
+    repo: FleetRepo = fleet(services)
     repo.commit("settings", {f"settings/{name}.yml": "round: first\n" for name in SETTINGS})
+    return repo
+
+
+def test_a_deploy_killed_at_20_points_converges_every_time(
+    fleet, lab: Lab, deploy_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = chaos_fleet(fleet, tmp_path)
     env = dict(deploy_env)
     control = env["INFERFLEET_SSH_CONTROL_DIR"]
     started = time.monotonic()
@@ -334,3 +371,53 @@ def test_a_master_killed_with_sigkill_leaves_a_socket_the_next_connect_replaces(
     assert time.monotonic() - clock < 10
     assert stale.is_socket()  # the new master's, on the same path
     again.close()
+
+
+def test_an_apply_killed_between_starting_a_server_and_recording_it_converges(
+    fleet, lab: Lab, deploy_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The narrowest window of a start: the server runs, its record is not written yet.
+
+    A runtime that freezes its parent (the apply) once, right after it was
+    started, holds the apply inside that window; then both sides are killed.
+    The server left behind was started by inferfleet for that service, so the
+    next deploy must stop it and start the service, not refuse its port as a
+    stranger's forever.
+    """
+    repo = chaos_fleet(fleet, tmp_path)
+    env = dict(deploy_env)
+    first = check_converged(repo, lab, env, repo.head(), tmp_path / "first.log")
+    assert not first, "\n".join(first)
+    flag = tmp_path / "froze-once"
+    freezer = tmp_path / "freezer"
+    server = HERE / SERVER_SCRIPT
+    freezer.write_text(
+        # dash's builtins only before the stop: it must land before the record's write
+        f'#!/bin/sh\nif [ ! -e {flag} ]; then kill -STOP "$PPID"; : > {flag}; fi\n'
+        f'exec {sys.executable} {server} "$@"\n'
+    )
+    freezer.chmod(0o755)
+    repo.data["runtimes"]["freezer"] = {"kind": "llama.cpp", "binary": str(freezer)}
+    repo.data["services"]["a"]["runtime"] = "freezer"
+    target = repo.commit("a: another runtime")
+    deployer = start_deploy(repo, env, tmp_path / "frozen.log")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and deployer.poll() is None:
+            frozen = [p for p in host_side(lab) if status(p) == psutil.STATUS_STOPPED]
+            if frozen:
+                break
+            time.sleep(0.02)
+        assert frozen, "the apply never started the freezing runtime"
+        crash(deployer, lab, env["INFERFLEET_SSH_CONTROL_DIR"])
+    finally:
+        if deployer.poll() is None:
+            os.killpg(deployer.pid, signal.SIGKILL)
+            deployer.wait(10)
+    assert flag.exists()
+    orphans = servers_in(lab, "h1").get(8080, [])
+    assert len(orphans) == 1, orphans  # the server the killed apply started
+    record = repo.record("h1", "a")
+    assert record is None or record["pid"] != orphans[0]  # and no record names it
+    wrong = check_converged(repo, lab, env, target, tmp_path / "recover.log", changed=("a",))
+    assert not wrong, "\n".join(wrong)
