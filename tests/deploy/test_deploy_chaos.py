@@ -421,3 +421,51 @@ def test_an_apply_killed_between_starting_a_server_and_recording_it_converges(
     assert record is None or record["pid"] != orphans[0]  # and no record names it
     wrong = check_converged(repo, lab, env, target, tmp_path / "recover.log", changed=("a",))
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_locks_of_a_git_killed_mid_pull_are_removed_unless_a_git_works_there(
+    fleet, lab: Lab, deploy_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A ``git pull`` killed while it held its locks leaves them behind (the files
+    below are the ones git creates; the kill itself lands there rarely): git then
+    refuses every later pull, so a host would never be deployed again. Under the
+    host lock they are removed, but never while a git process works in the checkout."""
+    repo = chaos_fleet(fleet, tmp_path)
+    env = dict(deploy_env)
+    first = check_converged(repo, lab, env, repo.head(), tmp_path / "first.log")
+    assert not first, "\n".join(first)
+    for name in SERVICES:
+        repo.data["services"][name]["env"] = {"AFTER": "a killed pull"}
+    target = repo.commit("after a killed pull")
+    h1_git, h2_git = repo.checkouts["h1"] / ".git", repo.checkouts["h2"] / ".git"
+    planted = [
+        h1_git / "index.lock",
+        h2_git / "ORIG_HEAD.lock",
+        h2_git / "refs" / "remotes" / "origin" / "main.lock",
+    ]
+    for path in planted:
+        path.write_text("")
+
+    # A git at work in h1's checkout (an alias that sleeps): its locks are its own.
+    working = subprocess.Popen(
+        ["git", "-c", "alias.wait=!sleep 60", "wait"],
+        cwd=repo.checkouts["h1"],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            c.name() == "sleep" for c in psutil.Process(working.pid).children(recursive=True)
+        ):
+            time.sleep(0.02)
+        wrong = check_converged(repo, lab, env, target, tmp_path / "busy.log")
+        assert wrong and "index.lock': File exists" in wrong[0], wrong
+        assert planted[0].exists()  # left to the git that works there
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(working.pid, signal.SIGKILL)
+        working.wait(10)
+    wrong = check_converged(repo, lab, env, target, tmp_path / "recover.log")
+    assert not wrong, "\n".join(wrong)
+    assert not any(path.exists() for path in planted)
