@@ -461,6 +461,7 @@ def test_the_locks_of_a_git_killed_mid_pull_are_removed_unless_a_git_works_there
             time.sleep(0.02)
         wrong = check_converged(repo, lab, env, target, tmp_path / "busy.log")
         assert wrong and "index.lock': File exists" in wrong[0], wrong
+        assert "if no git runs there, remove that file" in wrong[0]
         assert planted[0].exists()  # left to the git that works there
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -469,3 +470,25 @@ def test_the_locks_of_a_git_killed_mid_pull_are_removed_unless_a_git_works_there
     wrong = check_converged(repo, lab, env, target, tmp_path / "recover.log")
     assert not wrong, "\n".join(wrong)
     assert not any(path.exists() for path in planted)
+
+
+def test_a_lock_a_killed_push_left_in_the_remote_is_named_with_its_fix(
+    fleet, lab: Lab, deploy_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The remote is another machine's repository (a git server): inferfleet never
+    removes its files, but says which lock stops the push and how to clear it."""
+    repo = chaos_fleet(fleet, tmp_path)
+    env = dict(deploy_env)
+    for name in SERVICES:
+        repo.data["services"][name]["env"] = {"AFTER": "a killed push"}
+    target = repo.commit("after a killed push")
+    lock = repo.remote / "refs" / "heads" / "main.lock"
+    lock.write_text("")  # what a receive-pack killed mid-push leaves
+    wrong = check_converged(repo, lab, env, target, tmp_path / "locked.log")
+    text = " ".join(" ".join(wrong).split())
+    assert f"git push failed: the remote repository is locked ({lock} exists)" in text, wrong
+    assert "remove that file and deploy again" in text
+    assert repo.marker("h1", "a") is None  # nothing was deployed
+    lock.unlink()
+    wrong = check_converged(repo, lab, env, target, tmp_path / "recover.log")
+    assert not wrong, "\n".join(wrong)

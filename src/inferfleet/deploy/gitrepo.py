@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -156,6 +157,12 @@ class Repo:
         done = _git(self.root, "push", "--quiet", check=False, timeout=300)
         if done.returncode != 0:
             detail = (done.stderr or done.stdout).strip().splitlines()
+            locked = _held_lock(done.stderr or done.stdout)
+            if locked is not None:
+                raise GitError(
+                    f"git push failed: the remote repository is locked ({locked} exists)",
+                    hint=_LOCK_HINT.format(path=locked),
+                )
             raise GitError(
                 f"git push was refused: {detail[-1] if detail else done.returncode}",
                 hint="pull (or rebase onto) the remote first, then deploy again",
@@ -182,9 +189,12 @@ class Repo:
                 hint=f"look at them with `git -C {self.root} log {upstream}..HEAD`; if they are "
                 f"not wanted, `git -C {self.root} reset --hard {upstream}`, then deploy again",
             )
+        locked = _held_lock(detail)
         raise GitError(
             f"git pull --ff-only failed in {self.root}: {detail[:300]}",
-            hint="check that the host can reach the fleet repository's remote",
+            hint="check that the host can reach the fleet repository's remote"
+            if locked is None
+            else _LOCK_HINT.format(path=locked),
         )
 
     def clear_stale_locks(self) -> list[Path]:
@@ -216,6 +226,19 @@ class Repo:
         with staged_directory(dest) as staging, tarfile.open(fileobj=io.BytesIO(data)) as archive:
             archive.extractall(staging, filter="data")
         return dest
+
+
+_LOCK_HINT = (
+    "a git process works there, or one was killed mid-way and left {path} behind: "
+    "wait for it to finish; if no git runs there, remove that file and deploy again"
+)
+_HELD_LOCK = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def _held_lock(output: str) -> str | None:
+    """The lock file git found in its way, from its message."""
+    found = _HELD_LOCK.search(" ".join(output.split()))
+    return os.path.normpath(found.group(1)) if found else None  # git writes repo/./refs/...
 
 
 def _git_running_in(root: Path) -> bool:
