@@ -21,15 +21,22 @@ marker behind its process; so both sides die at the same instant. Servers
 already started are left running, as they would after such a crash (they run
 in their own session): the next deploy must find them by their records.
 
-The instants are fixed, not random: a change deploy is timed once, and
-point k (1..20) kills after k/21 of that time, so the points spread over the
-pull, gates, stop, start, health wait, contract probe, marker write, archive
-and the no-op memo written at the end. Each round commits a new revision that
-restarts every service on both hosts (so the kill lands inside real work),
-then a plain ``deploy`` must converge: exit 0, every service healthy at that
-revision, exactly one server process per service in each host's namespace
-(the recorded one), no other process left there, every state file parses,
-the host lock free and the plan has nothing left to do.
+The instants are fixed, not random: a change deploy is timed once (until
+the hosts' first output, and in all); points 1-4 step evenly through the
+operator's part (push, ssh connect, pull) and points 5-20 through the hosts'
+work, so they spread over the pull, plan, gates, settings write and its
+archive, stop, start, health wait, contract probe, marker write and the no-op
+memo written at the end (each point prints where each host was). Each round
+commits a new revision that restarts every service on both hosts (so the kill
+lands inside real work), then a plain ``deploy`` must converge: exit 0, every
+service healthy at that revision, exactly one server process per service in
+each host's namespace (the recorded one), no other process left there, every
+state file parses, the host lock free and the plan has nothing left to do.
+
+The tests after it hold the crashes it found, or that its points hit too
+rarely to rely on, one at a time: a killed ssh master's socket, an apply
+killed between starting a server and recording it, the locks of a git killed
+mid-pull, and a lock a killed push left in the remote.
 """
 
 from __future__ import annotations
