@@ -6,10 +6,22 @@ session with its output in a log file, recorded (pid + create time + argv +
 port), and stopped by that pid only: SIGTERM, then SIGKILL after a grace
 period (L-43). A record whose pid now belongs to another process is stale and
 that process is never signalled.
+
+A start that dies between spawning the server and writing its record (an
+apply killed with SIGKILL) would leave a server no record names, holding the
+port against every later start. So a start first writes its intent
+(``<state_dir>/starting/<service>.json``: a random token) and gives the
+server that token in its environment (``INFERFLEET_START``); the record
+replaces the intent. The next stop or start of the service finds an intent
+left behind, stops the processes carrying its token (they are the ones
+inferfleet started, L-43: never one found by name or port) and removes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +34,22 @@ from inferfleet.backends.ports import Listener, listeners
 from inferfleet.backends.records import RecordStore, ServiceRecord
 from inferfleet.errors import BackendError, PortInUseError
 from inferfleet.io import pids, process
+from inferfleet.io.files import atomic_write
+from inferfleet.io.state_files import read_state
+
+START_TOKEN = "INFERFLEET_START"  # in a started server's environment, until it is recorded
+STARTING = "starting"  # <state_dir>/starting/<service>.json: a start not yet recorded
+
+
+@dataclass(frozen=True)
+class StartIntent:
+    service: str
+    token: str
+    since: float
+
+
+class _DamagedIntent(BackendError):
+    """An intent file that cannot be read (it only loses what it would have found)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +99,8 @@ class ProcessBackend:
         env: Mapping[str, str],
     ) -> tuple[ServiceRecord, psutil.Process]:
         """Start ``record_fields.argv``; refuses a port held by anyone (L-35)."""
+        if self.reclaim(record_fields.service):
+            self._wait_port_free(record_fields, 10.0)
         holders = self.port_holders(record_fields.port, record_fields.bind)
         if holders:
             raise PortInUseError(
@@ -86,7 +116,12 @@ class ProcessBackend:
             handle.write(
                 f"--- inferfleet: starting at {stamp}: {' '.join(record_fields.argv)}\n".encode()
             )
-        proc = process.spawn_detached(record_fields.argv, log_path=log, env=env)
+        intent = StartIntent(record_fields.service, secrets.token_hex(16), time.time())
+        self._intent_path(intent.service).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self._intent_path(intent.service), json.dumps(intent.__dict__) + "\n")
+        proc = process.spawn_detached(
+            record_fields.argv, log_path=log, env={**env, START_TOKEN: intent.token}
+        )
         record = ServiceRecord(
             **{
                 **record_fields.__dict__,
@@ -98,10 +133,49 @@ class ProcessBackend:
         )
         # Recorded before the health gate: a failed start can still be stopped by pid.
         self.records.write(record)
+        self._intent_path(record.service).unlink(missing_ok=True)
         return record, proc
 
+    def _intent_path(self, service: str) -> Path:
+        return self.state_dir / STARTING / f"{service}.json"
+
+    def reclaim(self, service: str, *, grace: float = 10.0) -> list[int]:
+        """Stop the servers of a start that died before recording them; their pids.
+
+        Only processes whose environment carries the intent's token are
+        signalled (by pid): inferfleet started them for this service.
+        """
+        path = self._intent_path(service)
+        try:
+            intent = read_state(
+                path,
+                StartIntent,
+                what="start intent",
+                error=_DamagedIntent,
+                hint="",
+                check=lambda i: None if len(i.token) == 32 else "not a start token",
+            )
+        except _DamagedIntent:
+            intent = None  # a torn intent cannot be: atomic_write; an edited one finds nothing
+        if intent is None:
+            path.unlink(missing_ok=True)
+            return []
+        stopped = []
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if proc.create_time() + 1 < intent.since:
+                    continue  # started before the intent: not this start's
+                if proc.environ().get(START_TOKEN) == intent.token:
+                    process.terminate(proc, grace=grace)
+                    stopped.append(proc.pid)
+        path.unlink(missing_ok=True)
+        return stopped
+
     def stop(self, service: str, *, grace: float = 10.0, port_wait: float = 10.0) -> StopResult:
+        reclaimed = self.reclaim(service, grace=grace)
         record = self.records.read(service)
+        if record is None and reclaimed:
+            return StopResult(service, "terminated", reclaimed[0], "started, never recorded")
         if record is None:
             return StopResult(service, "not-running", None, "no record")
         proc = alive(record)

@@ -325,7 +325,10 @@ def _run_actions(
         elif kind == "remove-container":
             quadlet.remove_container(ctx.facts.podman, desired.unit, ctx.become(desired.scope))
         elif kind == "wait-port":
-            stopped = any(a.kind in {"stop", "stop-unit"} for a in actions)
+            # A start killed before it recorded its server left one that only its start
+            # token names (backends/process.py): ours, so stopped by pid, not refused.
+            reclaimed = ctx.processes.reclaim(desired.name)
+            stopped = bool(reclaimed) or any(a.kind in {"stop", "stop-unit"} for a in actions)
             wait_port_free(desired, stopped=stopped)
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)

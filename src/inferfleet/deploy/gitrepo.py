@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -20,6 +21,16 @@ from inferfleet.io import process
 from inferfleet.io.files import staged_directory
 
 _GIT_TIMEOUT = 120.0
+# The locks a pull takes in the git dir (besides refs/**.lock): left behind by a killed git.
+_TOP_LOCKS = (
+    "index.lock",
+    "HEAD.lock",
+    "ORIG_HEAD.lock",
+    "FETCH_HEAD.lock",
+    "packed-refs.lock",
+    "config.lock",
+    "shallow.lock",
+)
 # Pulls and pushes must never stop to ask for a password or an editor.
 _QUIET_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no"}
 
@@ -146,13 +157,24 @@ class Repo:
         done = _git(self.root, "push", "--quiet", check=False, timeout=300)
         if done.returncode != 0:
             detail = (done.stderr or done.stdout).strip().splitlines()
+            locked = _held_lock(done.stderr or done.stdout)
+            if locked is not None:
+                raise GitError(
+                    f"git push failed: the remote repository is locked ({locked} exists)",
+                    hint=_LOCK_HINT.format(path=locked),
+                )
             raise GitError(
                 f"git push was refused: {detail[-1] if detail else done.returncode}",
                 hint="pull (or rebase onto) the remote first, then deploy again",
             )
 
     def pull_ff_only(self) -> None:
-        """``git pull --ff-only``; a diverged checkout is an error, never a merge."""
+        """``git pull --ff-only``; a diverged checkout is an error, never a merge.
+
+        Called under the host's deploy lock: a lock file a killed git left
+        behind is removed first (:meth:`clear_stale_locks`).
+        """
+        self.clear_stale_locks()
         done = _git(self.root, "pull", "--ff-only", "--quiet", check=False, timeout=300)
         if done.returncode == 0:
             return
@@ -167,10 +189,34 @@ class Repo:
                 hint=f"look at them with `git -C {self.root} log {upstream}..HEAD`; if they are "
                 f"not wanted, `git -C {self.root} reset --hard {upstream}`, then deploy again",
             )
+        locked = _held_lock(detail)
         raise GitError(
             f"git pull --ff-only failed in {self.root}: {detail[:300]}",
-            hint="check that the host can reach the fleet repository's remote",
+            hint="check that the host can reach the fleet repository's remote"
+            if locked is None
+            else _LOCK_HINT.format(path=locked),
         )
+
+    def clear_stale_locks(self) -> list[Path]:
+        """Remove the lock files of a git that was killed (SIGKILL, a crash) mid-pull.
+
+        git refuses to run while ``index.lock``, ``ORIG_HEAD.lock`` or a ref's
+        lock exists, so one pull killed at the wrong instant would fail every
+        later deploy of the host. A lock is stale when no git process works in
+        this checkout: one that does (``git commit`` waiting for its editor)
+        keeps every lock, and the pull then fails with git's own message.
+        """
+        git_dir = self.root / ".git"
+        if not git_dir.is_dir():
+            return []  # a worktree or a separate git dir: not a checkout we clone
+        found = [git_dir / name for name in _TOP_LOCKS if (git_dir / name).is_file()]
+        refs = git_dir / "refs"
+        found += [p for p in refs.rglob("*.lock") if p.is_file()] if refs.is_dir() else []
+        if not found or _git_running_in(self.root):
+            return []
+        for path in found:
+            path.unlink(missing_ok=True)
+        return found
 
     def export(self, rev: str, dest: Path) -> Path:
         """The tree at ``rev`` as plain files under ``dest`` (made atomically, kept if present)."""
@@ -180,6 +226,33 @@ class Repo:
         with staged_directory(dest) as staging, tarfile.open(fileobj=io.BytesIO(data)) as archive:
             archive.extractall(staging, filter="data")
         return dest
+
+
+_LOCK_HINT = (
+    "a git process works there, or one was killed mid-way and left {path} behind: "
+    "wait for it to finish; if no git runs there, remove that file and deploy again"
+)
+_HELD_LOCK = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def _held_lock(output: str) -> str | None:
+    """The lock file git found in its way, from its message."""
+    found = _HELD_LOCK.search(" ".join(output.split()))
+    return os.path.normpath(found.group(1)) if found else None  # git writes repo/./refs/...
+
+
+def _git_running_in(root: Path) -> bool:
+    """Whether a git process (or a helper it runs: git-*) works in ``root`` now."""
+    import psutil
+
+    for proc in psutil.process_iter(["name", "cwd"]):
+        name = proc.info.get("name") or ""
+        cwd = proc.info.get("cwd") or ""
+        if (name == "git" or name.startswith("git-")) and (
+            cwd == str(root) or cwd.startswith(f"{root}/")
+        ):
+            return True
+    return False
 
 
 def _git(

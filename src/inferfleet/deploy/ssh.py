@@ -12,8 +12,11 @@ dropped connection into an error within seconds instead of a hang.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import socket
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
@@ -170,6 +173,7 @@ class SshConnector:
         if check.returncode == 0:
             self._connected = True
             return
+        self._remove_stale_socket()
         # With ControlPersist the master backgrounds itself after authenticating
         # (stdio on /dev/null), so this returns once the connection is up.
         done = self._ssh(
@@ -179,6 +183,37 @@ class SshConnector:
         if done.returncode != 0:
             raise self._error(done, during="connect")
         self._connected = True
+
+    def _remove_stale_socket(self) -> None:
+        """Remove the socket of a master that is gone (killed, or its machine crashed).
+
+        With ``ControlMaster=yes`` ssh will not replace an existing socket: it
+        disables multiplexing and, with ``-N``, never returns, so every later
+        deploy would hang until its timeout. Only a socket that refuses a
+        connection is removed: nobody listens on it, a live master is never cut off.
+        """
+        shown = process.run([*self._argv("-G")], check=False, timeout=10)
+        path = next(
+            (
+                ln.split(" ", 1)[1]
+                for ln in shown.stdout.splitlines()
+                if ln.startswith("controlpath ")
+            ),
+            "",
+        )
+        if not path or not path.startswith(str(self._folder) + "/"):
+            return  # a ControlPath of the user's ssh config: theirs to manage
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                return
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(2)
+                probe.connect(path)
+        except ConnectionRefusedError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        except OSError:
+            return
 
     def run(
         self,
