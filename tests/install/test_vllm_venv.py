@@ -53,7 +53,7 @@ def fleet(tmp_path: Path, source: dict[str, Any], kind: str = "vllm") -> Path:
     data = {
         "version": 1,
         "hosts": {"box": {"address": "localhost", "devices": [
-            {"name": "cpu0", "vendor": "cpu", "memory": "2GiB"},
+            {"name": "cpu0", "vendor": "cpu", "memory": "4GiB"},
         ]}},
         "runtimes": {"vl": {"kind": kind, "source": source}},
         "models": {"tiny": {

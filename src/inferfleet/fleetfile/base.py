@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from inferfleet.text import unsafe_char
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -36,32 +37,6 @@ ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=256)]
 
 MAX_TEXT = 4096  # characters in one value; a unit line stays far below systemd's limits
-# Bidirectional overrides make a value read differently from what runs ("Trojan Source").
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-# Control (C0, DEL, C1), surrogates (cannot be written as UTF-8), line and paragraph separators.
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
-
-
-def unsafe_char(text: str) -> tuple[int, str] | None:
-    """The first character no unit, env file or command line may carry: (index, U+XXXX name)."""
-    for index, ch in enumerate(text):
-        if unicodedata.category(ch) in _REFUSED_CATEGORIES or ch in _BIDI:
-            label = unicodedata.name(ch, "") or _CONTROL_NAMES.get(ch, "control character")
-            return index, f"U+{ord(ch):04X} {label.lower()}"
-    return None
-
-
-_CONTROL_NAMES = {
-    "\0": "NUL",
-    "\t": "tab",
-    "\n": "line feed",
-    "\v": "vertical tab",
-    "\f": "form feed",
-    "\r": "carriage return",
-    "\x1b": "escape",
-    "\x7f": "delete",
-    "\x85": "next line",
-}
 
 
 def _plain_text(value: str) -> str:

@@ -108,8 +108,8 @@ def compare_argv(
             result.same += 1
             continue
         why = explained.get(key)
-        if why is None and was is None and kind == "llama.cpp":
-            default = DEFAULTS_WRITTEN.get(key)
+        if why is None and was is None:
+            default = DEFAULTS_WRITTEN.get(key) if kind == "llama.cpp" else None
             if default is not None and now == [default[0]]:
                 why = default[1]
             elif key in POLICY_FLAGS:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferfleet.importers.llamacpp import Mapped, hub_model, model_name
+from inferfleet.importers.llamacpp import Mapped, drop_cors, hub_model, model_name
 from inferfleet.importers.result import Imported, Where
 from inferfleet.render.secrets import SECRET_FLAGS
 from inferfleet.runtimes import sglang as sg
@@ -147,6 +147,7 @@ def _apply(
 ) -> None:
     fields = mapped.fields
     ex = mapped.explained
+    drop_cors(values, mapped, where, out)
     if model is None:
         out.problem(where, f"no model: {engine.name} needs one")
     elif model.startswith("/"):

@@ -36,10 +36,24 @@ DEFAULTS_WRITTEN = {
     "--cache-type-v": ("f16", "llama-server's default V cache type, written out"),
     "--flash-attn": ("auto", "llama-server's default, written out"),
 }
+CLOSED_ORIGINS = "closed to pages of other origins, as every server inferfleet runs (L-58)"
+# Cross-origin flags the fleet owns (llama-server's; vLLM's --allowed-origins): an
+# original's own CORS setting is not imported, and the rendered one is explained.
+CORS_FLAGS = ("--cors-origins", "--cors-credentials", "--no-cors-credentials", "--allowed-origins")
 POLICY_FLAGS = {
     "--no-kv-unified": "one KV stream per slot, so each slot owns its window (L-25)",
     "--metrics": "/metrics on, so monitoring never loses the endpoint (L-56)",
+    **dict.fromkeys(CORS_FLAGS, CLOSED_ORIGINS),
 }
+
+
+def drop_cors(values: dict[str, str | None], mapped: Mapped, where: Where, out: Imported) -> None:
+    """An original's CORS flags: not imported (the fleet renders its servers closed, L-58)."""
+    for flag in CORS_FLAGS:
+        if flag in values:
+            values.pop(flag)
+            mapped.explained[flag] = CLOSED_ORIGINS
+            out.note(where, f"{flag}: not imported; {CLOSED_ORIGINS}")
 
 
 def model_name(text: str) -> str:
@@ -308,6 +322,7 @@ def _apply(
 ) -> None:
     fields = mapped.fields
     ex = mapped.explained
+    drop_cors(values, mapped, where, out)
     for flag in ("--model-url", "--docker-repo", "--mmproj-url", "--kv-unified-per-slot"):
         if flag in values:
             out.problem(where, f"{flag} has no equivalent in a fleet file", _NO_FIELD_HINT)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from inferfleet.errors import FleetError
-from inferfleet.fleetfile.base import unsafe_char
+from inferfleet.text import unsafe_char
 
 INDEX_VERSION = 1
 # retire: a retired service's file; replace: a deploy wrote other bytes over it;

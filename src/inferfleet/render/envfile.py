@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.base import env_value_problem, unsafe_char
+from inferfleet.fleetfile.base import env_value_problem
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
+from inferfleet.text import unsafe_char
 
 
 class EnvFileError(UsageError):

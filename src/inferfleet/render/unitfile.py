@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.base import unsafe_char
+from inferfleet.text import unsafe_char
 
 HEADER = "# Rendered by inferfleet from the fleet file; edit the fleet, not this file."
 _SAFE_WORD = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
