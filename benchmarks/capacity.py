@@ -2,7 +2,7 @@
 
 Same machine, same model (the embedded example's), same run:
 
-- swap group (router mode, issue 19 item 1): two members behind one
+- swap group (router mode): two members behind one
   llama-server router that holds one at a time, started by `inferfleet up`.
   Each round loads the member that is not loaded (its cold load, measured as
   `probe`/`bench` measure it: POST /models/load until GET /models says

@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/fleet_fuzz.py [--minutes 10] [--seed S]
 
 The bounded hypothesis run lives in ``tests/fleetfile/test_fleetfile_fuzz.py``;
-this one reuses its mutations with a seeded ``random`` (issue 12: no input
+this one reuses its mutations with a seeded ``random`` (no input
 found by fuzzing the loader for 10 minutes yields a traceback or an
 "internal error"). Each case must parse or raise ``SpecError``; the slowest
 case and peak RSS are reported too. Exits 1 on any other exception, printing

@@ -1,4 +1,4 @@
-"""What does each hop of the front door add? Direct vs gateway vs Caddy + gateway (issue 18).
+"""What does each hop of the front door add? Direct vs gateway vs Caddy + gateway.
 
 One fleet, one run, the same prompts:
 
@@ -15,7 +15,7 @@ L-52); arms alternate round by round in a rotating order so drift hits each alik
 Time to first token (first content event) and decode tokens/s (the tokens after
 the first over the time after it) are read on the client. The added latency of a
 hop is the difference of the medians: gateway - direct, caddy - gateway. Target
-(issue 18): under 5 ms added per hop at the median on loopback.
+under 5 ms added per hop at the median on loopback.
 
 Everything is started by `inferfleet up` and stopped by its recorded pids with
 `inferfleet down` in a ``finally``. Loopback only.

@@ -6,7 +6,7 @@ The bounded hypothesis run lives in ``tests/gguf/test_gguf_fuzz.py``;
 this one reuses its inputs and mutations (the real model's first MiB, the
 real header re-encoded with every tensor info, the builder's synthetic
 files) with a seeded ``random`` instead of hypothesis, so 100,000 cases fit
-in minutes. Goal (issue 3): no exception other than ``GGUFError`` (and the
+in minutes. Goal: no exception other than ``GGUFError`` (and the
 budget's ``BudgetError`` for a header that cannot be sized), peak RSS below
 200 MB. Exits 1 on any other exception, printing the first input that raised it.
 """

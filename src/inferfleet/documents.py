@@ -529,7 +529,7 @@ class BudgetVllm(TypedDict):
 class BudgetGroup(TypedDict):
     group: str
     max_loaded: int  # 0: no limit
-    bytes: int  # the largest simultaneous set (issue 19)
+    bytes: int  # the largest simultaneous set
     counted: list[str]
     members: list[str]
     unsized: list[str]
@@ -545,7 +545,7 @@ class BudgetRpcPool(TypedDict):
 
 
 class BudgetRpc(TypedDict):
-    """A model split over RPC workers (issue 19): what --rpc and --tensor-split put where."""
+    """A model split over RPC workers: what --rpc and --tensor-split put where."""
 
     service: str
     n_gpu_layers: int
@@ -591,7 +591,7 @@ class UpService(TypedDict):
 
 
 class UpGateway(TypedDict):
-    """The gateway ``up`` brought up after the services (issue 18)."""
+    """The gateway ``up`` brought up after the services."""
 
     action: str  # started | restarted | unchanged
     url: str  # its base URL (.../v1)
@@ -603,7 +603,7 @@ class UpGateway(TypedDict):
 
 
 class UpProxy(TypedDict):
-    """The auth proxy (Caddy) ``up`` brought up after the gateway (issue 18)."""
+    """The auth proxy (Caddy) ``up`` brought up after the gateway."""
 
     action: str  # started | restarted | unchanged
     url: str  # https://name:port, what clients use
@@ -700,7 +700,7 @@ class StatusHost(TypedDict):
 
 
 class StatusGateway(TypedDict):
-    """The gateway's row (issue 18): up or not, and which fronted backends it reaches."""
+    """The gateway's row: up or not, and which fronted backends it reaches."""
 
     host: str
     url: str  # the base URL clients use (.../v1)
@@ -713,7 +713,7 @@ class StatusGateway(TypedDict):
 
 
 class StatusProxy(TypedDict):
-    """The auth proxy's row (issue 18): Caddy up or not, and whether its upstreams answer."""
+    """The auth proxy's row: Caddy up or not, and whether its upstreams answer."""
 
     host: str
     url: str  # https://name:port

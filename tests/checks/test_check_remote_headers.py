@@ -1,6 +1,6 @@
 """Header rules without the model files: the Hub by range requests, cached; packages in place.
 
-A fleet repository's CI has no model files (issue 14, item 1). These tests run
+A fleet repository's CI has no model files. These tests run
 ``inferfleet check`` through the real entry point against the Hub-shaped test
 server on loopback, which serves the real Gemma 3 270M GGUF, and count what
 it was asked: at most 4 requests per file (L-11: the header only, never

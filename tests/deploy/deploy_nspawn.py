@@ -27,7 +27,7 @@ from pathlib import Path
 CACHE = Path.home() / ".cache" / "inferfleet-test"
 SUITE = "bookworm"
 # systemd to boot; git for the checkout's revision; sudo and an sshd for a
-# non-root ssh user with `become: sudo` (issue 16.2); the shared libraries the
+# non-root ssh user with `become: sudo`; the shared libraries the
 # bind-mounted Python (ssl, ctypes) and llama-server (OpenMP, C++) load.
 PACKAGES = (
     "systemd",

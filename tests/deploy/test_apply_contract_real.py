@@ -1,4 +1,4 @@
-"""The contract gate after health, with the real llama-server on the real model (issue 15).
+"""The contract gate after health, with the real llama-server on the real model.
 
 ``apply`` on this machine (the host ``here``) of a service whose server is
 healthy but breaks its contract: the fleet file declares a per-slot window

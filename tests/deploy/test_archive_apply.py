@@ -1,4 +1,4 @@
-"""Retirement to an archive (issue 15, item 2): real applies file what they remove or replace.
+"""Retirement to an archive: real applies file what they remove or replace.
 
 A local host, the fake runtime and a tiny verified model; the state dir is
 the test's own. Retiring a systemd service runs the real planner and the

@@ -1,4 +1,4 @@
-"""The archive itself: replacement through the backend, prune, and hostile indexes (issue 15).
+"""The archive itself: replacement through the backend, prune, and hostile indexes.
 
 Real files in the test's own folders and the real CLI (in process). The
 index of an entry is hostile state like a marker (L-41): a damaged one is

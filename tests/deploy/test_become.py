@@ -1,4 +1,4 @@
-"""``become: sudo`` for real (issue 16, item 2): a non-root user, a sudoers entry, the real sudo.
+"""``become: sudo`` for real: a non-root user, a sudoers entry, the real sudo.
 
 The test process is root; a child Python runs as a test user (``runuser``)
 and installs a system unit into a root-owned folder through the one
@@ -135,7 +135,7 @@ def test_sudo_installs_a_system_unit_atomically_and_runs_system_systemctl(
     second = _as(USER, lab, "[Service]\nExecStart=/bin/false\n")
     assert second["ok"] is True and second["changed"] is True, second
     assert unit.read_text() == "[Service]\nExecStart=/bin/false\n"
-    # the replaced bytes were archived first (issue 15), into the user's own state dir
+    # the replaced bytes were archived first, into the user's own state dir
     assert any(a.endswith("etc/systemd/system/web.service") for a in second["archived"])  # type: ignore[union-attr]
 
 
@@ -188,7 +188,7 @@ def test_check_rule_system_unit_without_become(tmp_path: Path, extra: str, hits:
 def test_archive_restore_puts_a_root_owned_file_back_through_sudo(
     lab: dict[str, Path], cli: Any
 ) -> None:
-    """Issue 15 + 16.2: a retired system unit and its root-only env file, archived by the
+    """A retired system unit and its root-only env file, archived by the
     ssh user through sudo, then `archive restore --become sudo` as that user: byte for
     byte, root's again, modes kept, the restore recorded in the entry's index."""
     folder = lab["root"] / "etc/systemd/system"

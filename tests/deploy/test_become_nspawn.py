@@ -1,4 +1,4 @@
-"""``become: sudo`` for real (issue 16.2): deploy, retire and roll back system units as a
+"""``become: sudo`` for real: deploy, retire and roll back system units as a
 non-root ssh user on a host where systemd really runs.
 
 The host is a systemd-nspawn container (deploy_nspawn.py) with its own sshd
@@ -8,7 +8,7 @@ over real ssh as ``ops``; ``apply`` there installs the unit and env file into
 root's ``/etc`` through ``sudo -n install`` + ``mv``, runs ``systemctl`` of
 the system scope through ``sudo -n`` and holds the unit to its health gate
 (L-33, L-34). Retiring it archives its files into ``ops``'s state dir and
-removes them through sudo (issue 15, L-40); ``rollback`` brings them back
+removes them through sudo (L-40); ``rollback`` brings them back
 from the archive, byte for byte and root's again, and the service serves.
 One container for the module (a boot costs seconds).
 """

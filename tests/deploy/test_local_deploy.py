@@ -1,4 +1,4 @@
-"""``plan``/``deploy`` to a host that is this machine work from the current checkout (issue 16, 5).
+"""``plan``/``deploy`` to a host that is this machine work from the current checkout.
 
 The fleet's only host is 127.0.0.1 with no ``checkout:`` (its default,
 ``~/fleet``, does not exist) and the repository has no remote: the local

@@ -1,4 +1,4 @@
-"""A host's no-op deploy answered from its memo (deploy/noop.py, issue 13).
+"""A host's no-op deploy answered from its memo (deploy/noop.py).
 
 The deploy's form of apply (``--pull --expect REV --events``) on a host whose
 services are all at their inputs answers from the memo its last apply left,

@@ -1,4 +1,4 @@
-"""Verified means verified, on disk too (issue 12, item 5), with real files and a real repo.
+"""Verified means verified, on disk too, with real files and a real repo.
 
 `render --out` removes only files it wrote, inside the output folder: a
 manifest naming ``../../x`` or an absolute path is refused before anything is

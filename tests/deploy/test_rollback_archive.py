@@ -1,4 +1,4 @@
-"""A rollback brings a retired service back from the archive (issue 15, item 2).
+"""A rollback brings a retired service back from the archive.
 
 Deploy a service with a settings file (L-54), retire it (the next commit
 drops it: its settings are archived, then removed, L-40), then ``rollback``

@@ -1,4 +1,4 @@
-"""Crash-safe, shape-checked state (issue 12, item 7), against real files and processes.
+"""Crash-safe, shape-checked state, against real files and processes.
 
 A record, marker or lock record of the wrong shape (valid JSON like ``[]``,
 ``{"pid": "x"}``, missing keys) is a clear FleetError naming the file and the

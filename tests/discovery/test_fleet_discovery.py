@@ -1,4 +1,4 @@
-"""Which fleet file a verb reads (issue 16, item 5): $INFERFLEET_FILE > ./fleet.yaml >
+"""Which fleet file a verb reads: $INFERFLEET_FILE > ./fleet.yaml >
 the nearest parent's, stopping at the git repository's top; the embedded example only
 for ``up`` and ``show`` (said on stderr), exit 2 with the fix for every other verb."""
 

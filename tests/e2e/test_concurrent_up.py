@@ -1,4 +1,4 @@
-"""Two `inferfleet up` runs at once: one server and a correct record (issue 12, item 7).
+"""Two `inferfleet up` runs at once: one server and a correct record.
 
 Real processes, the real llama-server on the embedded example: the second
 run waits for the first's lock (and says so), then finds the server running

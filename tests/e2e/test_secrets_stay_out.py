@@ -1,4 +1,4 @@
-"""Secrets stay out of argv and out of a server's environment (issue 12, item 6, L-06).
+"""Secrets stay out of argv and out of a server's environment (L-06).
 
 Real `inferfleet up` with the real llama-server: a secret-looking flag in
 ``extra_args`` is refused before anything starts; a started server's

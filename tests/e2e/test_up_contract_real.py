@@ -1,4 +1,4 @@
-"""``up`` takes apply's contract gate after health (issue 15): the same executor, no copy.
+"""``up`` takes apply's contract gate after health: the same executor, no copy.
 
 The real llama-server behind a pinned ``binary:`` wrapper that appends
 ``-c 1024`` while the fleet file declares 2048 per slot (L-25): ``up`` ends

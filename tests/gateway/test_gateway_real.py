@@ -1,4 +1,4 @@
-"""The front door for real (issue 18): a real LiteLLM proxy in front of two real llama-servers.
+"""The front door for real: a real LiteLLM proxy in front of two real llama-servers.
 
 One module-scoped fleet (two cores are shared): the Gemma 3 270M test model
 served twice, under two aliases with different per-slot windows

@@ -1,4 +1,4 @@
-"""A swap group on the real llama-server b11434 in router mode (issue 19, item 1).
+"""A swap group on the real llama-server b11434 in router mode.
 
 One router for the module, started by ``inferfleet up`` (process backend), with
 the test model under two aliases and two windows, one member at a time and

@@ -1,4 +1,4 @@
-"""Models used in place from the Hugging Face cache (issue 16, item 4).
+"""Models used in place from the Hugging Face cache.
 
 The cache is made by huggingface_hub itself (``hf_hub_download`` against the
 Hub-shaped test server on loopback), never by hand. inferfleet runs as a real

@@ -1,5 +1,5 @@
 """``gguf inspect`` and ``models manifest`` take REPO, REPO:FILE, hf://REPO/FILE@REV and a
-folder (issue 16, item 4); a file in the Hugging Face cache is read there with no request,
+folder; a file in the Hugging Face cache is read there with no request,
 and HF_HUB_OFFLINE means no request at all (counted on the test Hub).
 
 The cache is made by huggingface_hub itself against the Hub-shaped test server;

@@ -1,4 +1,4 @@
-"""The one escalation point (issue 16, item 2): what ``become`` turns a command into.
+"""The one escalation point: what ``become`` turns a command into.
 
 Pure: ``os.geteuid`` is the only fact read; the real sudo is exercised by
 tests/deploy/test_become.py with a non-root user and a sudoers entry.

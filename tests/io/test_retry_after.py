@@ -1,4 +1,4 @@
-"""Hostile ``Retry-After`` headers (issue 12, item 8): clamped, never a crash or an endless sleep.
+"""Hostile ``Retry-After`` headers: clamped, never a crash or an endless sleep.
 
 A real HTTP server on loopback answers 503 with each bad header, then 200;
 the real client, status mapper and retry loop (with real sleeps) must get

@@ -1,4 +1,4 @@
-"""A Hub token goes only over https, or plain http to this machine (issue 12, item 6).
+"""A Hub token goes only over https, or plain http to this machine.
 
 ``gguf inspect`` against real servers: one on loopback (a local mirror, the
 bytes never leave the machine) gets the token; the same server on this

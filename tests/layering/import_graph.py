@@ -1,6 +1,6 @@
 """The import graph of a source tree, read with ``ast`` (nothing is imported or run).
 
-Two rules of the layout (design.md, "Package layout"; issue 11 item 5) are
+Two rules of the layout (design.md, "Package layout") are
 checked over it:
 
 - no import cycle between the first-level units of the package (its

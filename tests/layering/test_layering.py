@@ -1,4 +1,4 @@
-"""The layout's two import rules hold for src/inferfleet (issue 11, item 5; design.md).
+"""The layout's two import rules hold for src/inferfleet (design.md).
 
 1. No import cycle between inferfleet's packages (imports inside functions
    count: they tie the packages together all the same).

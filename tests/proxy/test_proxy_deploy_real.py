@@ -1,4 +1,4 @@
-"""The auth proxy deployed for real (issue 18): `up` brings Caddy up in front of the gateway.
+"""The auth proxy deployed for real: `up` brings Caddy up in front of the gateway.
 
 One module-scoped fleet (two cores are shared): the Gemma 3 270M test model
 on a real llama-server, the pinned LiteLLM gateway in front of it, and the

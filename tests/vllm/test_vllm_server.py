@@ -104,7 +104,7 @@ def test_kv_capacity_logged_is_the_recipe_arithmetic(on_vllm: Served) -> None:
 def test_budget_kv_capacity_equals_what_vllm_reports(on_vllm: Served, cli: Cli) -> None:
     """``inferfleet budget`` on the fleet file the server runs from (config.json +
     safetensors headers, vLLM 0.32's block arithmetic) says what vLLM itself logs and
-    exports: the tokens, the blocks and the pool bytes (issue 17, L-25)."""
+    exports: the tokens, the blocks and the pool bytes (L-25)."""
     result = cli("budget", "--file", str(on_vllm.fleet_file), "--json")
     assert result.code == 0, result.stdout + result.stderr
     (row,) = [r for r in json.loads(result.stdout)["vllm"] if r["service"] == SERVICE]

@@ -1,4 +1,4 @@
-"""A Hugging Face ``config.json``: what sizing a vLLM service needs from it (issue 17, item 5).
+"""A Hugging Face ``config.json``: what sizing a vLLM service needs from it.
 
 :func:`attention_config` reads the attention shape of every layer: layers,
 KV heads (``num_key_value_heads``, else ``num_attention_heads``), head size

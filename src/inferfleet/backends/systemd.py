@@ -161,7 +161,7 @@ def install_file(path: Path, content: str, *, keeper: Keeper, mode: int = 0o644)
     """Write ``content`` atomically; returns False (and writes nothing) when it is already there.
 
     Other bytes found there are archived first (``keeper``): a deploy replaces
-    a unit, Quadlet or env file, it never destroys one (issue 15).
+    a unit, Quadlet or env file, it never destroys one.
     """
     return keeper.replace(path, content, mode=mode)
 

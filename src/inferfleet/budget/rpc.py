@@ -1,4 +1,4 @@
-"""One model across hosts: the split over local devices and RPC workers (issue 19).
+"""One model across hosts: the split over local devices and RPC workers.
 
 How llama.cpp b11434 places a model when ``--rpc`` names workers, read from
 its source (``src/llama.cpp`` ``llama_model_load_from_file_impl``,

@@ -1,4 +1,4 @@
-"""vLLM's own KV cache arithmetic, as vLLM 0.32 does it (pure; issue 17, item 5).
+"""vLLM's own KV cache arithmetic, as vLLM 0.32 does it (pure).
 
 Read from vLLM 0.32.0's source (``v1/kv_cache_interface.py``,
 ``v1/core/kv_cache_utils.py``, ``v1/worker/cpu_worker.py``,

@@ -115,7 +115,7 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
                 except FleetError as exc:
                     unsized[name] = exc.render()
         engine_names = {name for name, _ in engines}
-        # A swap group costs its largest simultaneous set, not every member (issue 19).
+        # A swap group costs its largest simultaneous set, not every member.
         budgets = simultaneous(fleet, budgets)
         for pool in host_pools(fleet, host_name, budgets, engines, host_bills):
             over = pool.over

@@ -1,4 +1,4 @@
-"""A model split over RPC workers fits each of its devices (L-27, issue 19).
+"""A model split over RPC workers fits each of its devices (L-27).
 
 The split is the one the launch passes (:func:`inferfleet.render.rpc.service_split`):
 each pool (the host, each worker's device, each local GPU) must hold the

@@ -96,7 +96,7 @@ def write_settings(
     Refuses any destination inside the repository: rendered settings hold
     secrets and must never be committed (L-54, L-55). A file there with other
     bytes is archived first, under ``state_dir`` (default: this machine's
-    state directory), as a deploy's would be (issue 15).
+    state directory), as a deploy's would be.
     """
     target = dest.resolve()
     root = repo_root.resolve()

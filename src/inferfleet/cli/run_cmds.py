@@ -121,7 +121,7 @@ def up(
         results = local.up(loaded, names, hooks, contract=not no_contract)
         failing = [r for r in results if r.contract_failing]
         pending = [n for n in names if n not in {r.service for r in results}]
-        # The front door opens once the services it fronts are up and done (issue 18).
+        # The front door opens once the services it fronts are up and done.
         gateway = None if failing or pending or service else local.up_gateway(loaded, hooks)
         proxy = None if failing or pending or service else local.up_proxy(loaded, hooks)
     if json_out:

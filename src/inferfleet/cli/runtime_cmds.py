@@ -127,7 +127,7 @@ def install(
 
 
 def _install_gateway(file: Path | None, out: Output, json_out: bool) -> None:
-    """`runtime install gateway`: the fleet's pinned LiteLLM in its venv (issue 18)."""
+    """`runtime install gateway`: the fleet's pinned LiteLLM in its venv."""
     from inferfleet.deploy.gateway import engine_pin
 
     loaded = resolve_fleet(file, out)

@@ -360,7 +360,7 @@ def _gateway_step(
     emit: Emit,
 ) -> None:
     """The gateway, then the auth proxy in front of it, each on its own host, after the run's
-    services are healthy (issue 18).
+    services are healthy.
 
     Only when nothing failed (their backends are up) and only on their own
     host; one whose digest is unchanged and that answers is kept as it is.

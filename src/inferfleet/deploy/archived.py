@@ -1,4 +1,4 @@
-"""The deploy's side of the archive (issue 15): what it files away and what it takes back.
+"""The deploy's side of the archive: what it files away and what it takes back.
 
 A deploy archives every host file it replaces or removes before touching it
 (:class:`~inferfleet.io.archive.Keeper`), and says so in its progress. When

@@ -1,7 +1,7 @@
 """What the front-door processes share when deployed: key files, digests, keep or restart.
 
 The gateway (:mod:`inferfleet.deploy.gateway`) and the auth proxy
-(:mod:`inferfleet.deploy.proxy`) are deployed the same way (issue 18):
+(:mod:`inferfleet.deploy.proxy`) are deployed the same way:
 
 - their keys come from an untracked, mode-600 env file (L-55), read here
   with its checks (:func:`read_private_env`); the values only ever reach the

@@ -1,4 +1,4 @@
-"""Deploy the gateway on its host: install, configure, start, health-gate (issue 18).
+"""Deploy the gateway on its host: install, configure, start, health-gate.
 
 ``up`` and ``apply`` call :func:`deploy` once the services of their run are
 up and healthy, on the gateway's own host; the gateway is then started the

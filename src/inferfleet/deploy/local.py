@@ -371,7 +371,7 @@ def gateway_is_here(loaded: LoadedFleet) -> bool:
 
 
 def up_gateway(loaded: LoadedFleet, hooks: Hooks) -> GatewayResult | None:
-    """The gateway of this machine, after the services of the run are healthy (issue 18)."""
+    """The gateway of this machine, after the services of the run are healthy."""
     from inferfleet.deploy import gateway
 
     fleet = loaded.fleet
@@ -406,7 +406,7 @@ def proxy_is_here(loaded: LoadedFleet) -> bool:
 
 
 def up_proxy(loaded: LoadedFleet, hooks: Hooks) -> ProxyResult | None:
-    """The auth proxy of this machine, after the gateway it fronts (issue 18)."""
+    """The auth proxy of this machine, after the gateway it fronts."""
     from inferfleet.deploy import proxy
 
     fleet = loaded.fleet
@@ -449,7 +449,7 @@ def down(
     service = unit_service(loaded.fleet, name)
     state_dir = paths.state_dir(loaded.fleet.hosts[service.host])
     with ServiceLock(state_dir, name) as lock:
-        # Never while an up or apply of this service is starting it (issue 12).
+        # Never while an up or apply of this service is starting it.
         lock.acquire(f"down of {name}", wait=SERVICE_LOCK_WAIT_S, on_wait=on_wait)
         result = backend_for(loaded, service).stop(name, grace=grace)
         if result.outcome != "not-running":

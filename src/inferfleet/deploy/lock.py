@@ -36,7 +36,7 @@ class HostLock(FileLock):
 class ServiceLock(HostLock):
     """One service's lock on its host: ``up``, ``down`` and ``apply`` change a service
     only while holding it, so two runs can never both start (or one stop while the
-    other starts) a server and leave one that no record names (issue 12).
+    other starts) a server and leave one that no record names.
 
     It lives in the host's state dir, beside the records it guards.
     """

@@ -15,7 +15,7 @@ status shows it red until an apply passes. A version 1 marker has neither
 field and reads as ``contract: ""`` (not checked), never as failing.
 
 ``settings`` lists the settings files rendered for the service (L-54): a
-retirement archives and removes them with its units (issue 15); a marker
+retirement archives and removes them with its units; a marker
 written before the field existed reads as none, and those files stay.
 """
 

@@ -1,4 +1,4 @@
-"""The host side of a no-op deploy, answered at SSH speed (issue 13).
+"""The host side of a no-op deploy, answered at SSH speed.
 
 Most hosts of most deploys have nothing to do, and ``apply --pull --expect
 REV`` used to pay an interpreter, pydantic and the fleet model (about a

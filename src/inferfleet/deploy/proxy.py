@@ -1,4 +1,4 @@
-"""Deploy the auth proxy (Caddy) on its host, after the gateway it fronts (issue 18).
+"""Deploy the auth proxy (Caddy) on its host, after the gateway it fronts.
 
 ``up`` and ``apply`` call :func:`deploy` on the proxy's own host once the
 gateway (and the services of the run) are up; Caddy is then deployed the way

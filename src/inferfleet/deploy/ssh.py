@@ -373,7 +373,7 @@ class LocalConnector:
 
     With ``repository`` (the operator's own checkout, for plan and deploy),
     ``apply`` runs there with this very interpreter: no ssh, no push, no pull
-    for this host (issue 16); still gated, locked and marked as on any host.
+    for this host; still gated, locked and marked as on any host.
     """
 
     def __init__(self, name: str, repository: Path | None = None) -> None:

@@ -12,7 +12,7 @@ Every service, the gateway and the auth proxy state an ``exposure``:
 Written as a word (``exposure: loopback``) or a mapping with the reason
 (``exposure: {level: lan, reason: "Open WebUI on the NAS calls it"}``).
 
-``gateway:`` and ``proxy:`` declare the fleet's front door (issue 18): the
+``gateway:`` and ``proxy:`` declare the fleet's front door: the
 gateway is the one OpenAI-compatible endpoint for every model, holding its API
 keys in an untracked env file; the proxy puts authentication (bearer keys, or
 an Authentik/Authelia outpost) and TLS in front of it. ``check`` judges

@@ -407,12 +407,8 @@ class Fleet(Strict):
     runtimes: dict[Name, Runtime] = Field(default_factory=dict)
     models: dict[Name, Model] = Field(default_factory=dict)
     services: dict[Name, Service] = Field(default_factory=dict)
-    gateway: Gateway | None = Field(
-        None, description="The fleet's one OpenAI-compatible endpoint (fields; issue 18)."
-    )
-    proxy: Proxy | None = Field(
-        None, description="The auth proxy in front of the gateway (fields; issue 18)."
-    )
+    gateway: Gateway | None = Field(None, description="The fleet's one OpenAI-compatible endpoint.")
+    proxy: Proxy | None = Field(None, description="The auth proxy in front of the gateway.")
     groups: dict[Name, Group] = Field(
         default_factory=dict, description="Swap groups: members behind one llama-server router."
     )

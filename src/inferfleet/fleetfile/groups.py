@@ -1,7 +1,7 @@
 """Swap groups: several llama.cpp services behind one llama-server in router mode.
 
 A service joins a group with ``group: NAME``; the ``groups:`` section holds
-what the router decides for all of them (issue 19): how many members are
+what the router decides for all of them: how many members are
 loaded at once (``--models-max``), how long an idle member stays loaded
 (``--sleep-idle-seconds`` in the member's preset), the members loaded at
 start (the preset key ``load-on-startup``).

@@ -1,4 +1,4 @@
-"""RPC workers: one llama.cpp model split across hosts (issue 19, item 2).
+"""RPC workers: one llama.cpp model split across hosts.
 
 A llama.cpp service lists ``rpc`` workers: a device of another host of the
 fleet, served to the service's llama-server by ``ggml-rpc-server`` (llama.cpp

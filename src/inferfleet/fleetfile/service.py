@@ -272,7 +272,7 @@ class Service(Strict):
     rpc: list[RpcWorker] = Field(
         default_factory=list,
         description="llama.cpp RPC workers on other hosts that hold part of the model "
-        "(--rpc); the split follows the devices' memory (issue 19).",
+        "(--rpc); the split follows the devices' memory.",
     )
     unit: UnitOpts = Field(default_factory=UnitOpts)
     runtime_env: dict[EnvName, EnvValue] = Field(

@@ -1,4 +1,4 @@
-"""Model headers and source file lists without the model files (issue 14, items 1-2; L-01, L-11).
+"""Model headers and source file lists without the model files (L-01, L-11).
 
 ``check`` and ``budget`` judge GGUF header facts; a fleet repository's CI has
 no model files. :class:`ModelSources` answers, for each model, in this order:

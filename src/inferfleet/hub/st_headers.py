@@ -1,4 +1,4 @@
-"""A Hub safetensors model's config and headers, read by range and cached (issue 17, item 5).
+"""A Hub safetensors model's config and headers, read by range and cached.
 
 :meth:`inferfleet.hub.headers.ModelSources.safetensors` calls this for a Hub
 model that is not on this machine. ``config.json`` (and the index of a

@@ -1,4 +1,4 @@
-"""The host's archive: every file ``apply`` removes or replaces goes here first (issue 15).
+"""The host's archive: every file ``apply`` removes or replaces goes here first.
 
 Nothing a deploy touches is deleted: a unit, Quadlet or env file a
 retirement removes (L-40), and a unit, env or settings file (L-54, L-55) a

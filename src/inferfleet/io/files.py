@@ -190,7 +190,7 @@ def private_dir(folder: Path, *, error: Callable[..., Exception], hint: str) -> 
     send our files where another user chose), owned by this user, with no
     access for group or others; anything else raises ``error(message,
     where=folder, hint=hint)``. The ssh control sockets and the trees
-    ``deploy --dry-run`` exports live in one (issue 12).
+    ``deploy --dry-run`` exports live in one.
     """
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Reading a JSON state file into its typed shape (issue 12, item 7).
+"""Reading a JSON state file into its typed shape.
 
 Records, markers and lock holders are small JSON files a crash, a full disk,
 an editor or another version of inferfleet may have left in any shape. Each

@@ -58,7 +58,7 @@ def encrypted_or_local(target: Origin) -> bool:
 
     A token sent over plain http to another machine is readable by everyone
     on the path, whatever ``HF_ENDPOINT`` says: an ``http://`` mirror on the
-    LAN gets no token (issue 12).
+    LAN gets no token.
     """
     scheme, host, _port = target
     if scheme == "https":

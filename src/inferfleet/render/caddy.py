@@ -1,4 +1,4 @@
-"""The auth proxy's Caddyfile, rendered from the fleet (issue 18; L-58, L-55).
+"""The auth proxy's Caddyfile, rendered from the fleet (L-58, L-55).
 
 ``caddyfile(fleet, host)`` is a pure function: the fleet's ``proxy:`` (and
 the gateway and services it fronts) in, the text of the Caddyfile for the

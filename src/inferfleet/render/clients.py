@@ -19,7 +19,7 @@ fit inside it; reasoning text is where the runtime puts it (L-45); the
 - ``openwebui.env``: Open WebUI's ``OPENAI_API_BASE_URLS`` /
   ``OPENAI_API_KEYS`` (``;``-separated, one key per URL, in order).
 
-With a gateway (issue 18) every format points at the front door for the
+With a gateway every format points at the front door for the
 services it fronts: one base URL, one key (:data:`GATEWAY_KEY_ENV` in the
 client's environment; the gateway's ``LITELLM_MASTER_KEY``). A key is never
 written into a rendered file (L-55); Open WebUI does not expand variables in

@@ -1,4 +1,4 @@
-"""The gateway rendered from the fleet: LiteLLM's config, argv, unit and digest (issue 18).
+"""The gateway rendered from the fleet: LiteLLM's config, argv, unit and digest.
 
 The fleet's one OpenAI-compatible endpoint is a LiteLLM proxy. Everything it
 runs is a pure function of the fleet file and the host's facts, like a

@@ -118,7 +118,7 @@ class ServiceLaunch:
         read by the caller), then the fleet's own tunables and runtime
         variables. Never the rest of the caller's environment: an
         ``HF_TOKEN`` or cloud key in an operator's shell is not the server's
-        to read (in ``/proc/<pid>/environ``, issue 12), and a stray
+        to read (in ``/proc/<pid>/environ``), and a stray
         ``LLAMA_ARG_*`` would silently change a served config (llama-server
         takes every flag from one).
         """

@@ -1,6 +1,6 @@
 """The gateway's row of the status: is the front door up, and which backends does it reach?
 
-Both answers come from LiteLLM itself (issue 18):
+Both answers come from LiteLLM itself:
 
 - ``/health/readiness`` (no auth): the proxy is up and its router loaded;
   on this machine, also that the answering process is the recorded one

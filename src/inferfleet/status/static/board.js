@@ -222,7 +222,7 @@
     return card;
   }
 
-  // The front door (issue 18): its state, and each fronted backend as LiteLLM reaches it.
+  // The front door: its state, and each fronted backend as LiteLLM reaches it.
   function gatewayCard(gw) {
     const card = el("article", { cls: "card " + tone(gw.state), "data-gateway": gw.host });
     card.appendChild(el("div", { cls: "top" }, [
