@@ -210,10 +210,12 @@ def read_host(
     *,
     ports: list[int],
 ) -> Imported:
-    """Every llama-server on the host (those on ``ports`` when given) as a service."""
+    """Every LLM server on the host (those on ``ports`` when given) as a service."""
     out = Imported(host=host_name)
     probe = parse_probe(run(PROBE))
-    chosen = [p for p in probe.processes if p.argv and (not ports or port_of(p.argv) in ports)]
+    # A `vllm` that is not `vllm serve` (chat, bench) is a client, not a server.
+    servers = [p for p in probe.processes if p.argv and identify(p.argv) is not None]
+    chosen = [p for p in servers if not ports or port_of(p.argv) in ports]
     folders = [f for p in chosen for f in model_dirs(p.argv)]
     trees = [t for t in (model_folder(p.argv) for p in chosen) if t is not None]
     sizes = parse_sizes(run(sizes_command(folders, trees))) if folders or trees else {}
