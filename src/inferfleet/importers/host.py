@@ -25,7 +25,7 @@ from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers.commandline import identify
 from inferfleet.importers.engines import ENGINES
 from inferfleet.importers.engines import canonical_flag as engine_flag
-from inferfleet.importers.llamacpp import model_name
+from inferfleet.importers.llamacpp import canonical_flag, model_name
 from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.service import DEFAULT_PORT, Source, read_service
 from inferfleet.runtimes import llamacpp as lc
@@ -138,11 +138,9 @@ def _parsed(argv: list[str]) -> tuple[str, list[tuple[str | None, str | None, in
     kind, args, _ = _args(argv)
     table = ENGINES[kind].table if kind in ENGINES else lc.FLAGS
     found = []
+    canonical = (lambda f: engine_flag(f, kind)) if kind in ENGINES else canonical_flag
     for arg in parse_args(args, lambda f: table.takes(table.canonical(f))):
-        flag = None if arg.flag is None else table.canonical(arg.flag)
-        if flag is not None and kind in ENGINES:
-            flag = engine_flag(flag, kind)
-        found.append((flag, arg.value, arg.index))
+        found.append((None if arg.flag is None else canonical(arg.flag), arg.value, arg.index))
     return kind, found
 
 
@@ -259,7 +257,7 @@ def _one(
     where = Where(f"{host_name} pid {proc.pid}")
     port = port_of(proc.argv)
     unit = unit_of(proc.cgroup)
-    alias = _alias(proc.argv)
+    alias = alias_of(proc.argv)
     if alias is not None:
         name = model_name(alias)
     elif unit is not None:
@@ -298,7 +296,7 @@ def _one(
     out.services[name] = service
 
 
-def _alias(argv: list[str]) -> str | None:
+def alias_of(argv: list[str]) -> str | None:
     for flag, value, _ in _parsed(argv)[1]:
         if flag in ("--alias", "--served-model-name") and value:
             return value
