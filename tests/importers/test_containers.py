@@ -207,18 +207,6 @@ def test_compose_vllm_server_with_a_model_folder(cli: Cli, tmp_path: Path) -> No
     assert f"{compose}:10: services.vllm.ipc: not imported" in result.stdout
 
 
-def test_vllm_outside_a_container_is_refused_clearly(cli: Cli, tmp_path: Path) -> None:
-    unit = tmp_path / "vllm.service"
-    unit.write_text(
-        "[Service]\nExecStart=/opt/vllm/bin/vllm serve /srv/qwen --max-model-len 8192\n"
-    )
-    out = tmp_path / "fleet.yaml"
-    result = cli("import", "systemd", str(unit), "--out", str(out))
-    assert result.code == 2
-    assert f"{unit}:2: vllm: the command starts /opt/vllm/bin/vllm serve" in result.stderr
-    assert not out.exists()
-
-
 def test_compose_sglang_server_run_by_its_command(cli: Cli, tmp_path: Path) -> None:
     folder = tmp_path / "models" / "qwen3-4b"
     folder.mkdir(parents=True)

@@ -5,7 +5,18 @@ from __future__ import annotations
 import base64
 import socket
 
-from inferfleet.importers.host import PROBE, parse_probe, parse_sizes, port_of, unit_of
+from inferfleet.importers.commandline import identify
+from inferfleet.importers.host import (
+    PROBE,
+    alias_of,
+    model_dirs,
+    model_folder,
+    parse_probe,
+    parse_sizes,
+    port_of,
+    server_argv,
+    unit_of,
+)
 from inferfleet.io import process
 
 
@@ -46,4 +57,22 @@ def test_the_probe_runs_in_sh_and_sees_a_listening_port() -> None:
         done = process.run(["sh", "-c", PROBE], timeout=30)
     probe = parse_probe(done.stdout)
     assert port in probe.listening
-    assert all(p.argv and p.argv[0].endswith("llama-server") for p in probe.processes)
+    # llama-server, or vLLM/SGLang (a console script is read as the operator ran it)
+    assert all(identify(p.argv) is not None for p in probe.processes)
+
+
+def test_each_runtime_is_read_with_its_own_flags() -> None:
+    """Port, name and model folder per runtime; a console script as /proc shows it is read as
+    the operator ran it (its shebang's Python dropped)."""
+    script = ["/opt/vllm/bin/python3", "/opt/vllm/bin/vllm", "serve", "/srv/qwen",
+              "--served-model-name", "qwen", "--port=8001"]  # fmt: skip
+    assert server_argv(script) == script[1:]
+    assert port_of(script[1:]) == 8001 and alias_of(script[1:]) == "qwen"
+    assert model_folder(script[1:]) == "/srv/qwen" and model_dirs(script[1:]) == []
+    sglang = ["/opt/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/srv/s"]
+    assert port_of(sglang) == 30000 and model_folder(sglang) == "/srv/s"
+    llama = ["/opt/llama/llama-server", "-a", "coder", "-m", "/srv/m.gguf"]
+    assert alias_of(llama) == "coder" and port_of(llama) == 8080
+    assert model_dirs(llama) == ["/srv"] and model_folder(llama) is None
+    hub = ["/opt/vllm/bin/vllm", "serve", "Qwen/Qwen3-8B"]
+    assert model_folder(hub) is None  # a Hub id: nothing to list on the host

@@ -82,5 +82,8 @@ def test_import_host_finds_a_server_started_by_hand(
     # Nothing runs there any more: the import says so and writes nothing.
     before = fleet.read_text()
     again = cli("import", "host", "h1", "--port", "8181", "--out", str(fleet))
-    assert again.code == 2 and "no llama-server runs on host 'h1' on port 8181" in again.stderr
+    assert (
+        again.code == 2
+        and "no llama-server, vLLM or SGLang server runs on host 'h1' on port 8181" in again.stderr
+    )
     assert fleet.read_text() == before

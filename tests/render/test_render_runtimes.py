@@ -249,6 +249,49 @@ def test_sglang_equivalents(tmp_path: Path) -> None:
         argv_for(tmp_path, runtime="sgl", model="hf", kv_cache={"k": "f16", "v": "fp8_e4m3"})
 
 
+@pytest.mark.parametrize(
+    ("kind", "binary", "start"),
+    [
+        ("vllm", "/opt/vllm/bin/vllm", ["/opt/vllm/bin/vllm", "serve", "/hf"]),
+        (
+            "vllm",
+            "/opt/venv/bin/python3.12",
+            [
+                "/opt/venv/bin/python3.12",
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                "/hf",
+            ],
+        ),
+        (
+            "sglang",
+            "/opt/venv/bin/python",
+            ["/opt/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/hf"],
+        ),
+        (
+            "sglang",
+            "/usr/local/bin/sglang-launch",
+            ["/usr/local/bin/sglang-launch", "--model-path", "/hf"],
+        ),
+    ],
+)
+def test_binary_runtime_runs_what_its_name_says(
+    tmp_path: Path, kind: str, binary: str, start: list[str]
+) -> None:
+    """A `binary:` vLLM/SGLang runtime starts its server as an operator would: the `vllm`
+    console script with `serve MODEL`, a Python interpreter with the server module."""
+    text = BASE.replace(
+        "runtimes:\n", f"runtimes:\n  bin: {{kind: {kind}, binary: {binary}}}\n"
+    ).replace("services: {}", "services:\n  s: " + json.dumps(
+        {"host": "box", "port": 9000, "ctx_per_slot": 4096, "runtime": "bin", "model": "hf"}
+    ))  # fmt: skip
+    fleet = parse_fleet(text, tmp_path / "fleet.yaml")
+    argv = resolve(fleet, tmp_path, "s", facts_for(fleet)["box"]).argv
+    assert argv[: len(start)] == start
+    assert argv.count("/hf") == 1 and flag(argv, "--port") == "9000"
+
+
 def test_each_runtime_knows_its_reasoning_field_and_series() -> None:
     """L-45: where reasoning lands; and the /metrics names alerts are built from."""
     assert traits("llama.cpp").reasoning_field == "reasoning_content"

@@ -114,7 +114,7 @@ def host_cmd(
     out_file: Path = OutOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
 ) -> None:
-    """Import the llama-server processes running on a host (over ssh) as services."""
+    """Import the llama-server, vLLM and SGLang processes running on a host (over ssh)."""
     from inferfleet.deploy.ssh import connector_for
     from inferfleet.importers.host import read_host
 

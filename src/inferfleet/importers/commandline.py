@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from inferfleet.errors import UsageError
+from inferfleet.runtimes.pinned import BINARY_ENTRY, is_python
 
 MAX_COMMAND_CHARS = 64 * 1024
 # What only a shell gives meaning to, outside quotes (inside double quotes: $( and `).
@@ -87,10 +88,8 @@ class Program:
     args: list[str]
 
 
-_PYTHON_MODULES = {
-    "vllm.entrypoints.openai.api_server": "vllm",
-    "sglang.launch_server": "sglang",
-}
+# The server modules a Python interpreter runs (`python -m MODULE`), as the adapters render them.
+_PYTHON_MODULES = {python[-1]: kind for kind, (python, _) in BINARY_ENTRY.items()}
 
 
 def identify(words: list[str]) -> Program | None:
@@ -100,9 +99,9 @@ def identify(words: list[str]) -> Program | None:
     name = os.path.basename(words[0])
     if name == "llama-server":
         return Program("llama.cpp", words[:1], words[1:])
-    if name == "vllm" and words[1:2] == ["serve"]:
+    if name == "vllm" and words[1:2] == list(BINARY_ENTRY["vllm"][1]):
         return Program("vllm", words[:2], words[2:])
-    if name.startswith("python") and len(words) >= 3 and words[1] == "-m":
+    if is_python(words[0]) and len(words) >= 3 and words[1] == "-m":
         kind = _PYTHON_MODULES.get(words[2])
         if kind is not None:
             return Program(kind, words[:3], words[3:])

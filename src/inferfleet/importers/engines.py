@@ -12,6 +12,7 @@ written. vLLM reads ``--max_model_len`` as ``--max-model-len``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ class Engine:
     slots: str  # the slots' flag
     default_slots: int | None  # the engine's own default, written out; None: it decides itself
     api_key_env: str
+    default_host: str | None  # where it listens without --host; None: every address
 
 
 ENGINES = {
@@ -53,7 +55,7 @@ ENGINES = {
         {"--port": ("port", int), "--max-model-len": ("ctx_per_slot", int),
          "--max-num-seqs": ("parallel", int), "--tensor-parallel-size": ("tensor_parallel", int),
          "--gpu-memory-utilization": ("gpu_memory_utilization", float)},
-        "--max-model-len", "--max-num-seqs", VLLM_MAX_NUM_SEQS, "VLLM_API_KEY",
+        "--max-model-len", "--max-num-seqs", VLLM_MAX_NUM_SEQS, "VLLM_API_KEY", None,
     ),
     "sglang": Engine(
         sg.FLAGS, "SGLang",
@@ -62,7 +64,7 @@ ENGINES = {
         {"--port": ("port", int), "--context-length": ("ctx_per_slot", int),
          "--max-running-requests": ("parallel", int), "--tp-size": ("tensor_parallel", int),
          "--mem-fraction-static": ("gpu_memory_utilization", float)},
-        "--context-length", "--max-running-requests", None, "SGLANG_API_KEY",
+        "--context-length", "--max-running-requests", None, "SGLANG_API_KEY", "127.0.0.1",
     ),
 }  # fmt: skip
 
@@ -76,33 +78,50 @@ def canonical_flag(spelling: str, kind: str = "vllm") -> str:
     return item.flag
 
 
-def folder_model(path_text: str, where: Where, out: Imported) -> tuple[str, dict[str, Any]] | None:
-    """A model folder on this machine as a ``path:`` model, every file with its size."""
-    folder = Path(path_text)
+FilesOf = Callable[[Path], list[tuple[str, int]]]
+"""A model folder's files (relative path, size) where the server runs; OSError when unreadable."""
+
+
+def local_files(folder: Path) -> list[tuple[str, int]]:
+    """A folder's files on this machine (at most one more than MAX_FOLDER_FILES)."""
     files = []
+    for item in sorted(folder.rglob("*")):
+        if item.is_file() and ".cache" not in item.relative_to(folder).parts:
+            files.append((item.relative_to(folder).as_posix(), item.stat().st_size))
+            if len(files) > MAX_FOLDER_FILES:
+                break
+    return files
+
+
+def folder_model(
+    path_text: str, where: Where, out: Imported, files_of: FilesOf = local_files
+) -> tuple[str, dict[str, Any]] | None:
+    """A model folder where the server runs as a ``path:`` model, every file with its size."""
+    folder = Path(path_text)
     try:
-        for item in sorted(folder.rglob("*")):
-            if item.is_file() and ".cache" not in item.relative_to(folder).parts:
-                files.append(
-                    {"path": item.relative_to(folder).as_posix(), "size": item.stat().st_size}
-                )
-                if len(files) > MAX_FOLDER_FILES:
-                    break
+        found = files_of(folder)
     except OSError as exc:
         out.problem(where, f"cannot list model folder {folder}: {exc.strerror}")
         return None
-    if not files or len(files) > MAX_FOLDER_FILES:
+    if not found or len(found) > MAX_FOLDER_FILES:
         out.problem(
             where,
-            f"model folder {folder} has {'no' if not files else 'too many'} files",
+            f"model folder {folder} has {'no' if not found else 'too many'} files",
             "import on the machine that holds the model, or fix the path",
         )
         return None
+    files = [{"path": name, "size": size} for name, size in found]
     return model_name(folder.name), {"source": {"path": str(folder)}, "files": files}
 
 
 def read_engine(
-    kind: str, args: list[str], *, positional_model: bool, where: Where, out: Imported
+    kind: str,
+    args: list[str],
+    *,
+    positional_model: bool,
+    where: Where,
+    out: Imported,
+    files_of: FilesOf = local_files,
 ) -> Mapped:
     """The service fields a vLLM (after ``serve``) or SGLang argv sets."""
     engine = ENGINES[kind]
@@ -133,7 +152,7 @@ def read_engine(
             continue
         values[key] = arg.value
     model = values.pop("--model", values.pop("--model-path", model))
-    _apply(engine, values, model, mapped, where, out)
+    _apply(engine, values, model, mapped, where, out, files_of)
     return mapped
 
 
@@ -144,6 +163,7 @@ def _apply(
     mapped: Mapped,
     where: Where,
     out: Imported,
+    files_of: FilesOf,
 ) -> None:
     fields = mapped.fields
     ex = mapped.explained
@@ -151,7 +171,7 @@ def _apply(
     if model is None:
         out.problem(where, f"no model: {engine.name} needs one")
     elif model.startswith("/"):
-        mapped.model = folder_model(model, where, out)
+        mapped.model = folder_model(model, where, out, files_of)
     else:
         mapped.model = hub_model(model, None)
         mapped.hub_ref = model
@@ -180,6 +200,11 @@ def _apply(
             f"no {engine.slots}: {engine.name} picks the slots itself",
             f"write them with {engine.slots} (the fleet states every service's slots)",
         )
+    if "bind" not in fields and engine.default_host is not None:
+        ex["--host"] = f"{engine.name}'s default ({engine.default_host}), written out"
+    elif "bind" not in fields:
+        # Servers stay closed unless the fleet says who reaches them and why (L-58).
+        ex["--host"] = "kept on loopback until the service's exposure says why (L-58)"
     for flag, (name, _) in engine.numbers.items():
         if name not in fields:
             ex.setdefault(flag, f"{engine.name}'s default, written out")

@@ -1,12 +1,15 @@
-"""The llama-server processes running on a host, read into services (``import host HOST``).
+"""The LLM servers running on a host, read into services (``import host HOST``).
 
 One probe runs on the host over the deploy's connector (ssh, or ``sh`` for
-this machine): for each process whose program is ``llama-server``, its
+this machine): for each process whose program is ``llama-server``, a Python
+running vLLM's or SGLang's server module, or the ``vllm`` console script
+(which ``/proc`` shows as its shebang's Python, then the script), its
 ``/proc/PID/cmdline`` (base64, so any byte survives), the *names* of its
 environment (never the values: a token in an environment is not the
 import's to copy, L-06), its cgroup (the systemd unit it runs under), and
 the TCP ports the host listens on. The model files' sizes are read there
-too. A second probe is not needed per process; the parsing is pure.
+too (a vLLM/SGLang model folder's files, a few levels deep). A second probe
+is not needed per process; the parsing is pure.
 """
 
 from __future__ import annotations
@@ -14,23 +17,37 @@ from __future__ import annotations
 import base64
 import binascii
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from inferfleet.fleetfile.fleet import Host
-from inferfleet.importers.llamacpp import model_name
+from inferfleet.importers.commandline import identify
+from inferfleet.importers.engines import ENGINES
+from inferfleet.importers.engines import canonical_flag as engine_flag
+from inferfleet.importers.llamacpp import canonical_flag, model_name
 from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.service import DEFAULT_PORT, Source, read_service
 from inferfleet.runtimes import llamacpp as lc
 from inferfleet.runtimes.flags import parse_args
+from inferfleet.runtimes.pinned import is_python
 
 MAX_PROBE_CHARS = 4 * 1024 * 1024
+MODEL_FOLDER_DEPTH = 4  # how deep a vLLM/SGLang model folder is listed on the host
 PROBE = r"""
 for d in /proc/[0-9]*; do
   [ -r "$d/cmdline" ] || continue
   first=$(tr '\000' '\n' < "$d/cmdline" 2>/dev/null | head -n 1)
-  case "${first##*/}" in llama-server) ;; *) continue ;; esac
+  case "${first##*/}" in
+    llama-server|vllm) ;;
+    python*)
+      case " $(tr '\000' ' ' < "$d/cmdline" 2>/dev/null) " in
+        *" -m vllm.entrypoints.openai.api_server "*|*" -m sglang.launch_server "*) ;;
+        *"/vllm serve "*) ;;
+        *) continue ;;
+      esac ;;
+    *) continue ;;
+  esac
   printf 'pid %s\n' "${d#/proc/}"
   printf 'argv %s\n' "$(base64 -w0 < "$d/cmdline")"
   printf 'env %s\n' "$(tr '\000' '\n' < "$d/environ" 2>/dev/null | cut -d= -f1 | tr '\n' ' ')"
@@ -76,7 +93,7 @@ def parse_probe(text: str) -> Probe:
                 raw = base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError):
                 continue
-            current.argv = raw.decode("utf-8", errors="replace").split("\0")[:-1]
+            current.argv = server_argv(raw.decode("utf-8", errors="replace").split("\0")[:-1])
         elif key == "env" and current is not None:
             current.env_names = value.split()
         elif key == "cgroup" and current is not None:
@@ -100,15 +117,46 @@ def unit_of(cgroup: str) -> tuple[str, str] | None:
     return parts[-1], scope
 
 
+def server_argv(argv: list[str]) -> list[str]:
+    """The command line as the operator ran it: a console script (``vllm serve``) is shown by
+    ``/proc`` as its shebang's Python followed by the script."""
+    if len(argv) >= 3 and is_python(argv[0]) and PurePosixPath(argv[1]).name == "vllm":
+        return argv[1:]
+    return argv
+
+
+def _args(argv: list[str]) -> tuple[str, list[str], bool]:
+    """(kind, parsed flags' words, positional model) of a server's argv."""
+    program = identify(argv)
+    if program is None:
+        return "llama.cpp", argv[1:], False
+    return program.kind, program.args, program.program[-1] == "serve"
+
+
+def _parsed(argv: list[str]) -> tuple[str, list[tuple[str | None, str | None, int]]]:
+    """(kind, [(canonical flag or None, value, index)]) with the runtime's own flag table."""
+    kind, args, _ = _args(argv)
+    table = ENGINES[kind].table if kind in ENGINES else lc.FLAGS
+    found = []
+    canonical = (lambda f: engine_flag(f, kind)) if kind in ENGINES else canonical_flag
+    for arg in parse_args(args, lambda f: table.takes(table.canonical(f))):
+        found.append((None if arg.flag is None else canonical(arg.flag), arg.value, arg.index))
+    return kind, found
+
+
 def port_of(argv: list[str]) -> int:
-    for arg in parse_args(argv[1:], lc.FLAGS.takes):
-        if arg.flag == "--port" and (arg.value or "").isdigit():
-            return int(arg.value or "")
-    return DEFAULT_PORT["llama.cpp"]
+    kind, parsed = _parsed(argv)
+    for flag, value, _ in parsed:
+        if flag == "--port" and (value or "").isdigit():
+            return int(value or "")
+    return DEFAULT_PORT[kind]
 
 
 def model_dirs(argv: list[str]) -> list[str]:
-    """Folders of the files a command line loads (their sizes are read on the host)."""
+    """Folders of the GGUF files a llama-server command line loads (their sizes are read on
+    the host)."""
+    if _args(argv)[0] != "llama.cpp":
+        return []
     found = []
     for arg in parse_args(argv[1:], lc.FLAGS.takes):
         if arg.flag in ("-m", "--model", "-mm", "--mmproj") and arg.value:
@@ -118,10 +166,30 @@ def model_dirs(argv: list[str]) -> list[str]:
     return found
 
 
-def sizes_command(folders: list[str]) -> str:
-    return " ; ".join(
+def model_folder(argv: list[str]) -> str | None:
+    """The model folder a vLLM/SGLang command line serves (None: a Hub id, or llama.cpp)."""
+    kind, parsed = _parsed(argv)
+    if kind not in ENGINES:
+        return None
+    positional = _args(argv)[2]
+    model = None
+    for flag, value, index in parsed:
+        if (flag is None and positional and index == 0) or flag in ("--model", "--model-path"):
+            model = value
+    return model if model is not None and model.startswith("/") else None
+
+
+def sizes_command(folders: Sequence[str], trees: Sequence[str] = ()) -> str:
+    """Sizes of the files in ``folders`` and, a few levels deep, in ``trees``."""
+    files = [
         f"find {shlex.quote(f)} -maxdepth 1 -type f -printf '%s %p\\n' 2>/dev/null" for f in folders
-    )
+    ]
+    files += [
+        f"find {shlex.quote(f)} -maxdepth {MODEL_FOLDER_DEPTH} -type f -printf '%s %p\\n' "
+        "2>/dev/null"
+        for f in trees
+    ]
+    return " ; ".join(files)
 
 
 def parse_sizes(text: str) -> dict[str, int]:
@@ -140,28 +208,40 @@ def read_host(
     *,
     ports: list[int],
 ) -> Imported:
-    """Every llama-server on the host (those on ``ports`` when given) as a service."""
+    """Every LLM server on the host (those on ``ports`` when given) as a service."""
     out = Imported(host=host_name)
     probe = parse_probe(run(PROBE))
-    chosen = [p for p in probe.processes if p.argv and (not ports or port_of(p.argv) in ports)]
+    # A `vllm` that is not `vllm serve` (chat, bench) is a client, not a server.
+    servers = [p for p in probe.processes if p.argv and identify(p.argv) is not None]
+    chosen = [p for p in servers if not ports or port_of(p.argv) in ports]
     folders = [f for p in chosen for f in model_dirs(p.argv)]
-    sizes = parse_sizes(run(sizes_command(folders))) if folders else {}
+    trees = [t for t in (model_folder(p.argv) for p in chosen) if t is not None]
+    sizes = parse_sizes(run(sizes_command(folders, trees))) if folders or trees else {}
 
     def size_of(path: Path) -> int:
         if str(path) not in sizes:
             raise FileNotFoundError(2, "not found on the host", str(path))
         return sizes[str(path)]
 
+    def files_of(folder: Path) -> list[tuple[str, int]]:
+        inside = PurePosixPath(folder)
+        found = sorted(
+            (PurePosixPath(p).relative_to(inside).as_posix(), size)
+            for p, size in sizes.items()
+            if inside in PurePosixPath(p).parents
+        )
+        return [(p, size) for p, size in found if ".cache" not in PurePosixPath(p).parts]
+
     if not chosen:
         which = f" on port {', '.join(map(str, ports))}" if ports else ""
         out.problem(
             Where(host_name),
-            f"no llama-server runs on host {host_name!r}{which}",
+            f"no llama-server, vLLM or SGLang server runs on host {host_name!r}{which}",
             "start it there, or name the port it listens on with --port",
         )
         return out
     for proc in chosen:
-        _one(proc, probe, host_name, host, size_of, out)
+        _one(proc, probe, host_name, host, size_of, files_of, out)
     return out
 
 
@@ -171,18 +251,20 @@ def _one(
     host_name: str,
     host: Host | None,
     size_of: Callable[[Path], int],
+    files_of: Callable[[Path], list[tuple[str, int]]],
     out: Imported,
 ) -> None:
     where = Where(f"{host_name} pid {proc.pid}")
     port = port_of(proc.argv)
     unit = unit_of(proc.cgroup)
-    alias = _alias(proc.argv)
+    alias = alias_of(proc.argv)
     if alias is not None:
         name = model_name(alias)
     elif unit is not None:
         name = model_name(unit[0].removesuffix(".service").removeprefix("inferfleet-"))
     else:
-        name = f"llama-server-{port}"
+        kind = _args(proc.argv)[0]
+        name = f"{'llama-server' if kind == 'llama.cpp' else kind}-{port}"
     if port not in probe.listening:
         out.note(where, f"{name}: nothing listens on port {port} (still loading, or stopped)")
     for env in proc.env_names:
@@ -193,7 +275,11 @@ def _one(
                 "it in env, runtime_env or the secrets_env file",
             )
     read = read_service(
-        out, Source(name, proc.argv, where, size_of=size_of), host_name=host_name, host=host
+        out,
+        # The binary is on the host, not here: its pins come from `runtime pin` there.
+        Source(name, proc.argv, where, size_of=size_of, files_of=files_of, local=False),
+        host_name=host_name,
+        host=host,
     )
     if read is None:
         return
@@ -210,8 +296,8 @@ def _one(
     out.services[name] = service
 
 
-def _alias(argv: list[str]) -> str | None:
-    for arg in parse_args(argv[1:], lc.FLAGS.takes):
-        if arg.flag in ("-a", "--alias") and arg.value:
-            return arg.value
+def alias_of(argv: list[str]) -> str | None:
+    for flag, value, _ in _parsed(argv)[1]:
+        if flag in ("--alias", "--served-model-name") and value:
+            return value
     return None

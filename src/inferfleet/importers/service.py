@@ -11,11 +11,13 @@ driver reads itself go to ``runtime_env`` (L-24), the rest to ``env``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from inferfleet.artifacts.digests import file_digests
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
-from inferfleet.importers.engines import read_engine
+from inferfleet.importers.engines import ENGINES, FilesOf, local_files, read_engine
 from inferfleet.importers.llamacpp import (
     Mapped,
     SizeOf,
@@ -53,6 +55,8 @@ class Source:
     image: str | None = None  # a container image runs it (its entrypoint is words[0])
     secrets_file: str | None = None  # an env file the server reads, possibly secrets
     size_of: SizeOf = local_size  # model file sizes where the server runs
+    files_of: FilesOf = local_files  # a model folder's files there (vLLM, SGLang)
+    local: bool = True  # the server's files are on this machine (not `import host` over ssh)
 
 
 def runtime_name(out: Imported, block: dict[str, Any]) -> str:
@@ -94,15 +98,9 @@ def read_service(
         out.problem(
             where,
             f"{source.name}: the command starts {first!r}, not a server inferfleet runs",
-            "llama-server commands are imported; run other programs outside the fleet",
-        )
-        return None
-    if program.kind != "llama.cpp" and source.image is None:
-        out.problem(
-            where,
-            f"{source.name}: the command starts {' '.join(program.program)}; the import reads "
-            f"{program.kind} in a container image only",
-            "declare the service by hand (a runtime pinned with source:, or an image)",
+            "llama-server, `vllm serve`, `python -m vllm.entrypoints.openai.api_server` and "
+            "`python -m sglang.launch_server` commands are imported; run other programs "
+            "outside the fleet",
         )
         return None
     if source.name in out.services:
@@ -111,7 +109,12 @@ def read_service(
     if program.kind != "llama.cpp":
         positional = program.program[-1] == "serve"
         mapped = read_engine(
-            program.kind, program.args, positional_model=positional, where=where, out=out
+            program.kind,
+            program.args,
+            positional_model=positional,
+            where=where,
+            out=out,
+            files_of=source.files_of,
         )
     else:
         mapped = read_llama_server(
@@ -121,7 +124,11 @@ def read_service(
     if source.image is not None:
         runtime = {"kind": program.kind, "image": source.image}
     else:
+        # A binary runtime starts its server the way its name says (runtimes.pinned.
+        # BINARY_ENTRY): the `vllm` console script with `serve`, a Python with the module.
         runtime = {"kind": program.kind, "binary": program.program[0]}
+        if program.kind in ENGINES and source.local:
+            runtime.update(_sha256_pin(program.program[0], where, out))
     block: dict[str, Any] = {"host": host_name, "runtime": runtime_name(out, runtime)}
     block.update(mapped.fields)
     bind = block.get("bind")
@@ -135,6 +142,15 @@ def read_service(
             "exposure: {level: lan, reason: ...} and bind: " + bind + " (L-58)",
         )
     alias = mapped.fields.get("alias", source.alias)
+    engine = ENGINES.get(program.kind)
+    if bind is None and engine is not None and engine.default_host is None and not source.image:
+        # Servers stay closed unless the fleet says who reaches them and why (L-58).
+        out.note(
+            where,
+            f"{source.name}: {engine.name} listened on every address (no --host); imported on "
+            "127.0.0.1: to open it, give it exposure: {level: lan, reason: ...} and bind: "
+            "0.0.0.0 (L-58)",
+        )
     if alias is not None and alias != source.name:
         block["alias"] = alias
     else:
@@ -171,6 +187,24 @@ def read_service(
     service = ImportedService(source.name, ordered, source.words, where, mapped.explained)
     service.kind, service.program = program.kind, len(program.program)
     return service, mapped
+
+
+def _sha256_pin(binary: str, where: Where, out: Imported) -> dict[str, str]:
+    """A vLLM/SGLang binary's sha256 when it is readable here (L-42); its version is what
+    `inferfleet runtime pin` reads (running a server binary is not the import's effect)."""
+    path = Path(binary)
+    try:
+        real = path.resolve(strict=True)
+        digest = file_digests(real, size=real.stat().st_size).sha256
+    except OSError:
+        out.note(
+            where,
+            f"{binary} is not readable here: pin it on its host with `inferfleet runtime pin` "
+            "(L-42)",
+        )
+        return {}
+    out.note(where, f"{binary}: sha256 pinned; `inferfleet runtime pin` adds its version (L-42)")
+    return {"sha256": digest}
 
 
 __all__ = ["EnvItem", "Source", "model_name", "read_service"]

@@ -107,7 +107,8 @@ def resolve(
     kind = traits(runtime.kind)
     if runtime.image is not None:
         return _llm_container(fleet, fleet_root, name, service, host, facts, runtime, kind, bind)
-    program = [paths.runtime_binary(runtime, facts), *entry_args(runtime.kind, runtime.source)]
+    binary = paths.runtime_binary(runtime, facts)
+    program = [binary, *entry_args(runtime.kind, runtime.source, binary)]
     spec = service.speculative
     draft = None if spec is None or spec.draft_model is None else spec.draft_model
     launch = Launch(

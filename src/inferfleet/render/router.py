@@ -70,7 +70,8 @@ def resolve_group(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -
     if in_container:
         program = list(kind.container_program)
     else:
-        program = [paths.runtime_binary(runtime, facts), *entry_args(runtime.kind, runtime.source)]
+        binary = paths.runtime_binary(runtime, facts)
+        program = [binary, *entry_args(runtime.kind, runtime.source, binary)]
     sections: dict[str, dict[str, str]] = {}
     mounts: dict[str, Mount] = {}
     at_start = set(group.at_start)

@@ -18,6 +18,7 @@ host's cache directory.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import PurePosixPath
 
 from inferfleet.fleetfile.fleet import RuntimeSource
@@ -54,6 +55,25 @@ VENV_PYTHON = PurePosixPath("bin", "python")
 VENV_ENTRY: dict[str, tuple[str, ...]] = {
     "vllm": ("-m", "vllm.entrypoints.openai.api_server"),
 }
+
+
+# A `binary:` vLLM or SGLang runtime starts its server the way its name says, as an
+# operator would: a Python interpreter (python, python3, python3.12) runs the server
+# module (`python -m vllm.entrypoints.openai.api_server --model M`, `python -m
+# sglang.launch_server --model-path M`); any other vLLM binary is the `vllm` console
+# script (`vllm serve M`); any other SGLang binary is a launcher that takes the server's
+# flags itself (SGLang's module is its documented entry point).
+PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)*)?$")
+BINARY_ENTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # kind: (after a Python interpreter, after any other binary)
+    "vllm": (VENV_ENTRY["vllm"], ("serve",)),
+    "sglang": (("-m", "sglang.launch_server"), ()),
+}
+
+
+def is_python(binary: str) -> bool:
+    """Whether ``binary`` names a Python interpreter (by its file name)."""
+    return PYTHON_NAME.match(PurePosixPath(binary).name) is not None
 
 
 def is_venv(kind: str) -> bool:
@@ -105,8 +125,12 @@ def server_relpath(kind: str, source: RuntimeSource) -> PurePosixPath:
     return build_relpath(source) / "bin" / SERVER_BINARY
 
 
-def entry_args(kind: str, source: RuntimeSource | None) -> list[str]:
-    """What follows the program in argv: the server module for a venv runtime, else nothing."""
-    if source is None or not is_venv(kind):
+def entry_args(kind: str, source: RuntimeSource | None, binary: str | None = None) -> list[str]:
+    """What follows the program in argv: the server module for a venv runtime; for a
+    ``binary:`` runtime what its name says (see BINARY_ENTRY); else nothing."""
+    if source is not None:
+        return list(VENV_ENTRY[kind]) if is_venv(kind) else []
+    if binary is None or kind not in BINARY_ENTRY:
         return []
-    return list(VENV_ENTRY[kind])
+    python, other = BINARY_ENTRY[kind]
+    return list(python if is_python(binary) else other)

@@ -1,5 +1,9 @@
 """SGLang adapter: a service becomes ``sglang.launch_server`` argv, as data.
 
+A ``binary:`` runtime runs what its name says (runtimes.pinned.BINARY_ENTRY): a Python
+interpreter (``/opt/venv/bin/python``) gets ``-m sglang.launch_server --model-path
+MODEL``; any other binary is a launcher that takes the server's flags itself.
+
 SGLang's equivalents of the vLLM flags: ``--context-length`` (per-slot
 window, L-25), ``--max-running-requests`` (slots), ``--mem-fraction-static``
 (capped, L-32), ``--tp-size``, one ``--kv-cache-dtype`` for K and V (L-21),

@@ -1,6 +1,10 @@
 """vLLM adapter: a service becomes ``vllm serve`` argv, as data (or, for a runtime pinned
 as a Python package, its venv's ``python -m vllm.entrypoints.openai.api_server``).
 
+A ``binary:`` runtime runs what its name says (runtimes.pinned.BINARY_ENTRY): a Python
+interpreter (``/opt/venv/bin/python``) gets ``-m vllm.entrypoints.openai.api_server
+--model MODEL``, any other binary is the ``vllm`` console script and gets ``serve MODEL``.
+
 - L-32: ``--gpu-memory-utilization`` defaults to 0.90 and is refused at or
   above the cap; 1.0 has killed endpoints, and free VRAM on a vLLM host is
   estimator slack, not allocatable arena.
@@ -196,7 +200,7 @@ def argv(launch: Launch) -> list[str]:
 
 def _model_args(launch: Launch) -> list[str]:
     """``vllm serve`` takes the model as its first argument; the API server module (what a
-    pinned venv runs, see runtimes.pinned) takes ``--model``."""
+    pinned venv or a Python binary runs, see runtimes.pinned) takes ``--model``."""
     if tuple(launch.program[-2:]) == VENV_ENTRY["vllm"]:
         return MODEL.emit(launch.model_path)
     return [launch.model_path]
