@@ -20,6 +20,7 @@ and its ``evidence`` lines say what failed, for the marker and the reports.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,7 +172,7 @@ def run_minimal(
         if ctx_per_slot is not None and not any(c.name == "context per slot" for c in checks):
             # A router lists members without their window: the member's own /props has it
             # (read after the completion, which loaded the member).
-            reported = _member_window(client, alias)
+            router, reported = _member_window(client, alias)
             if reported is not None:
                 checks.insert(
                     1,
@@ -182,23 +183,49 @@ def run_minimal(
                         f"(/props?model=), fleet file says {ctx_per_slot} (L-25)",
                     ),
                 )
+            elif router:
+                # Never a silent pass: a window the gate cannot read is not checked (L-25).
+                checks.insert(
+                    1,
+                    Check(
+                        "context per slot",
+                        False,
+                        f"the router's member {alias!r} did not report its window "
+                        f"(/props?model=) after answering; fleet file says {ctx_per_slot}",
+                    ),
+                )
     return checks
 
 
-def _member_window(client: httpx.Client, alias: str) -> int | None:
-    """A router member's per-slot window from its own /props; None for a plain server."""
+# A member that just answered may take a moment to show as loaded in the router's
+# per-member routes (more so on a busy host): a few short tries before giving up.
+MEMBER_TRIES = 15
+MEMBER_PAUSE_S = 0.2
+
+
+def _member_window(client: httpx.Client, alias: str) -> tuple[bool, int | None]:
+    """(is this a router, the member's per-slot window from its own /props or None)."""
     from inferfleet.client.router import ROUTER_ROLE, member_path
 
     try:
         own = client.get("/props")
         if own.status_code != 200 or own.json().get("role") != ROUTER_ROLE:
-            return None
-        member = client.get(member_path("/props", alias))
-        settings = member.json().get("default_generation_settings") if member.is_success else None
+            return False, None
     except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None
+        return False, None
+    for attempt in range(MEMBER_TRIES):
+        if attempt:
+            time.sleep(MEMBER_PAUSE_S)
+        try:
+            member = client.get(member_path("/props", alias))
+            body = member.json() if member.is_success else None
+        except (httpx.HTTPError, ValueError):
+            continue
+        settings = body.get("default_generation_settings") if isinstance(body, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+            return True, n_ctx
+    return True, None
 
 
 def _short(text: str) -> str:
