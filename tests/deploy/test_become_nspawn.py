@@ -60,24 +60,25 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Machine, Pat
         yield machine, shared, login
 
 
-def _stat(machine: Machine, path: str) -> tuple[int, str]:
-    uid, mode = machine.enter("stat", "-c", "%u %a", path).split()
-    return int(uid), mode
-
-
-def test_deploy_retire_and_rollback_system_units_through_sudo(
-    box: tuple[Machine, Path, SshLogin],
+def sudo_fleet(
+    shared: Path,
+    login: SshLogin,
     fake_runtime: Path,
     tiny_model: dict[str, Any],
-    cli: Any,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    machine, shared, login = box
-    folder = shared / "fleet"
-    runtime = shared / "llama-server"
+    *,
+    prefix: str = "",
+    extra_args: tuple[str, ...] = (),
+) -> tuple[FleetRepo, int, Path, Path]:
+    """A fleet repo under ``shared`` whose one service ``web`` is a system unit on the box's
+    host ``sd``, deployed as ``ops`` with ``become: sudo``; the ssh settings of this test set.
+    ``prefix`` keeps the folders of several tests of the module apart.
+    (repo, port, state dir, the ssh control dir to close)."""
+    folder = shared / f"{prefix}fleet"
+    runtime = shared / f"{prefix}llama-server"
     runtime.write_text(fake_runtime.read_text())
     runtime.chmod(0o755)
-    model = shared / "tiny"
+    model = shared / f"{prefix}tiny"
     model.mkdir()
     shutil.copyfile(Path(tiny_model["source"]["path"]) / "tiny.gguf", model / "tiny.gguf")
     model.chmod(0o755)
@@ -93,11 +94,11 @@ def test_deploy_retire_and_rollback_system_units_through_sudo(
         "models": {"tiny": {**tiny_model, "source": {"path": str(model)}}},
         "services": {"web": {"host": "sd", "runtime": "fake", "model": "tiny", "port": port,
                              "ctx_per_slot": 512, "backend": "systemd",
+                             "extra_args": list(extra_args),
                              "unit": {"scope": "system"}, "health": {"timeout": "20s"}}},
     }  # fmt: skip
     repo = FleetRepo.create(folder, data, hosts=["sd"])
     repo.states = {"sd": state}
-    ran = repo.head()  # the revision that runs web
     # The host's checkout is ops's (it pulls); the remote stays ours, readable by all (the
     # container's git trusts any owner: safe.directory, set in the box fixture).
     subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}", str(folder / "hosts")], check=True)
@@ -106,9 +107,28 @@ def test_deploy_retire_and_rollback_system_units_through_sudo(
     for key, value in {
         "INFERFLEET_SSH_CONFIG": str(login.config),
         "INFERFLEET_SSH_CONTROL_DIR": str(control),
+        # The entry puts this checkout's src first, whichever checkout the venv came from.
         "INFERFLEET_REMOTE_COMMAND": f"{sys.executable} {ENTRY}",
     }.items():
         monkeypatch.setenv(key, value)
+    return repo, port, state, control
+
+
+def _stat(machine: Machine, path: str) -> tuple[int, str]:
+    uid, mode = machine.enter("stat", "-c", "%u %a", path).split()
+    return int(uid), mode
+
+
+def test_deploy_retire_and_rollback_system_units_through_sudo(
+    box: tuple[Machine, Path, SshLogin],
+    fake_runtime: Path,
+    tiny_model: dict[str, Any],
+    cli: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    machine, shared, login = box
+    repo, port, state, control = sudo_fleet(shared, login, fake_runtime, tiny_model, monkeypatch)
+    ran = repo.head()  # the revision that runs web
     fleet = str(repo.fleet_file)
     try:
         first = cli("deploy", "sd", "-y", "--file", fleet, "--json")

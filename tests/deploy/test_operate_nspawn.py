@@ -14,7 +14,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import pytest
 from deploy_nspawn import Machine, SshLogin
 from deploy_repo import FleetRepo
 from helpers import free_port
-from test_become_nspawn import ENTRY, ROOT
+from test_become_nspawn import ENTRY, ROOT, sudo_fleet
 from test_become_nspawn import box as box  # noqa: F401  (the module's container)
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.needs_root]
@@ -45,41 +44,10 @@ def test_stop_hold_start_restart_and_logs_of_a_system_unit_through_sudo(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     machine, shared, login = box
-    folder = shared / "ops-fleet"
-    runtime = shared / "ops-llama-server"
-    runtime.write_text(fake_runtime.read_text())
-    runtime.chmod(0o755)
-    model = shared / "ops-tiny"
-    model.mkdir()
-    shutil.copyfile(Path(tiny_model["source"]["path"]) / "tiny.gguf", model / "tiny.gguf")
-    model.chmod(0o755)
-    (model / "tiny.gguf").chmod(0o644)
-    port = free_port()
-    state = folder / "hosts" / "sd" / "state"
-    data = {
-        "version": 1,
-        "hosts": {"sd": {"address": login.alias, "ssh": {"user": login.user}, "become": "sudo",
-                         "checkout": str(folder / "hosts" / "sd" / "fleet"),
-                         "state_dir": str(state)}},
-        "runtimes": {"fake": {"kind": "llama.cpp", "binary": str(runtime)}},
-        "models": {"tiny": {**tiny_model, "source": {"path": str(model)}}},
-        "services": {"web": {"host": "sd", "runtime": "fake", "model": "tiny", "port": port,
-                             "ctx_per_slot": 512, "backend": "systemd",
-                             "extra_args": ["--x-bad-bytes"],
-                             "unit": {"scope": "system"}, "health": {"timeout": "20s"}}},
-    }  # fmt: skip
-    repo = FleetRepo.create(folder, data, hosts=["sd"])
-    repo.states = {"sd": state}
-    subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}", str(folder / "hosts")], check=True)
-    subprocess.run(["chmod", "-R", "a+rX", str(repo.remote)], check=True)
-    control = Path(tempfile.mkdtemp(prefix="ifos", dir="/tmp"))
-    for key, value in {
-        "INFERFLEET_SSH_CONFIG": str(login.config),
-        "INFERFLEET_SSH_CONTROL_DIR": str(control),
-        # This checkout's code there, whichever checkout the venv was installed from.
-        "INFERFLEET_REMOTE_COMMAND": f"env PYTHONPATH={ROOT / 'src'} {sys.executable} {ENTRY}",
-    }.items():
-        monkeypatch.setenv(key, value)
+    repo, port, state, control = sudo_fleet(
+        shared, login, fake_runtime, tiny_model, monkeypatch, prefix="ops-",
+        extra_args=("--x-bad-bytes",),
+    )  # fmt: skip
     fleet = str(repo.fleet_file)
     try:
         first = cli("deploy", "sd", "-y", "--file", fleet)
