@@ -43,11 +43,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.asgi_server import serving
+from helpers.asgi_server import openai_app, serving
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import Response, StreamingResponse
 
 from inferfleet.bench.battery import Battery, load_battery
 
@@ -114,20 +113,7 @@ class Endpoint:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     def app(self) -> Starlette:
-        async def models(_: Request) -> Response:
-            return JSONResponse({"object": "list", "data": [{"id": MODEL}]})
-
-        async def health(_: Request) -> Response:
-            return JSONResponse({"status": "ok"})
-
-        return Starlette(
-            routes=[
-                Route("/health", health),
-                Route("/v1/models", models),
-                Route("/v1/chat/completions", self.complete, methods=["POST"]),
-                Route("/v1/completions", self.complete, methods=["POST"]),
-            ]
-        )
+        return openai_app(self.complete, MODEL)
 
 
 def ab(cli: Any, tmp_path: Path) -> tuple[dict[str, Any], Endpoint, Endpoint]:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from inferfleet.status.web_server import bind, url_of
@@ -38,3 +42,23 @@ def serving(app: ASGIApp, address: str = "127.0.0.1") -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def openai_app(complete: Callable[[Request], Awaitable[Response]], model: str) -> Starlette:
+    """An OpenAI-compatible stand-in: /health, /v1/models listing ``model``, and both
+    completion routes answered by ``complete``."""
+
+    async def models(_: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": model}]})
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/v1/chat/completions", complete, methods=["POST"]),
+            Route("/v1/completions", complete, methods=["POST"]),
+        ]
+    )
