@@ -82,3 +82,35 @@ def test_terminate_returns_when_the_whole_group_is_gone(
             if not _gone(pid):
                 os.kill(pid, 9)
         leader.wait(5)
+
+
+def test_an_own_child_that_exits_between_poll_and_status_is_reaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a loaded machine hits: the server exits after the wait polled it and
+    before its status was read. ``terminate`` must reap it, not leave a zombie behind
+    in a long-lived caller (the in-process restarts of ``up`` and ``tune``)."""
+    proc = process.spawn_detached(
+        [sys.executable, "-c", "import time; time.sleep(60)"], log_path=tmp_path / "log"
+    )
+    popen = process._reapers[proc.pid]
+    polled = popen.poll
+
+    def late_poll() -> int | None:
+        # The real poll, then the exit lands: the status read next sees a zombie.
+        code = polled()
+        if code is None and proc.is_running():
+            os.kill(proc.pid, 9)
+            deadline = time.monotonic() + 5
+            while proc.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return code
+
+    monkeypatch.setattr(popen, "poll", late_poll)
+    try:
+        assert process.terminate(proc, grace=5) == "terminated"
+        assert not psutil.pid_exists(proc.pid)
+    finally:
+        if psutil.pid_exists(proc.pid):
+            os.kill(proc.pid, 9)
+            popen.wait(5)

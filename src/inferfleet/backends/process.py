@@ -178,6 +178,7 @@ class ProcessBackend:
             return StopResult(service, "terminated", reclaimed[0], "started, never recorded")
         if record is None:
             return StopResult(service, "not-running", None, "no record")
+        process.reap(record.pid)  # ours and exited: reaped, not left a zombie
         proc = alive(record)
         if proc is None:
             _remove_container(record)  # left running by a killed podman (L-36)

@@ -357,8 +357,12 @@ def _wait_gone(proc: psutil.Process, timeout: float) -> bool:
             popen.poll()
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
-                # Not our child (or already reaped elsewhere): a zombie holds
-                # no port and no memory; its parent will reap it.
+                # It exited between the poll and now. Ours: reap it here (it has
+                # exited, so this returns at once), else a long-lived caller keeps
+                # a zombie. Not ours: a zombie holds no port and no memory; its
+                # parent will reap it.
+                if popen is not None:
+                    popen.wait()
                 return True
         except psutil.NoSuchProcess:
             return True
