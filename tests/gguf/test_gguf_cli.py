@@ -32,7 +32,7 @@ def test_inspect_json(tmp_path: Path) -> None:
         .kv("tokenizer.chat_template", STRING, "{{ messages }}")
         .write(tmp_path / "m.gguf")
     )
-    doc = _json(str(path), "--ctx", "8192", "--parallel", "2")
+    doc = _json(str(path), "--ctx", "4096", "--parallel", "2")
     assert doc["architecture"] == "gemma3" and doc["name"] == "tiny gemma3"
     assert doc["file_type"] == "MOSTLY_Q4_K_M"
     assert doc["block_count"] == 18 and doc["nextn_layers"] == 0
@@ -45,6 +45,10 @@ def test_inspect_json(tmp_path: Path) -> None:
     assert isinstance(kv, dict)
     assert kv["per_token"] == {"full": 3072, "swa": 15360, "nextn": 0}
     assert kv["context"]["total_bytes"] == 54 << 20
+    assert (kv["context"]["ctx"], kv["context"]["parallel"]) == (8192, 2)
+    # --ctx is per slot everywhere (as in budget); the total is --ctx-total (L-25).
+    total = _json(str(path), "--ctx-total", "8192", "--parallel", "2")["kv"]
+    assert total["context"] == kv["context"]  # type: ignore[index]
     types = {t["name"]: t for t in doc["types"]}  # type: ignore[attr-defined]
     assert types["q4_0"]["count"] == 18 and types["f32"]["bytes"] == 18 * 640 * 4
     assert len(doc["layers"]) == 18  # type: ignore[arg-type]
@@ -102,6 +106,9 @@ def test_errors_are_gguf_errors_for_the_app_to_print(tmp_path: Path) -> None:
     result = runner.invoke(app, ["inspect", str(tmp_path / "m.gguf"), "--ctx", "64",
                                  "--cache-type-k", "q9"])  # fmt: skip
     assert isinstance(result.exception, UsageError)
+    both = ["inspect", str(tmp_path / "m.gguf"), "--ctx", "64", "--ctx-total", "128"]
+    result = runner.invoke(app, both)
+    assert isinstance(result.exception, UsageError) and "--ctx-total" in str(result.exception)
 
 
 @pytest.mark.usefixtures("gemma_file")

@@ -88,6 +88,24 @@ def _per_layer(value: int | tuple[int, ...] | None) -> int | list[int] | None:
     return list(value) if isinstance(value, tuple) else value
 
 
+def total_ctx(per_slot: int | None, total: int | None, parallel: int) -> int | None:
+    """The total window (-c) from ``--ctx`` (per slot, as everywhere else) or ``--ctx-total``.
+
+    Per slot and total are the distinction L-25 is about: one option never means both.
+    """
+    if per_slot is not None and total is not None:
+        raise UsageError(
+            "--ctx and --ctx-total both given",
+            hint="--ctx is the window per slot, --ctx-total the -c the slots share: give one",
+        )
+    if total is not None and total < parallel:
+        raise UsageError(
+            f"--ctx-total {total} leaves no window for {parallel} slots",
+            hint="give at least one token per slot, or fewer --parallel",
+        )
+    return total if per_slot is None else per_slot * parallel
+
+
 def payload(
     result: Inspection,
     *,
@@ -265,7 +283,16 @@ def inspect_cmd(
     json_mode: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
     tensors: Annotated[bool, typer.Option("--tensors", help="List every tensor.")] = False,
     ctx: Annotated[
-        int | None, typer.Option("--ctx", min=1, help="Also size the KV cache for this -c.")
+        int | None,
+        typer.Option(
+            "--ctx", min=1, help="Also size the KV cache for this window per slot (L-25)."
+        ),
+    ] = None,
+    ctx_total: Annotated[
+        int | None,
+        typer.Option(
+            "--ctx-total", min=1, help="... or for this total -c, shared by the slots (L-25)."
+        ),
     ] = None,
     parallel: Annotated[int, typer.Option("--parallel", min=1, help="Slots (-np).")] = 1,
     cache_type_k: Annotated[str, typer.Option("--cache-type-k", help="-ctk type.")] = "f16",
@@ -284,6 +311,7 @@ def inspect_cmd(
     from inferfleet.hub.reach import unreachable
 
     out = Output(json_mode=json_mode)
+    total = total_ctx(ctx, ctx_total, parallel)
     with offline_mode(offline):
         location = gguf_location(path_or_url, endpoint=endpoint(None))
     if is_url(location) and (why := unreachable(location)) is not None:
@@ -295,7 +323,7 @@ def inspect_cmd(
         doc = payload(
             result,
             with_tensors=tensors,
-            ctx=ctx,
+            ctx=total,
             parallel=parallel,
             cache_type_k=cache_type_k,
             cache_type_v=cache_type_v,
