@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.cli import CliResult
@@ -99,3 +100,69 @@ def test_init_inside_a_repository_makes_no_nested_one(cli: Cli, tmp_path: Path) 
     assert result.code == 0, result.stderr
     assert not (tmp_path / "infra" / "fleet" / ".git").exists()
     assert "initialised" not in result.stdout + result.stderr
+
+
+def _commands() -> dict[str, Any]:
+    """Every leaf command of the real app, by its full name (``runtime install``)."""
+    import typer
+
+    from inferfleet.cli.app import build_app
+
+    found: dict[str, Any] = {}
+
+    def walk(command: Any, path: list[str]) -> None:
+        subs = getattr(command, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, [*path, name])
+        else:
+            found[" ".join(path)] = command
+
+    walk(typer.main.get_command(build_app(full=True)), [])
+    return found
+
+
+# Verbs that read no fleet file: what they work on is named otherwise (a model file, a
+# Hub repo, a shell, a lesson, the git repository, the relay's own settings).
+NO_FLEET_FILE = {
+    "schema", "init", "completion", "explain", "gguf inspect", "models manifest",
+    "secrets scan", "relay serve", "relay config",
+}  # fmt: skip
+
+
+def test_every_verb_that_reads_a_fleet_file_takes_dash_f() -> None:
+    missing = []
+    for name, command in _commands().items():
+        opts = {o for p in command.params if p.param_type_name == "option" for o in p.opts}
+        if name not in NO_FLEET_FILE and not {"-f", "--file"} <= opts:
+            missing.append(name)
+    assert missing == []
+
+
+def test_a_short_flag_has_one_meaning_across_verbs() -> None:
+    """``-n`` was lines in ``logs`` and runs in ``bench``; ``-r`` a revision and a folder."""
+    longs: dict[str, list[set[str]]] = {}
+    for command in _commands().values():
+        for param in command.params:
+            if param.param_type_name != "option":
+                continue
+            names = [*param.opts, *param.secondary_opts]
+            long = {n for n in names if n.startswith("--")}
+            for short in (n for n in names if len(n) == 2 and n != "-h"):
+                longs.setdefault(short, []).append(long)
+    for short, sets in longs.items():
+        assert set.intersection(*sets), f"{short} means {sorted(map(sorted, sets))}"
+
+
+@pytest.mark.parametrize("verb", ["validate", "check"])
+def test_the_fleet_file_positional_and_dash_f_are_one_file(
+    cli: Cli, verb: str, tmp_path: Path
+) -> None:
+    from inferfleet.cli.fleet_cmds import embedded_example
+
+    example = str(embedded_example())
+    assert cli(verb, "-f", example).code == 0
+    other = tmp_path / "fleet.yaml"
+    other.write_text(Path(example).read_text())
+    both = cli(verb, example, "-f", str(other))
+    assert both.code == 2 and "two fleet files" in both.stderr and "Traceback" not in both.stderr

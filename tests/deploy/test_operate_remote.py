@@ -38,8 +38,10 @@ def test_stop_hold_deploy_start_restart_and_logs_over_ssh(
     monkeypatch.setenv("INFERFLEET_REMOTE_COMMAND", command)
     repo = fleet({"a": {}})
     file = str(repo.fleet_file)
+    # Positionals name services; a host there still works (scripts), said on stderr.
     first = cli("deploy", "h1", "-y", "--file", file)
     assert first.code == 0, first.stderr + first.stdout
+    assert "h1 is a host: taken as --host h1" in first.stderr
     assert healthy(lab)
 
     logs = cli("logs", "a", "--file", file, "-n", "5")
@@ -51,11 +53,11 @@ def test_stop_hold_deploy_start_restart_and_logs_over_ssh(
     assert "a on h1: stopped" in stopped.stdout and "held: rack move" in stopped.stdout
     assert not healthy(lab)
     assert repo.marker("h1", "a") is None
-    status = cli("status", "h1", "--file", file, "--json")
+    status = cli("status", "a", "--file", file, "--json")
     [row] = json.loads(status.stdout)["services"]
     assert row["state"] == "held" and "rack move" in row["detail"]
 
-    again = cli("deploy", "h1", "-y", "--file", file)
+    again = cli("deploy", "--host", "h1", "-y", "--file", file)
     assert again.code == 0, again.stderr + again.stdout
     assert "left down: a (held: rack move" in " ".join(again.stderr.split())
     assert not healthy(lab)

@@ -34,5 +34,8 @@ def test_doctor_host_needs_a_fleet_and_a_known_host(
     missing = cli("doctor", "forge")
     assert missing.code == 2 and "needs a fleet file" in missing.stderr
     fleet = Path(__file__).resolve().parents[2] / "examples" / "homelab" / "fleet.yaml"
-    unknown = cli("doctor", "nowhere", "--file", str(fleet))
+    unknown = cli("doctor", "--host", "nowhere", "--file", str(fleet))
     assert unknown.code == 2 and "no host named 'nowhere'" in unknown.stderr
+    # Positionals name services, as on every verb (a service's host is examined).
+    unknown = cli("doctor", "nowhere", "--file", str(fleet))
+    assert unknown.code == 2 and "no service named 'nowhere'" in unknown.stderr

@@ -31,7 +31,7 @@ def test_doctor_on_a_test_host_over_ssh(
     cli: Cli, lab: Lab, deploy_env: dict[str, str], tmp_path: Path
 ) -> None:
     fleet = _fleet(lab, tmp_path)
-    result = cli("doctor", "h1", "--file", str(fleet), "--json")
+    result = cli("doctor", "--host", "h1", "--file", str(fleet), "--json")
     assert result.code == 0, result.stderr
     doc = result.document()
     jsonschema.validate(doc, documents.json_schema("inferfleet.doctor/v1"))

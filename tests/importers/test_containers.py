@@ -66,7 +66,7 @@ WantedBy=default.target
     )
     out = tmp_path / "fleet.yaml"
     out.write_text(BASE)
-    result = cli("import", "quadlet", str(unit), "--out", str(out), "--host", "gpu1")
+    result = cli("import", "quadlet", str(unit), "-f", str(out), "--host", "gpu1")
     assert result.code == 0, result.stdout + result.stderr
     fleet = load_fleet(out).fleet
     service = fleet.services["llama"]

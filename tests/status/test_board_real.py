@@ -133,7 +133,11 @@ def test_board_cli_errors(
     cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fleet = write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port()))
+    # Positionals name services on every verb; hosts are named with --host.
     result = cli("board", "nowhere", "--file", str(fleet), "--port", "0")
+    assert result.code == 2 and "no service named 'nowhere'" in result.stderr
+    assert "services: gemma" in result.stderr and "--host" in result.stderr
+    result = cli("board", "--host", "nowhere", "--file", str(fleet), "--port", "0")
     assert result.code == 2 and "no host named 'nowhere'" in result.stderr
     assert "hosts: local" in result.stderr
 

@@ -152,7 +152,7 @@ def test_probe_holds_vllm_to_the_fleet_file(on_vllm: Served, cli: Cli) -> None:
 def test_bench_counts_with_the_servers_usage(on_vllm: Served, cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "bench"
     result = cli(
-        "bench", SERVICE, "--file", str(on_vllm.fleet_file), "-c", "1,2", "-n", "1",
+        "bench", SERVICE, "--file", str(on_vllm.fleet_file), "-c", "1,2", "--runs", "1",
         "--api", "completions", "--max-tokens", "128", "--prompts", "2", "--out", str(out),
     )  # fmt: skip
     assert result.code == 0, result.stdout + result.stderr

@@ -56,7 +56,7 @@ def bench(
         None, "--arms", help="YAML file of arms: running services, URLs or servers to start."
     ),
     concurrency: str = typer.Option("1,2,4", "--concurrency", "-c", help="Levels, e.g. 1,2,4."),
-    runs: int = typer.Option(3, "--runs", "-n", help="Runs per level (2+ for verdicts)."),
+    runs: int = typer.Option(3, "--runs", help="Runs per level (2+ for verdicts)."),
     out_dir: Path | None = typer.Option(
         None, "--out", help="Results folder (new or empty); default ./bench-results/<time>."
     ),

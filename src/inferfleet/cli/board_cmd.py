@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.cli.fleet_cmds import AllowHostOpt, FleetOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import AllowHostOpt, FleetOpt, HostOpt, resolve_fleet, scope
 from inferfleet.output import Output, esc
 from inferfleet.status import Collector, Options
 from inferfleet.status.web import create_app
@@ -21,7 +21,10 @@ def register(app: typer.Typer) -> None:
 
 
 def board(
-    hosts: list[str] = typer.Argument(None, help="Only these hosts (default: every host)."),
+    services: list[str] = typer.Argument(
+        None, help="Only the hosts of these services (default: every host); hosts: --host."
+    ),
+    host: list[str] = HostOpt,
     file: Path | None = FleetOpt,
     port: int = typer.Option(
         DEFAULT_PORT, "--port", "-p", min=0, max=65535, help="Port to serve on (0: any free one)."
@@ -48,6 +51,7 @@ def board(
     """Serve a status page of the fleet: health, slots, revisions and last bench figures."""
     out = Output()
     loaded = resolve_fleet(file, out)
+    hosts = scope(loaded.fleet, services or [], host, out)[1]
     collector = Collector(loaded, Options(ssh=not no_ssh, results_dir=results, facts_ttl=FACTS_TTL))
     app = create_app(collector, hosts=hosts or None, interval=interval, allow_hosts=allow_host)
 

@@ -26,7 +26,7 @@ from inferfleet import __version__
 from inferfleet.checks.engine import Report, catalogue, run_checks
 from inferfleet.checks.locate import locator
 from inferfleet.checks.report import catalogue_document, report_document, sarif
-from inferfleet.cli.fleet_cmds import FileArg, JsonOpt, WideOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FileArg, FleetOpt, JsonOpt, WideOpt, one_file, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.hub.headers import ModelSources
 from inferfleet.install import runtime_flags
@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
 
 def check(
     file: Path | None = FileArg,
+    file_opt: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
     sarif_out: bool = typer.Option(False, "--sarif", help="Print SARIF 2.1.0 (code scanning)."),
     list_rules: bool = typer.Option(False, "--list", help="Print the rule catalogue and exit."),
@@ -67,7 +68,7 @@ def check(
     if list_rules:
         _catalogue(out, json_out or sarif_out)
         return
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(one_file(file, file_opt), out)
     with ModelSources(loaded, offline=offline) as sources:
         report = run_checks(
             loaded,

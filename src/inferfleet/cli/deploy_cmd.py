@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from inferfleet.cli.fleet_cmds import WideOpt
+from inferfleet.cli.fleet_cmds import HostOpt, ServicesArg, WideOpt, scope
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
@@ -63,7 +63,8 @@ def _loaded(file: Path | None) -> LoadedFleet:
 
 
 def plan(
-    hosts: list[str] = typer.Argument(None, help="Hosts to plan (default: every host)."),
+    services: list[str] = ServicesArg,
+    host: list[str] = HostOpt,
     file: Path | None = FileOpt,
     json_out: bool = JsonOpt,
     wide: bool = WideOpt,
@@ -71,7 +72,8 @@ def plan(
     """Per host, the services whose inputs changed since the revision recorded there."""
     out = Output(json_mode=json_out, wide=wide)
     side = rollout.Fleetside.of(_loaded(file))
-    results = rollout.plan_hosts(side, side.hosts(hosts or []))
+    only, hosts = scope(side.fleet, services or [], host, out)
+    results = rollout.plan_hosts(side, side.hosts(hosts), services=only)
     if json_out:
         out.emit(_plan_document(PlanDocument, "inferfleet.plan/v1", side, results))
     else:
@@ -151,7 +153,10 @@ def _print_plans(out: Output, results: list[rollout.HostPlanResult], *, actions:
 
 
 def deploy(
-    hosts: list[str] = typer.Argument(None, help="Hosts to deploy (with --drain: default all)."),
+    services: list[str] = typer.Argument(
+        None, help="Services to deploy (and their hosts); with --drain: default all."
+    ),
+    host: list[str] = HostOpt,
     service: list[str] = ServiceOpt,
     drain: bool = typer.Option(
         False, "--drain", help="Every deployed service whose marker is behind and inputs changed."
@@ -163,10 +168,15 @@ def deploy(
 ) -> None:
     """Push, then on each host: git pull --ff-only and inferfleet apply, gated per service."""
     out = Output(json_mode=json_out)
-    if not hosts and not drain:
-        raise UsageError("name the hosts to deploy", hint="inferfleet deploy HOST ... (or --drain)")
+    if not services and not service and not host and not drain:
+        raise UsageError(
+            "name what to deploy",
+            hint="inferfleet deploy SERVICE ... or --host HOST ... (or --drain)",
+        )
     side = rollout.Fleetside.of(_loaded(file))
-    names = side.hosts(hosts or [])
+    only, hosts = scope(side.fleet, [*(services or []), *service], host, out)
+    names = side.hosts(hosts)
+    service = only
     if dry_run or not yes:
         results = rollout.plan_hosts(side, names, services=service, drain=drain, actions=dry_run)
         if json_out and dry_run:

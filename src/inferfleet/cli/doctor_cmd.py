@@ -1,6 +1,6 @@
-"""``inferfleet doctor [HOST...]``: a host's GPUs, memory, limits and tools against the fleet file.
+"""``inferfleet doctor [SERVICE...] [--host H]``: hosts' GPUs, memory, limits, tools vs the fleet.
 
-Without HOST it looks at this machine (compared with the fleet's host that
+Without a service or --host it looks at this machine (compared with the fleet's host that
 names this machine, if any). A fleet host that is not this machine is looked
 at on the host: ``inferfleet doctor --local --json`` runs there over the
 deploy's ssh connector (``INFERFLEET_REMOTE_COMMAND`` names inferfleet
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, fleet_file
+from inferfleet.cli.fleet_cmds import FleetOpt, HostOpt, JsonOpt, fleet_file, scope
 from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.output import Output, esc
 
@@ -31,7 +31,10 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor(
-    hosts: list[str] = typer.Argument(None, help="Fleet hosts to examine (default: this machine)."),
+    services: list[str] = typer.Argument(
+        None, help="The hosts of these services (default: this machine); hosts: --host."
+    ),
+    host: list[str] = HostOpt,
     file: Path | None = FleetOpt,
     local: bool = typer.Option(
         False, "--local", help="Only this machine's facts, no fleet file (what HOST runs remotely)."
@@ -56,24 +59,19 @@ def doctor(
         # still reports this machine's facts (there is nothing to compare).
         path = fleet_file(file, out)
         loaded = load_fleet(path) if path is not None else None
-    if hosts and loaded is None:
+    if (services or host) and loaded is None:
         raise UsageError(
-            "doctor HOST needs a fleet file (the host's address comes from it)",
+            "doctor --host HOST needs a fleet file (the host's address comes from it)",
             hint="pass --file fleet.yaml, or run it in the fleet repository",
         )
+    hosts = [] if loaded is None else scope(loaded.fleet, services or [], host, out)[1]
     reports: list[DoctorHost] = []
     if not hosts:
         here = None
         if loaded is not None:
             here = next((n for n, h in loaded.fleet.hosts.items() if h.is_local(n)), None)
         reports.append(examine(loaded, here, disks, env_files))
-    for name in hosts or []:
-        assert loaded is not None
-        if name not in loaded.fleet.hosts:
-            raise UsageError(
-                f"no host named {name!r} in {loaded.path}",
-                hint=f"known hosts: {', '.join(sorted(loaded.fleet.hosts)) or '(none)'}",
-            )
+    for name in hosts:
         reports.append(examine(loaded, name, disks, env_files))
     ok = all(r["ok"] for r in reports)
     document: DoctorDocument = {"schema": "inferfleet.doctor/v1", "ok": ok, "hosts": reports}

@@ -27,7 +27,7 @@ from inferfleet.budget import DEFAULT_HEADROOM, MIB
 from inferfleet.budget.measured import from_reports
 from inferfleet.budget.memreport import BootReport, parse_log
 from inferfleet.cli.budget_cmd import build_request
-from inferfleet.cli.fleet_cmds import FileArg, resolve_fleet
+from inferfleet.cli.fleet_cmds import FileArg, FleetOpt, one_file, resolve_fleet
 from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.facts.boots import FORMAT, MAX_BOOTS, RecordedBoots, write_boots
 from inferfleet.fleetfile.fleet import HubSource, PathSource
@@ -52,6 +52,7 @@ app = typer.Typer(
 @app.command("record")
 def record(
     file: Path | None = FileArg,
+    file_opt: Path | None = FleetOpt,
     model: list[str] = typer.Option([], "--model", help="Only this model (repeatable)."),
     offline: bool = typer.Option(False, "--offline", help="No network request."),
     from_log: list[str] = typer.Option(
@@ -65,7 +66,7 @@ def record(
     """Record each model's header facts and files under facts/models/ (keyed by sha256),
     and services' measured boots under facts/services/."""
     out = Output()
-    loaded = resolve_fleet(file, out)
+    loaded = resolve_fleet(one_file(file, file_opt), out)
     names = model or list(loaded.fleet.models)
     unknown = [n for n in names if n not in loaded.fleet.models]
     if unknown:

@@ -17,7 +17,10 @@ from inferfleet.output import Output, esc
 # Every verb module imports this one for its options: the fleet model (pydantic)
 # and the documents load only when a fleet is read, inside the functions.
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from inferfleet.documents import ShowServiceDocument
+    from inferfleet.fleetfile.fleet import Fleet
     from inferfleet.fleetfile.loader import LoadedFleet
 
 FileArg = typer.Argument(
@@ -89,6 +92,60 @@ def no_fleet_file() -> UsageError:
     )
 
 
+def one_file(positional: Path | None, option: Path | None) -> Path | None:
+    """The fleet file of a verb that takes it both ways: ``-f/--file`` (every verb) and the
+    positional it took before (kept for scripts). Two different files are a usage error."""
+    if positional is not None and option is not None and positional != option:
+        from inferfleet.errors import UsageError
+
+        raise UsageError(
+            f"two fleet files given: {positional} and --file {option}",
+            hint="give the fleet file once, as -f/--file",
+        )
+    return option if option is not None else positional
+
+
+ServicesArg = typer.Argument(
+    None, help="Only these services (default: all of them); hosts are named with --host."
+)
+HostOpt = typer.Option([], "--host", help="Only this host (repeatable).")
+
+
+def scope(
+    fleet: Fleet, names: Sequence[str], hosts: Sequence[str], out: Output | None = None
+) -> tuple[list[str], list[str]]:
+    """(services, hosts) a verb works on: positionals name services on every verb, hosts come
+    from ``--host``; a service also brings its host into scope.
+
+    A positional that names a host and no service is taken as ``--host``, with a note:
+    scripts written when ``status``/``doctor``/``plan``/``deploy``/``board`` took hosts
+    there keep working.
+    """
+    services: list[str] = []
+    wanted = list(hosts)
+    for name in names:
+        if name in fleet.services or name in fleet.groups:
+            services.append(name)
+        elif name in fleet.hosts:
+            wanted.append(name)
+            if out is not None:
+                out.note(f"[dim]{esc(name)} is a host: taken as --host {esc(name)}[/dim]")
+        else:
+            raise UsageError(
+                f"no service named {name!r}",
+                hint=f"services: {', '.join(sorted(fleet.services)) or '(none)'}; "
+                "hosts are named with --host",
+            )
+    for host in wanted:
+        if host not in fleet.hosts:
+            raise UsageError(
+                f"no host named {host!r}",
+                hint=f"known hosts: {', '.join(sorted(fleet.hosts)) or '(none)'}",
+            )
+    wanted += [unit_service(fleet, name).host for name in services]
+    return services, list(dict.fromkeys(wanted))
+
+
 def resolve_fleet(
     path: Path | None, out: Output | None = None, *, example: bool = False, last_up: bool = False
 ) -> LoadedFleet:
@@ -135,13 +192,15 @@ def register(app: typer.Typer) -> None:
     app.command("init")(init)
 
 
-def validate(file: Path | None = FileArg, json_out: bool = JsonOpt) -> None:
+def validate(
+    file: Path | None = FileArg, file_opt: Path | None = FleetOpt, json_out: bool = JsonOpt
+) -> None:
     """Check a fleet file: YAML, schema and cross-references. Exit 2 when invalid."""
     from inferfleet.documents import FleetCounts, ValidateDocument, ValidationIssue
     from inferfleet.fleetfile.loader import load_fleet
 
     out = Output(json_mode=json_out)
-    target = fleet_file(file, out)
+    target = fleet_file(one_file(file, file_opt), out)
     if target is None:
         raise no_fleet_file()
     try:
@@ -384,6 +443,13 @@ def init(
         help="Also write .pre-commit-config.yaml and a CI workflow that run "
         "`inferfleet check --strict`.",
     ),
+    install: str | None = typer.Option(
+        None,
+        "--install",
+        metavar="SPEC",
+        help="The pip requirement CI installs inferfleet from (default: how this one was "
+        "installed: its git remote at the commit, or the version from a package index).",
+    ),
 ) -> None:
     """Scaffold a fleet repo: fleet.yaml, .gitignore, pre-commit + CI running check --strict.
 
@@ -392,8 +458,11 @@ def init(
     """
     from inferfleet import __version__
     from inferfleet.io.files import atomic_write
+    from inferfleet.origin import checked_spec, origin
 
     out = Output()
+    source = origin()
+    spec = checked_spec(install) if install is not None else source.spec
     wanted = SCAFFOLD if ci else SCAFFOLD[:1]
     targets = [(directory / name, template) for name, template in wanted]
     # Refuse before writing anything: nothing is half-scaffolded.
@@ -418,7 +487,8 @@ def init(
     for target, template in targets:
         text = packaged.joinpath(template).read_text(encoding="utf-8")
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, text.replace("@VERSION@", __version__))
+        text = text.replace("@VERSION@", __version__).replace("@INSTALL@", spec)
+        atomic_write(target, text)
     ignore = directory / ".gitignore"
     present = ignore.read_text().splitlines() if ignore.exists() else []
     missing = [line for line in GITIGNORE_LINES if line not in present]
@@ -429,6 +499,12 @@ def init(
             handle.write("\n".join(missing) + "\n")
     for target, _ in targets:
         out.line(f"[green]created[/green] {esc(target)}")
+    if ci and install is None and not source.reachable:
+        out.note(
+            f"[yellow]note:[/yellow] this inferfleet was installed {esc(source.where)}, which "
+            f"CI cannot reach: its workflow installs {esc(spec)} from a package index. "
+            "Pass --install SPEC (e.g. your git remote at a commit) to write another."
+        )
     if _git_init(directory):
         # A fleet is a git repository: plan, deploy and rollback read its history.
         out.line(f"[green]initialised[/green] a git repository in {esc(directory)}")

@@ -31,8 +31,11 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+# -f/--file as on every verb; --out/-o, its first name, kept for scripts.
 OutOpt = typer.Option(
     Path("fleet.yaml"),
+    "--file",
+    "-f",
     "--out",
     "-o",
     help="The fleet file to write; when it exists the import is added to it (comments kept).",

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, WideOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import (
+    FleetOpt,
+    HostOpt,
+    JsonOpt,
+    ServicesArg,
+    WideOpt,
+    one_file,
+    resolve_fleet,
+    scope,
+)
 from inferfleet.errors import EXIT_FAILED, ContractFailingError, UsageError
 from inferfleet.output import Output, esc
 
@@ -85,6 +94,7 @@ def up(
         help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml or the nearest parent's, "
         "else the embedded example).",
     ),
+    file_opt: Path | None = FleetOpt,
     service: list[str] = typer.Option(
         [], "--service", "-s", help="Only these services (repeatable)."
     ),
@@ -105,7 +115,7 @@ def up(
     from inferfleet.documents import UpDocument, UpGateway, UpProxy, document_of
 
     out = Output(json_mode=json_out)
-    loaded = resolve_fleet(file, out, example=True)
+    loaded = resolve_fleet(one_file(file, file_opt), out, example=True)
     names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
         loaded
     )
@@ -258,7 +268,8 @@ def down(
 
 
 def status(
-    hosts: list[str] = typer.Argument(None, help="Only these hosts (default: every host)."),
+    services: list[str] = ServicesArg,
+    host: list[str] = HostOpt,
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
     watch: float = typer.Option(0.0, "--watch", help="Refresh every N seconds (human mode)."),
@@ -280,11 +291,12 @@ def status(
 
     out = Output(json_mode=json_out, wide=wide)
     loaded = resolve_fleet(file, out, last_up=True)
+    only, hosts = scope(loaded.fleet, services or [], host, out)
     # With --watch, a host's ssh facts are reused for 30 s; HTTP is read every round.
     options = Options(ssh=not no_ssh, results_dir=results, facts_ttl=30.0 if watch > 0 else 0.0)
     collector = Collector(loaded, options)
     while True:
-        current = collector.collect(hosts or None)
+        current = collector.collect(hosts or None, services=only or None)
         if json_out:
             out.emit(current.document())
             break

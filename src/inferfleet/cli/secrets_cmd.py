@@ -21,7 +21,7 @@ def scan(
         [], "--env-file", "-e", help="Untracked env file whose secret values must not leak."
     ),
     rendered: list[Path] = typer.Option(
-        [], "--rendered", "-r", help="A rendered output folder to scan too (inferfleet render)."
+        [], "--rendered", help="A rendered output folder to scan too (inferfleet render)."
     ),
     repo: Path = typer.Option(Path("."), "--repo", help="The fleet repository (git)."),
     all_values: bool = typer.Option(

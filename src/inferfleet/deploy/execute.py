@@ -382,7 +382,7 @@ def _workers_answer(ctx: Context, desired: ServiceLaunch) -> None:
                 worker.message,
                 where=f"service {desired.name}",
                 hint=f"deploy host {worker.host!r} first: its rpc worker starts before the "
-                "server that uses it (inferfleet deploy HOST...)",
+                "server that uses it (inferfleet deploy --host HOST)",
             )
 
 

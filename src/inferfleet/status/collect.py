@@ -26,7 +26,7 @@ from inferfleet.backends import health as gate
 from inferfleet.deploy.holds import Hold
 from inferfleet.deploy.rpc import worker_states
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.fleetfile.groups import deploy_units, members, unit_service
+from inferfleet.fleetfile.groups import deploy_units, group_of, members, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_unit
 from inferfleet.io import http
@@ -91,11 +91,16 @@ class Collector:
             )
         return list(dict.fromkeys(wanted))
 
-    def collect(self, hosts: Sequence[str] | None = None) -> FleetStatus:
+    def collect(
+        self, hosts: Sequence[str] | None = None, *, services: Sequence[str] | None = None
+    ) -> FleetStatus:
+        """The status of ``hosts`` (default: every host), only ``services`` when given."""
         fleet = self.loaded.fleet
         names = self.hosts(hosts)
         units = {n: unit_service(fleet, n) for n in deploy_units(fleet)}
-        services = [n for n, s in units.items() if s.host in names]
+        # A swap group's member is shown as its group's row (one server).
+        only = None if services is None else {group_of(fleet, n) or n for n in services}
+        services = [n for n, s in units.items() if s.host in names and (only is None or n in only)]
         repo = self._repo_state()
         workers = max(1, min(MAX_WORKERS, len(names) + 2 * len(services)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="status") as pool:
