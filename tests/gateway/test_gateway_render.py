@@ -217,10 +217,21 @@ def test_fleets_the_gateway_cannot_front_are_refused(tmp_path: Path) -> None:
         render.config(loaded_from(tmp_path, data).fleet)
 
 
-def test_opencode_reads_the_gateway_key_from_the_environment() -> None:
-    doc = json.loads(clients.opencode_json(load_fleet(HOMELAB).fleet))
-    options = doc["provider"]["inferfleet"]["options"]
-    assert options["apiKey"] == "{env:INFERFLEET_GATEWAY_KEY}"
+def test_opencode_reads_the_front_doors_key_from_the_environment() -> None:
+    fleet = load_fleet(HOMELAB).fleet
+    options = json.loads(clients.opencode_json(fleet))["provider"]["inferfleet"]["options"]
+    # homelab's auth proxy fronts its gateway: the proxy's address and key.
+    assert options == {"baseURL": "https://ai.home.arpa/v1", "apiKey": "{env:INFERFLEET_PROXY_KEY}"}
+    # Without the proxy, the gateway's.
+    bare = fleet.model_copy(update={"proxy": None})
+    options = json.loads(clients.opencode_json(bare))["provider"]["inferfleet"]["options"]
+    assert options == {
+        "baseURL": "http://127.0.0.1:4000/v1",
+        "apiKey": "{env:INFERFLEET_GATEWAY_KEY}",
+    }
+    env = clients.openwebui(fleet)
+    assert env["OPENAI_API_BASE_URLS"].split(";")[0] == "https://ai.home.arpa/v1"
+    assert env["OPENAI_API_KEYS"].split(";")[0] == clients.OPENWEBUI_PROXY_PLACEHOLDER
 
 
 IMAGE = "ghcr.io/berriai/litellm@sha256:" + "ab" * 32

@@ -22,8 +22,11 @@ def test_providers_file_is_the_per_slot_contract() -> None:
     coder = by_id["qwen3-coder-30b"]
     # 32768 per slot over 3 slots: clients get the slot, never the 98304 pool (L-25).
     assert coder["context_window"] == 32768 and coder["concurrency"] == 3
-    # The gateway fronts every llm service of homelab: the client's URL is the front door.
-    assert coder["base_url"] == "http://127.0.0.1:4000/v1" and coder["via_gateway"] is True
+    # The gateway fronts every llm service of homelab and the auth proxy fronts the
+    # gateway: the client's URL is the proxy's name, which a laptop reaches (TLS, a key),
+    # never the gateway's loopback address.
+    assert coder["base_url"] == "https://ai.home.arpa/v1" and coder["via_gateway"] is True
+    assert coder["via_proxy"] is True
     assert coder["max_tokens"] + coder["compaction_threshold"] <= coder["context_window"]  # L-26
     vision = by_id["qwen3.5-35b-a3b"]
     assert vision["input"] == ["text", "image"]
@@ -40,9 +43,9 @@ def test_litellm_model_list() -> None:
     entries = {m["model_name"]: m for m in doc["model_list"]}
     coder = entries["qwen3-coder-30b"]
     assert coder["litellm_params"]["model"] == "openai/qwen3-coder-30b"
-    assert coder["litellm_params"]["api_base"] == "http://127.0.0.1:4000/v1"  # the gateway
+    assert coder["litellm_params"]["api_base"] == "https://ai.home.arpa/v1"  # the proxy
     # The key is read from the client's environment at start, never written here (L-55).
-    assert coder["litellm_params"]["api_key"] == "os.environ/INFERFLEET_GATEWAY_KEY"
+    assert coder["litellm_params"]["api_key"] == "os.environ/INFERFLEET_PROXY_KEY"
     assert coder["litellm_params"]["max_parallel_requests"] == 3
     info = coder["model_info"]
     assert info["max_input_tokens"] == 20000 and info["max_output_tokens"] == 8192
@@ -59,8 +62,8 @@ def test_opencode_providers() -> None:
     front = doc["provider"]["inferfleet"]
     assert front["npm"] == "@ai-sdk/openai-compatible"
     assert front["options"] == {
-        "baseURL": "http://127.0.0.1:4000/v1",
-        "apiKey": "{env:INFERFLEET_GATEWAY_KEY}",
+        "baseURL": "https://ai.home.arpa/v1",
+        "apiKey": "{env:INFERFLEET_PROXY_KEY}",
     }
     model = front["models"]["qwen3-coder-30b"]
     # OpenCode compacts from limit.input when it is below context - output.

@@ -21,7 +21,9 @@ fit inside it; reasoning text is where the runtime puts it (L-45); the
 
 With a gateway every format points at the front door for the
 services it fronts: one base URL, one key (:data:`GATEWAY_KEY_ENV` in the
-client's environment; the gateway's ``LITELLM_MASTER_KEY``). A key is never
+client's environment; the gateway's ``LITELLM_MASTER_KEY``). With an auth
+proxy, clients are given the proxy's address (TLS, reachable from a laptop)
+for everything it routes, with :data:`PROXY_KEY_ENV`. A key is never
 written into a rendered file (L-55); Open WebUI does not expand variables in
 its settings (L-54), so its snippet carries a placeholder to replace when it
 is installed.
@@ -41,7 +43,9 @@ from inferfleet.render.endpoints import (
     endpoint,
     gateway_url,
     llm_services,
+    proxy_url,
     reasoning_field,
+    via_proxy,
 )
 from inferfleet.render.exposure import gateway_services
 
@@ -51,9 +55,20 @@ OPENCODE_SCHEMA = "https://opencode.ai/config.json"
 _OPENCODE_FIELDS = {"reasoning_content", "reasoning_details"}
 # Where a client keeps the gateway's key: its own environment, never a rendered file (L-55).
 GATEWAY_KEY_ENV = "INFERFLEET_GATEWAY_KEY"
+# ... and the auth proxy's: one of the keys its keys_env accepts (the same name there).
+PROXY_KEY_ENV = "INFERFLEET_PROXY_KEY"
 OPENWEBUI_KEY_PLACEHOLDER = "REPLACE-WITH-THE-GATEWAY-KEY"
+OPENWEBUI_PROXY_PLACEHOLDER = "REPLACE-WITH-THE-PROXY-KEY"
 # Fleet endpoints need no key; the OpenAI client insists on one.
 NO_KEY = "none"
+
+
+def key_env(fleet: Fleet, name: str) -> str | None:
+    """The variable a client keeps its key for ``name`` in: the auth proxy's when it
+    routes the service, the gateway's when that fronts it, else none (no key)."""
+    if via_proxy(fleet, name):
+        return PROXY_KEY_ENV
+    return GATEWAY_KEY_ENV if name in gateway_services(fleet) else None
 
 
 def _reasons(service: Service) -> bool:
@@ -76,6 +91,7 @@ def providers(fleet: Fleet) -> dict[str, Any]:
                 "runtime": ep.runtime,
                 "base_url": client_base_url(fleet, name),
                 "via_gateway": name in fronted,
+                "via_proxy": via_proxy(fleet, name),
                 "api": "chat" if service.client.chat else "completions",
                 "context_window": ep.ctx_per_slot,
                 "max_tokens": service.client.max_tokens,
@@ -121,27 +137,30 @@ def model_entry(fleet: Fleet, name: str, *, api_base: str, api_key: str = NO_KEY
 def litellm(fleet: Fleet) -> dict[str, Any]:
     """A LiteLLM ``model_list`` for a client-side LiteLLM: through the gateway when there is
     one (its key read from the environment at start, ``os.environ/``), else direct."""
-    fronted = set(gateway_services(fleet))
     models = []
     for name in llm_services(fleet):
-        key = f"os.environ/{GATEWAY_KEY_ENV}" if name in fronted else NO_KEY
+        env = key_env(fleet, name)
+        key = NO_KEY if env is None else f"os.environ/{env}"
         models.append(model_entry(fleet, name, api_base=client_base_url(fleet, name), api_key=key))
     return {"model_list": models}
 
 
 def openwebui(fleet: Fleet) -> dict[str, str]:
-    """Open WebUI's OpenAI connections: the gateway once, plus every service it does not front."""
+    """Open WebUI's OpenAI connections: the front door once (the auth proxy's address when
+    there is one, else the gateway's), plus every service it does not front."""
     fronted = set(gateway_services(fleet))
     urls: list[str] = []
     keys: list[str] = []
     front = gateway_url(fleet)
     if front is not None and fronted:
-        urls.append(front)
-        keys.append(OPENWEBUI_KEY_PLACEHOLDER)
+        door = proxy_url(fleet)
+        urls.append(front if door is None else f"{door}/v1")
+        keys.append(OPENWEBUI_KEY_PLACEHOLDER if door is None else OPENWEBUI_PROXY_PLACEHOLDER)
     for name in llm_services(fleet):
-        if name not in fronted:
-            urls.append(endpoint(fleet, name).base_url)
-            keys.append(NO_KEY)
+        if name in fronted:
+            continue
+        urls.append(client_base_url(fleet, name))
+        keys.append(OPENWEBUI_PROXY_PLACEHOLDER if via_proxy(fleet, name) else NO_KEY)
     return {"OPENAI_API_BASE_URLS": ";".join(urls), "OPENAI_API_KEYS": ";".join(keys)}
 
 
@@ -150,7 +169,8 @@ def openwebui_env(fleet: Fleet) -> str:
         "# Open WebUI's OpenAI-compatible connections, rendered by inferfleet.",
         "# OPENAI_API_KEYS holds one key per URL, in order. Open WebUI does not expand",
         f"# variables here (L-54): replace {OPENWEBUI_KEY_PLACEHOLDER} with the gateway's",
-        "# key (LITELLM_MASTER_KEY of its keys_env) where this file is installed, never in git.",
+        f"# key (LITELLM_MASTER_KEY of its keys_env) and {OPENWEBUI_PROXY_PLACEHOLDER} with a key",
+        "# of the auth proxy's keys_env where this file is installed, never in git.",
     ]
     lines += [f"{key}={value}" for key, value in openwebui(fleet).items()]
     return "\n".join(lines) + "\n"
@@ -194,17 +214,20 @@ def opencode(fleet: Fleet) -> dict[str, Any]:
                     "name": "inferfleet gateway",
                     "options": {
                         "baseURL": client_base_url(fleet, name),
-                        "apiKey": f"{{env:{GATEWAY_KEY_ENV}}}",
+                        "apiKey": f"{{env:{key_env(fleet, name)}}}",
                     },
                     "models": {},
                 },
             )
             gateway["models"][ep.alias] = model
             continue
+        options = {"baseURL": client_base_url(fleet, name)}
+        if (env := key_env(fleet, name)) is not None:
+            options["apiKey"] = f"{{env:{env}}}"
         provider[f"inferfleet-{name}"] = {
             "npm": "@ai-sdk/openai-compatible",
             "name": f"inferfleet {name}",
-            "options": {"baseURL": ep.base_url},
+            "options": options,
             "models": {ep.alias: model},
         }
     return {"$schema": OPENCODE_SCHEMA, "provider": provider}

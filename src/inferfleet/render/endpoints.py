@@ -100,9 +100,38 @@ def gateway_url(fleet: Fleet) -> str | None:
     return f"http://{address}:{gateway.port}/v1"
 
 
+def proxy_url(fleet: Fleet) -> str | None:
+    """The auth proxy's address as clients use it (``https://NAME[:PORT]``), or None."""
+    proxy = fleet.proxy
+    if proxy is None:
+        return None
+    address = proxy.names[0] if proxy.names else proxy.bind
+    if not proxy.names and ipaddress.ip_address(address).is_unspecified:
+        host = fleet.hosts.get(proxy.host)
+        address = (host.address if host is not None else None) or proxy.host
+    if ":" in address:
+        address = f"[{address}]"
+    return f"https://{address}" + ("" if proxy.port == 443 else f":{proxy.port}")
+
+
+def via_proxy(fleet: Fleet, name: str) -> bool:
+    """Whether clients reach ``name`` through the auth proxy: it routes the service itself
+    (``proxy.services``) or the gateway in front of it."""
+    proxy = fleet.proxy
+    if proxy is None:
+        return False
+    return name in proxy.services or (fleet.gateway is not None and name in gateway_services(fleet))
+
+
 def client_base_url(fleet: Fleet, name: str) -> str:
-    """Where a client sends requests for service ``name``: the gateway when it fronts the
-    service (one URL, one key for every model), else the service itself."""
+    """Where a client sends requests for service ``name``: the auth proxy when it routes
+    the service (the address a laptop can reach, with TLS and a key), else the gateway when
+    it fronts the service (one URL, one key for every model), else the service itself."""
+    front = proxy_url(fleet)
+    if front is not None and fleet.proxy is not None and via_proxy(fleet, name):
+        # The proxy routes a listed service under /<service>/ and everything else to the
+        # gateway, whose /v1 it passes unchanged (render/caddy.py).
+        return f"{front}/{name}/v1" if name in fleet.proxy.services else f"{front}/v1"
     url = gateway_url(fleet)
     if url is not None and name in gateway_services(fleet):
         return url
