@@ -75,3 +75,19 @@ def fake_vllm(
         },
         requires=requires,
     )
+
+
+def deps_wheelhouse() -> Path:
+    """The wheels of inferfleet's dependencies that ``scripts/test`` downloads once per
+    pyproject.toml (cached): tests install from it with no index."""
+    import os
+
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    house = cache / "inferfleet-tests" / f"wheelhouse-{digest}"
+    if not (house / ".done").is_file():
+        raise AssertionError(
+            f"no wheelhouse at {house}: ./scripts/test downloads it (pip wheel of this project)"
+        )
+    return house
