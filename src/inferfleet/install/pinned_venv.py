@@ -74,6 +74,11 @@ print(json.dumps({
     "present": [n for n in extra if version(n) is not None],
 }))
 """
+# What an install costs, said before it starts (measured on a 2-core machine).
+_EXPECT = {
+    "vllm": "vLLM with torch: several GB, minutes",
+    "litellm": "LiteLLM with its proxy extras: about 750 MB, a minute or two",
+}
 PhaseFn = Callable[[str], None]
 LineFn = Callable[[str], None]
 
@@ -163,7 +168,7 @@ def install(
             [sys.executable, "-m", "venv", str(staged)], f"creating the venv for {requirement}"
         )
         python = staged / VENV_PYTHON
-        phase(f"installing {requirement} with pip (vLLM with torch: several GB, minutes)")
+        phase(f"installing {requirement} with pip ({_EXPECT.get(pin.kind, 'minutes')})")
         run_step(
             [
                 str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
