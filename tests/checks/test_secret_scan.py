@@ -48,7 +48,7 @@ def test_token_in_rendered_output_is_found(cli, repo: Path, tmp_path: Path) -> N
     rendered = tmp_path / "out"
     (rendered / "hosts").mkdir(parents=True)
     (rendered / "hosts" / "chat.env").write_text(f"MODEL=x\nKEY={TOKEN}\n")
-    result = cli("secrets", "scan", "--repo", str(repo), "-r", str(rendered))
+    result = cli("secrets", "scan", "--repo", str(repo), "--rendered", str(rendered))
     assert result.code == 1
     assert "token-shaped string" in result.stdout and "chat.env:2" in result.stdout
     assert TOKEN not in result.stdout
@@ -68,7 +68,7 @@ def test_rendered_example_fleet_is_clean(cli, repo: Path, tmp_path: Path) -> Non
     rendered = cli("render", "--file", str(embedded_example()), "--out", str(out))
     assert rendered.code == 0, rendered.stderr
     result = cli(
-        "secrets", "scan", "--repo", str(repo), "-e", str(repo / "secrets.env"), "-r", str(out)
+        "secrets", "scan", "--repo", str(repo), "-e", str(repo / "secrets.env"), "--rendered", str(out)
     )
     assert result.code == 0, result.stdout
 
