@@ -68,8 +68,14 @@ def test_rendered_example_fleet_is_clean(cli, repo: Path, tmp_path: Path) -> Non
     rendered = cli("render", "--file", str(embedded_example()), "--out", str(out))
     assert rendered.code == 0, rendered.stderr
     result = cli(
-        "secrets", "scan", "--repo", str(repo), "-e", str(repo / "secrets.env"),
-        "--rendered", str(out),
+        "secrets",
+        "scan",
+        "--repo",
+        str(repo),
+        "-e",
+        str(repo / "secrets.env"),
+        "--rendered",
+        str(out),
     )
     assert result.code == 0, result.stdout
 
