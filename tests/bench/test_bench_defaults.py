@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.asgi_server import openai_app, serving
+from helpers.real_server import fleet_data, write_fleet
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -98,6 +99,34 @@ def test_the_default_is_a_quick_look_that_lands_where_status_reads(
     figures = index.figures("any-service", [url])
     assert figures is not None and figures.arm == doc["arms"][0]["name"]
     assert [lv.concurrency for lv in figures.levels] == [1, 4]
+
+
+def test_the_quick_look_of_a_service_uses_its_slots_as_the_second_level(
+    cli: Any, tmp_path: Path
+) -> None:
+    # More streams than slots only queue: a service declaring 3 slots is measured at 1 and 3.
+    server = PacedServer()
+    with serving(server.app()) as url:
+        port = int(url.rsplit(":", 1)[1])
+        fleet = write_fleet(tmp_path / "fleet.yaml", fleet_data(port, parallel=3))
+        result = cli("bench", "gemma", "--file", str(fleet), "--api", "completions", "--json")
+        assert result.code == 0, result.stderr
+        assert json.loads(result.stdout)["options"]["concurrency"] == [1, 3]
+        given = cli(
+            "bench",
+            "gemma",
+            "--file",
+            str(fleet),
+            "--api",
+            "completions",
+            "-c",
+            "2",
+            "--runs",
+            "1",
+            "--json",
+        )
+    assert given.code == 0, given.stderr
+    assert json.loads(given.stdout)["options"]["concurrency"] == [2]  # an explicit level wins
 
 
 def test_thorough_measures_every_prompt_at_three_levels(cli: Any, tmp_path: Path) -> None:

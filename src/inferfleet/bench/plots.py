@@ -14,7 +14,7 @@ from inferfleet.bench.measure import RequestRecord
 from inferfleet.documents import BenchDocument
 
 INSTALL_HINT = "pip install 'inferfleet[bench]' (or: pip install matplotlib)"
-SKIPPED = f"plots skipped: matplotlib is not installed ({INSTALL_HINT})"
+SKIPPED = "plots skipped: matplotlib is not installed (pip install 'inferfleet[bench]')"
 
 
 def pyplot() -> Any | None:

@@ -50,7 +50,7 @@ class Depth:
     max_tokens: int
 
 
-QUICK = Depth("1,4", 2, 4, MIN_DECODE_TOKENS)
+QUICK = Depth("1,4", 2, 4, MIN_DECODE_TOKENS)  # 1 and the service's slots where declared
 THOROUGH = Depth("1,2,4", 3, None, 256)
 
 
@@ -79,7 +79,10 @@ def bench(
         None, "--arms", help="YAML file of arms: running services, URLs or servers to start."
     ),
     concurrency: str | None = typer.Option(
-        None, "--concurrency", "-c", help="Levels, e.g. 1,2,4 (default 1,4; --thorough 1,2,4)."
+        None,
+        "--concurrency",
+        "-c",
+        help="Levels, e.g. 1,2,4 (default 1 and the service's slots, else 1,4; --thorough 1,2,4).",
     ),
     runs: int | None = typer.Option(
         None, "--runs", help="Runs per level, 2+ for verdicts (default 2; --thorough 3)."
@@ -130,6 +133,7 @@ def bench(
     """Benchmark endpoints on real, salted prompts with the server's own token counts."""
     out = Output(json_mode=json_out)
     depth = THOROUGH if thorough else QUICK
+    levels_given = concurrency is not None
     concurrency = concurrency or depth.concurrency
     runs = depth.runs if runs is None else runs
     max_tokens = depth.max_tokens if max_tokens is None else max_tokens
@@ -203,6 +207,12 @@ def bench(
         if not rec.ok:
             out.note(f"  [red]request failed[/red] {esc(rec.prompt_id)}: {esc(rec.error)}")
 
+    if not levels_given and not thorough:
+        # The quick look's second level is the service's slots where it declares them: more
+        # streams than slots only queue, fewer leave slots idle.
+        slots = {a.target.parallel for a in arms if a.target is not None and a.target.parallel}
+        if len(slots) == 1 and (only := slots.pop()) > 1:
+            options = replace(options, concurrency=(1, only))
     if ignore_eos is None:
         # L-48: an A/B lets the model stop where it would; past its end of text a drafter is
         # measured on text the model would not write. One endpoint's rates take every token.
