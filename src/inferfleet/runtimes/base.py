@@ -46,6 +46,15 @@ class MetricNames:
             generation_tokens=f"{prefix}:{generation_tokens}",
         )
 
+    @property
+    def prefix(self) -> str:
+        """``llamacpp:``, ``vllm:``: what every series of the runtime starts with."""
+        return self.running.split(":")[0] + ":"
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        return (self.running, self.waiting, self.prompt_tokens, self.generation_tokens)
+
 
 @dataclass(frozen=True)
 class Launch:
