@@ -6,7 +6,8 @@ from pathlib import Path
 
 from helpers.rpc_fleet import SERVICE, rpc_data, write
 
-from inferfleet.checks.engine import LocalSources, run_checks
+from inferfleet.artifacts.sources import LocalSources
+from inferfleet.checks.engine import run_checks
 from inferfleet.fleetfile.loader import load_fleet
 
 RPC_RULES = {"rpc-worker-bind", "rpc-split-fit"}

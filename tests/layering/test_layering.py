@@ -12,6 +12,7 @@ so a reader sees what a violation looks like and that the checker catches it.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -158,22 +159,85 @@ def test_a_planted_effect_in_the_core_is_reported_with_its_import_chain(tmp_path
     ]
 
 
-# Lower layers never import upper ones (design.md): the model-files package sits
-# below the Hub wire and everything that deploys or renders.
-BELOW = {
-    "artifacts": {"hub", "deploy", "cli", "render", "status", "probe", "bench"},
-    "fleetfile": {"artifacts", "hub", "gguf", "deploy", "cli", "render", "status", "backends"},
-    "io": {"fleetfile", "artifacts", "hub", "deploy", "cli", "render", "status", "backends"},
-    "client": {"probe", "bench", "deploy", "cli", "status"},
-}
+# Lower layers never import upper ones: README.md's package map (its architecture
+# section) lists the packages lowest layer first, and that list is the total order.
+# The entry point (``python -m inferfleet``) runs the CLI and sits above everything.
+ENTRY = "__main__"
 
 
-def test_lower_layers_never_import_upper_ones() -> None:
-    edges = ImportGraph.scan(SRC, PACKAGE).unit_edges()
-    wrong = [
-        f"{low} imports {high}: {edges[low][high].where(SRC)}"
-        for low, highs in BELOW.items()
-        for high in sorted(highs)
-        if high in edges.get(low, {})
-    ]
+def package_map(readme: str) -> list[str]:
+    """The packages and top modules of the README's package map, in its order."""
+    section = readme.split("\n## Architecture\n", 1)[-1]
+    block = section.split("\nsrc/inferfleet/", 1)[-1].split("```", 1)[0]
+    return re.findall(r"^  (\w+)(?:/|\.py) ", block, flags=re.M)
+
+
+def order_violations(graph: ImportGraph, order: list[str]) -> list[str]:
+    """One line per import of a package listed later than the importer (or not listed)."""
+    rank = {unit: index for index, unit in enumerate(order)}
+    units = {graph.unit(m) for m in graph.modules} - {None, ENTRY}
+    wrong = [f"{unit} is not in README.md's package map" for unit in sorted(units - set(rank))]
+    for low, highs in sorted(graph.unit_edges().items()):
+        for high, imp in sorted(highs.items()):
+            if low in rank and high in rank and rank[high] > rank[low]:
+                wrong.append(
+                    f"{low} imports {high}, a higher layer (listed after it in README.md's "
+                    f"package map): {imp.where(graph.root)} imports {imp.target}"
+                )
+    return wrong
+
+
+def test_the_readme_lists_every_package_once() -> None:
+    order = package_map((ROOT / "README.md").read_text(encoding="utf-8"))
+    graph = ImportGraph.scan(SRC, PACKAGE)
+    units = {graph.unit(m) for m in graph.modules}
+    assert len(order) == len(set(order)), order
+    assert set(order) == units - {None, ENTRY}
+
+
+def test_no_package_imports_one_listed_after_it_in_the_readme() -> None:
+    order = package_map((ROOT / "README.md").read_text(encoding="utf-8"))
+    wrong = order_violations(ImportGraph.scan(SRC, PACKAGE), order)
     assert not wrong, "\n".join(wrong)
+
+
+def test_an_upward_import_and_an_unlisted_package_are_reported(tmp_path: Path) -> None:
+    src = plant(
+        tmp_path / "src",
+        {
+            "inferfleet/__init__.py": "",
+            "inferfleet/errors.py": "",
+            "inferfleet/client/__init__.py": "",
+            "inferfleet/client/target.py": """
+                from typing import TYPE_CHECKING
+
+                from inferfleet.errors import FleetError
+
+                if TYPE_CHECKING:  # never runs: not an edge
+                    from inferfleet.deploy import state
+
+                def url():
+                    from inferfleet.backends.health import url_for  # upward, in a function
+            """,
+            "inferfleet/backends/__init__.py": "",
+            "inferfleet/backends/health.py": "",
+            "inferfleet/deploy/__init__.py": "from inferfleet import client, backends\n",
+            "inferfleet/extra.py": "",
+        },
+    )
+    readme = (
+        "# x\n\n## Architecture\n\n```\nsrc/inferfleet/\n"
+        "  errors.py          the errors\n"
+        "  client/            the client\n"
+        "                     continued: not a row\n"
+        "  backends/          backends\n"
+        "  deploy/            deploy\n"
+        "tests/<topic>/       not a package\n```\n"
+    )
+    order = package_map(readme)
+    assert order == ["errors", "client", "backends", "deploy"]
+    assert order_violations(ImportGraph.scan(src, PACKAGE), order) == [
+        "extra is not in README.md's package map",
+        "client imports backends, a higher layer (listed after it in README.md's "
+        "package map): inferfleet/client/target.py:9 imports inferfleet.backends",
+    ]

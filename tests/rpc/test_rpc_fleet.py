@@ -11,14 +11,16 @@ import httpx
 import pytest
 from helpers.rpc_fleet import SERVICE, WORKER_PORT, rpc_data, write
 
+from inferfleet.artifacts.sources import LocalSources
 from inferfleet.backends import health as gate
-from inferfleet.checks.engine import LocalSources, run_checks
+from inferfleet.checks.engine import run_checks
 from inferfleet.deploy.rpc import shape_reader
 from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.exposure import TCP_HEALTH, url_for
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_hosts_first, worker_unit
+from inferfleet.fleetfile.rpc import worker_hosts_first, worker_unit
 from inferfleet.render.bundle import render_fleet
 from inferfleet.render.exposure import ExposureError, worker_listen_address
 from inferfleet.render.facts import default_facts
@@ -216,7 +218,7 @@ def test_a_worker_port_is_healthy_when_a_socket_listens_never_by_connecting() ->
     with socket.socket() as server, httpx.Client() as client:
         server.bind(("127.0.0.1", 0))
         port = server.getsockname()[1]
-        url = gate.url_for("127.0.0.1", port, TCP_HEALTH)
+        url = url_for("127.0.0.1", port, TCP_HEALTH)
         assert url == f"tcp://127.0.0.1:{port}"
         assert gate.probe(client, url).state == "down"  # bound, not listening
         server.listen(1)

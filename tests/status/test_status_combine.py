@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from helpers.real_server import fleet_data, write_fleet
 
+from inferfleet.client.reports import ServerInfo, SlotUsage
 from inferfleet.deploy.state import ServiceState
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.status.combine import Local, decide, host_unreachable, service_row
 from inferfleet.status.endpoint import Reading
 from inferfleet.status.model import Revision
-from inferfleet.status.parse import ServerInfo, SlotUsage
 from inferfleet.status.revisions import HostView
 
 HEALTHY = Reading("healthy")

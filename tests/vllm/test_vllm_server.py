@@ -16,6 +16,8 @@ What it proves:
   states, usage counts (L-51), 2 sequences at once (or, when vLLM delivers the
   streams in bursts, a skip that says so), the reasoning field the rendered
   ``--reasoning-parser`` fills (L-45), tool settings accepted (L-18);
+- the contract gate ``up`` runs: the window vLLM reports is held to the fleet
+  file's ctx_per_slot, as llama.cpp's is (L-25);
 - ``bench``: every request counted by the server's own usage (L-51);
 - ``status`` and ``runtime list``: health, slots and queue from vLLM's
   ``/metrics``, and the pinned vLLM version;
@@ -60,6 +62,7 @@ from helpers.vllm_server import (
     served,
 )  # fmt: skip
 
+from inferfleet.probe.minimal import run_minimal
 from inferfleet.render.bundle import fleet_artifacts
 from inferfleet.runtimes.registry import traits
 
@@ -147,6 +150,18 @@ def test_probe_holds_vllm_to_the_fleet_file(on_vllm: Served, cli: Cli) -> None:
     assert tools["evidence"][0]["status"] == 200, tools
     assert tools["status"] == "fail" and "no tool_calls" in tools["summary"]
     assert result.code == 1
+
+
+def test_the_contract_gate_checks_vllms_window(on_vllm: Served) -> None:
+    """The gate ``up`` and ``apply`` run after a start reads vLLM's window
+    (``max_model_len`` in /v1/models) as it reads llama.cpp's ``n_ctx`` (L-25)."""
+    right = run_minimal(on_vllm.url, alias=ALIAS, ctx_per_slot=CTX, service=SERVICE)
+    assert [c.name for c in right][:2] == ["alias listed", "context per slot"]
+    assert all(c.ok for c in right), right
+    wrong = run_minimal(on_vllm.url, alias=ALIAS, ctx_per_slot=2 * CTX, service=SERVICE)
+    (window,) = [c for c in wrong if c.name == "context per slot"]
+    assert not window.ok
+    assert f"server reports n_ctx {CTX} per slot, fleet file says {2 * CTX}" in window.detail
 
 
 def test_bench_counts_with_the_servers_usage(on_vllm: Served, cli: Cli, tmp_path: Path) -> None:

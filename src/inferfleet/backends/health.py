@@ -37,7 +37,7 @@ import psutil
 
 from inferfleet.backends.ports import listeners, owned_by
 from inferfleet.errors import HealthError
-from inferfleet.fleetfile.rpc import TCP_HEALTH
+from inferfleet.fleetfile.exposure import url_for
 from inferfleet.io import process
 
 if TYPE_CHECKING:
@@ -72,17 +72,6 @@ class TlsTarget:
     root: Path | None  # the local CA's root (written by the server as it starts); None:
     # the CAs of the environment (a publicly issued certificate)
     server_name: str  # the name (or address) its certificate is for: SNI and Host
-
-
-def url_for(bind: str, port: int, path: str, *, scheme: str = "http") -> str:
-    host = bind
-    if bind in {"0.0.0.0", "::"}:
-        host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
-    if ":" in host:
-        host = f"[{host}]"
-    if path == TCP_HEALTH:
-        return f"tcp://{host}:{port}"
-    return f"{scheme}://{host}:{port}{path}"
 
 
 def probe(

@@ -272,7 +272,7 @@ def started(
         life.healthy_after_s = round(health.seconds, 3)
         target = Target(
             label=spec.name,
-            base_url=gate.url_for(service.bind, service.port, ""),
+            base_url=service.url(),
             model=spec.model or service.alias or spec.start.service,
             service=spec.start.service,
             ctx_per_slot=service.ctx_per_slot,

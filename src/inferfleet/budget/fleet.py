@@ -38,16 +38,9 @@ from inferfleet.budget.placement import HOST
 from inferfleet.budget.plan import DEFAULT_HEADROOM, Budget, BudgetRequest
 from inferfleet.budget.service import assumptions, service_request
 from inferfleet.budget.shape import ModelShape
-from inferfleet.fleetfile.fleet import Device, Fleet, Host, Service
-from inferfleet.runtimes import sglang, vllm
-from inferfleet.runtimes.base import gpu_devices
-
-# The share of each device an exclusive engine claims when the fleet gives none
-# (what the adapters render: --gpu-memory-utilization / --mem-fraction-static).
-ENGINE_SHARES = {
-    "vllm": vllm.DEFAULT_GPU_MEMORY_UTILIZATION,
-    "sglang": sglang.DEFAULT_MEM_FRACTION,
-}
+from inferfleet.budget.sizing import engine_devices
+from inferfleet.fleetfile.fleet import Fleet, Host, Service
+from inferfleet.runtimes.registry import traits
 
 ShapeOf = Callable[[str], ModelShape]  # model name -> its header shape, or FleetError
 
@@ -112,21 +105,14 @@ def fleet_request(
     return request
 
 
-def engine_devices(service: Service, host: Host) -> list[Device]:
-    """The accelerators an exclusive engine (vLLM, SGLang) takes: the service's
-    GPU devices, else the first ``tensor_parallel`` GPUs of the host (the
-    engine's own default, device 0 on)."""
-    listed = [device for _, device in gpu_devices(service, host)]
-    if listed or service.devices:
-        return listed
-    gpus = [d for d in host.devices if d.vendor != "cpu"]
-    return gpus[: service.tensor_parallel or 1]
-
-
 def engine_share(service: Service, kind: str) -> float:
-    """The share of each of its devices an exclusive engine claims (L-32)."""
+    """The share of each of its devices an exclusive engine claims (L-32): the
+    fleet's, else what the adapter renders (--gpu-memory-utilization /
+    --mem-fraction-static)."""
     share = service.gpu_memory_utilization
-    return ENGINE_SHARES[kind] if share is None else share
+    default = traits(kind).memory_share
+    assert default is not None, f"{kind} is not an exclusive engine"
+    return default if share is None else share
 
 
 # ---------------------------------------------------------------- devices

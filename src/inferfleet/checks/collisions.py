@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 from inferfleet.artifacts.locate import model_dir_on
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
-from inferfleet.budget.fleet import ENGINE_SHARES, engine_devices
+from inferfleet.budget.sizing import engine_devices
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import HubSource, PathSource, Service
+from inferfleet.runtimes.registry import traits
 
 
 def _llm(ctx: CheckContext) -> Iterator[tuple[str, Service, str]]:
@@ -39,7 +40,7 @@ def exclusive_engines(ctx: CheckContext) -> Iterator[Hit]:
     """two vLLM/SGLang services on one device: each claims its memory share at start"""
     taken: dict[tuple[str, str], tuple[str, str]] = {}
     for name, service, kind in _llm(ctx):
-        if kind not in ENGINE_SHARES:
+        if traits(kind).memory_share is None:
             continue
         host = ctx.fleet.hosts[service.host]
         for device in engine_devices(service, host):
@@ -71,7 +72,7 @@ def alias_served_twice(ctx: CheckContext) -> Iterator[Hit]:
     """one alias (the model id clients send) names two services with different contracts"""
     first: dict[str, tuple[str, Service]] = {}
     for name, service, _ in _llm(ctx):
-        alias = service.alias or name
+        alias = service.model_id(name)
         if alias not in first:
             first[alias] = (name, service)
             continue

@@ -15,23 +15,15 @@ import math
 from collections.abc import Iterator
 from dataclasses import replace
 
-from inferfleet.artifacts.manifest import declared_files
-from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, plan
-from inferfleet.budget.fleet import (
-    ENGINE_SHARES,
-    Pool,
-    engine_devices,
-    fleet_request,
-    host_pools,
-)
+from inferfleet.budget.fleet import Pool, fleet_request, host_pools
 from inferfleet.budget.groups import simultaneous
 from inferfleet.budget.measured import from_reports
 from inferfleet.budget.plan import Budget
+from inferfleet.budget.sizing import Sizing, sizing_of
 from inferfleet.budget.vllm_service import VllmBudget, vllm_budget
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
-from inferfleet.runtimes.registry import traits
 
 
 def _mib(n: int) -> str:
@@ -93,19 +85,18 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
         host_bills: dict[str, int] = {}
         unsized: dict[str, str] = {}
         for name, service in fleet.services.items():
-            if service.host != host_name or service.kind != "llm" or service.runtime is None:
+            if service.host != host_name:
                 continue
-            kind = fleet.runtimes[service.runtime].kind
-            host = fleet.hosts[host_name]
-            if kind == "vllm" and not engine_devices(service, host) and safetensors(ctx, name):
-                found = vllm_sized(ctx, name)  # vLLM's CPU build: weights + KV pool in RAM
+            sizing = sizing_of(fleet, ctx.root, name)
+            if sizing.in_host_memory:
+                found = vllm_sized(ctx, sizing)  # vLLM's CPU build: weights + KV pool in RAM
                 if isinstance(found, str):
                     unsized[name] = found
                 else:
                     host_bills[name] = found.host_bytes
-            elif kind in ENGINE_SHARES:
-                engines.append((name, kind))
-            elif traits(kind).gguf and not service.rpc:  # a split: rpc-split-fit
+            elif sizing.kind is not None and sizing.method in ("kv-pool", "engine-share"):
+                engines.append((name, sizing.kind))
+            elif sizing.method == "llama.cpp":  # a split is rpc-split-fit's
                 try:
                     request = fleet_request(fleet, ctx.root, name, shape_of)
                     measured = ctx.boots(name)  # what the host measured beats the estimate
@@ -126,20 +117,9 @@ def memory_fit(ctx: CheckContext) -> Iterator[Hit | Skip]:
             yield Skip(name, f"memory of service {name!r} not sized: {reason}", cause)
 
 
-def safetensors(ctx: CheckContext, name: str) -> bool:
-    """Whether the service's model is a safetensors folder (its config.json is declared)."""
-    model = ctx.fleet.services[name].model
-    if model is None:
-        return False
-    try:
-        files = declared_files(ctx.fleet.models[model], ctx.root)
-    except FleetError:
-        return False  # the declared-files rules report it
-    return is_safetensors_model([f.path for f in files])
-
-
-def vllm_sized(ctx: CheckContext, name: str) -> VllmBudget | str:
+def vllm_sized(ctx: CheckContext, sizing: Sizing) -> VllmBudget | str:
     """The vLLM service's budget from its model's config and headers, or why not."""
+    name = sizing.service
     service = ctx.fleet.services[name]
     if service.model is None:
         return f"service {name!r} serves no model"
@@ -148,7 +128,7 @@ def vllm_sized(ctx: CheckContext, name: str) -> VllmBudget | str:
         return found
     host = ctx.fleet.hosts[service.host]
     try:
-        return vllm_budget(name, service, host, found, engine_devices(service, host))
+        return vllm_budget(name, service, host, found, list(sizing.devices))
     except FleetError as exc:
         return exc.render()
 
@@ -156,13 +136,11 @@ def vllm_sized(ctx: CheckContext, name: str) -> VllmBudget | str:
 @rule("vllm-kv-capacity", "L-25", "error")
 def vllm_capacity(ctx: CheckContext) -> Iterator[Hit | Skip]:
     """a vLLM service's KV pool cannot hold every slot's window (per-slot window x slots)"""
-    for name, service in ctx.fleet.services.items():
-        runtime = ctx.fleet.runtimes.get(service.runtime or "")
-        if service.kind != "llm" or runtime is None or runtime.kind != "vllm":
-            continue
-        if not safetensors(ctx, name):
+    for name in ctx.fleet.services:
+        sizing = sizing_of(ctx.fleet, ctx.root, name)
+        if sizing.method != "kv-pool":
             continue  # a GGUF on vLLM: only its memory share is judged
-        found = vllm_sized(ctx, name)
+        found = vllm_sized(ctx, sizing)
         if isinstance(found, str):
             yield Skip(name, f"KV capacity of service {name!r} not sized: {found}", found)
             continue

@@ -25,10 +25,8 @@ from typing import Annotated
 
 import typer
 
-from inferfleet.artifacts.manifest import declared_files
-from inferfleet.artifacts.st_model import is_safetensors_model
 from inferfleet.budget import MIB, BudgetError, model_shape, parse_log, plan, solve
-from inferfleet.budget.fleet import engine_devices, fleet_request
+from inferfleet.budget.fleet import fleet_request
 from inferfleet.budget.groups import GroupFigure, group_figure
 from inferfleet.budget.measured import Comparison, compare, from_boots, from_reports
 from inferfleet.budget.memreport import BootReport
@@ -42,6 +40,7 @@ from inferfleet.budget.report import (
 )
 from inferfleet.budget.rpc import RpcSplit
 from inferfleet.budget.shape import ModelShape
+from inferfleet.budget.sizing import engine_devices, sizing_of
 from inferfleet.budget.vllm_service import VllmBudget, vllm_budget, vllm_document
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.documents import (
@@ -58,7 +57,6 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.headers import ModelSources
 from inferfleet.output import Output, esc
 from inferfleet.render.rpc import service_split
-from inferfleet.runtimes.registry import traits
 
 
 def register(app: typer.Typer) -> None:
@@ -129,38 +127,21 @@ def llama_services(
             hint=f"known services: {', '.join(sorted(fleet.services)) or '(none)'}",
         )
     chosen, engines, skipped = [], [], []
-    for name, service in fleet.services.items():
+    for name in fleet.services:
         if wanted is not None and name != wanted:
             continue
-        runtime = fleet.runtimes.get(service.runtime or "")
-        if service.kind != "llm" or runtime is None:
-            reason = "not an llm service"
-        elif runtime.kind == "vllm" and _safetensors(loaded, service.model):
+        sizing = sizing_of(fleet, loaded.root, name)
+        if sizing.method == "kv-pool":
             engines.append(name)
-            continue
-        elif not traits(runtime.kind).gguf:
-            reason = f"{runtime.kind} sizes its own pool (gpu_memory_utilization)"
-            if runtime.kind == "vllm":
-                reason += "; its model has no config.json (not a safetensors folder) to size"
-        else:
+        elif sizing.method in ("llama.cpp", "rpc-split"):
             chosen.append(name)
-            continue
-        if wanted is not None:
+        elif wanted is not None:
             raise UsageError(
-                f"service {name!r}: {reason}; budget sizes llama.cpp and vLLM services"
+                f"service {name!r}: {sizing.reason}; budget sizes llama.cpp and vLLM services"
             )
-        skipped.append([name, reason])
+        else:
+            skipped.append([name, sizing.reason])
     return chosen, engines, skipped
-
-
-def _safetensors(loaded: LoadedFleet, model: str | None) -> bool:
-    if model is None:
-        return False
-    try:
-        files = declared_files(loaded.fleet.models[model], loaded.root)
-    except FleetError:
-        return True  # sized, so that the reason is reported
-    return is_safetensors_model([f.path for f in files])
 
 
 def read_vllm_budget(sources: ModelSources, name: str) -> VllmBudget:

@@ -278,7 +278,7 @@ def show(
         ["kind", svc.kind],
         ["runtime", esc(svc.runtime or "-")],
         ["model", esc(svc.model or svc.image or "-")],
-        ["alias", esc(svc.alias or service)],
+        ["alias", esc(svc.model_id(service))],
         ["listen", f"{svc.bind}:{svc.port}"],
         ["context", f"{svc.ctx_per_slot} per slot x {svc.parallel} slots = {svc.ctx_total}"],
         ["kv cache", f"K {svc.kv_cache.k}, V {svc.kv_cache.v}"],

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from inferfleet.backends.health import url_for
 from inferfleet.errors import ContractError, UsageError
+from inferfleet.fleetfile.exposure import url_for
 from inferfleet.fleetfile.fleet import ClientFacts
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import http
@@ -75,7 +75,7 @@ def from_service(loaded: LoadedFleet, name: str) -> Target:
     return Target(
         label=name,
         base_url=base,
-        model=svc.alias or name,
+        model=svc.model_id(name),
         service=name,
         ctx_per_slot=svc.ctx_per_slot,
         parallel=svc.parallel,

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inferfleet.backends.health import url_for
 from inferfleet.deploy.gates import Gate
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
@@ -42,7 +41,7 @@ def service_actions(
 ) -> list[Action]:
     name = desired.name
     service = desired.service
-    health_url = url_for(service.bind, service.port, service.health.path)
+    health_url = service.url(service.health.path)
     actions = [Action("gate", name, g.detail, g.check) for g in gates]
     changed = [f for f in desired.files if state.files.get(f.path) != f.sha256]
     # A settings file rendered on the host (L-54) is an input like the unit files.

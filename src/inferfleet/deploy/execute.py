@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from inferfleet.backends import health as gate
 from inferfleet.backends import podman, quadlet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.systemd import (
@@ -53,9 +52,9 @@ from inferfleet.deploy.rpc import shape_reader, worker_states
 from inferfleet.deploy.starting import record_template, start_gated
 from inferfleet.deploy.state import HEALTHY, Emit, decide
 from inferfleet.errors import FleetError, HealthError
+from inferfleet.fleetfile.exposure import TCP_HEALTH
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
-from inferfleet.fleetfile.rpc import TCP_HEALTH
 from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
@@ -405,11 +404,11 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
     from inferfleet.probe.minimal import Check
     from inferfleet.probe.minimal import run_contract as probe  # httpx, after the gate
 
-    url = gate.url_for(service.bind, service.port, "")
+    url = service.url()
     checks: list[Check] = []
     evidence: list[str] = []
     for label, member in _contract_subjects(ctx.fleet, name, service):
-        alias = member.alias or label
+        alias = member.model_id(label)
         ctx.emit(
             {
                 "event": "step",
@@ -588,7 +587,7 @@ def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
         )
     )
     if state.state != HEALTHY:
-        url = gate.url_for(service.bind, service.port, service.health.path)
+        url = service.url(service.health.path)
         raise HealthError(
             f"{url} no longer answers from the service's own process "
             f"({state.state}: {state.detail})",

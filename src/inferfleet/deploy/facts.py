@@ -28,6 +28,7 @@ from inferfleet.deploy.state import (
     ServiceFacts,
     UnitFact,
 )
+from inferfleet.fleetfile.exposure import url_for
 from inferfleet.render.facts import HostFacts, unit_name
 
 PROBE_TIMEOUT = 2.0
@@ -151,7 +152,7 @@ def gather(
         family = (family_of(pid) | container) if pid is not None else set()
         strangers = [h for h in held if h.pid not in family]
         answer, status = "down", None
-        url = gate.url_for(bind, port, health_path)
+        url = url_for(bind, port, health_path)
         if pid is not None or held:
             from inferfleet.io import http  # only when something may answer
 

@@ -27,7 +27,6 @@ from inferfleet import paths
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.materialise import materialise
 from inferfleet.artifacts.verify import gate as verify_gate
-from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, StopResult
 from inferfleet.deploy import execute, noop
 from inferfleet.deploy.apply import lock_for
@@ -258,7 +257,7 @@ def _up_one(
 ) -> UpResult:
     service = launch.service
     name = launch.name
-    url = gate.url_for(service.bind, service.port, "")
+    url = service.url()
 
     def emit(event: dict[str, Any]) -> None:
         kind = event.get("event")
@@ -326,7 +325,7 @@ def _held_result(loaded: LoadedFleet, at: FleetAtRevision, hold: Hold) -> UpResu
     return UpResult(
         hold.service,
         HELD,
-        gate.url_for(service.bind, service.port, ""),
+        service.url(),
         None,
         service.model or service.image or "",
         service.ctx_per_slot or 0,

@@ -43,7 +43,7 @@ from inferfleet.backends.records import ServiceRecord
 from inferfleet.deploy import frontdoor
 from inferfleet.deploy.starting import start_gated
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.exposure import Proxy
+from inferfleet.fleetfile.exposure import Proxy, url_for
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.install import caddy as caddy_tool
 from inferfleet.io.archive import Archive, Keeper
@@ -229,7 +229,7 @@ def deploy(
     backend = ProcessBackend(state_dir)
 
     def answers(_record: ServiceRecord) -> bool:
-        url = gate.url_for(launch.bind, launch.port, render.HEALTH_PATH, scheme="https")
+        url = url_for(launch.bind, launch.port, render.HEALTH_PATH, scheme="https")
         return gate.probe_tls(url, tls, timeout=2.0).state == "ok"
 
     decision = frontdoor.keep_or_stop(backend, NAME, spec, answers, grace=STOP_GRACE_S)

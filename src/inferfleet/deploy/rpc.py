@@ -20,9 +20,10 @@ from inferfleet.backends import health as gate
 from inferfleet.budget.errors import BudgetError
 from inferfleet.budget.fleet import ShapeOf
 from inferfleet.budget.shape import ModelShape, model_shape
+from inferfleet.fleetfile.exposure import TCP_HEALTH, url_for
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_address
+from inferfleet.fleetfile.rpc import worker_address
 
 
 def shape_reader(fleet: Fleet, path: Path) -> ShapeOf:
@@ -69,7 +70,7 @@ def worker_states(fleet: Fleet, name: str) -> list[WorkerState]:
     found = []
     for worker in fleet.services[name].rpc:
         address = worker_address(fleet, worker)
-        url = gate.url_for(address, worker.port, TCP_HEALTH)
+        url = url_for(address, worker.port, TCP_HEALTH)
         answer = gate.connect(url)
         endpoint = url.removeprefix("tcp://")
         found.append(WorkerState(worker.host, endpoint, answer.state == "ok", answer.detail))

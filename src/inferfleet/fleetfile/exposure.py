@@ -48,6 +48,23 @@ def _ip_address(value: str) -> str:
 # The address a server listens on (an IP address: a host name resolves differently per host).
 Bind = Annotated[Text, AfterValidator(_ip_address)]
 
+# The health "path" of an RPC worker: its port open, owned by its process. Not a
+# path a fleet file can write (health.path is an absolute HTTP path); the one
+# probe (inferfleet.backends.health.probe) connects instead of asking HTTP.
+TCP_HEALTH = "tcp:"
+
+
+def url_for(bind: str, port: int, path: str, *, scheme: str = "http") -> str:
+    """The URL this machine reaches a listener at: a wildcard bind by its loopback."""
+    host = bind
+    if bind in {"0.0.0.0", "::"}:
+        host = "127.0.0.1" if bind == "0.0.0.0" else "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    if path == TCP_HEALTH:
+        return f"tcp://{host}:{port}"
+    return f"{scheme}://{host}:{port}{path}"
+
 
 def _reason(value: str) -> str:
     if not value.strip():

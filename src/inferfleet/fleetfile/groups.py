@@ -148,7 +148,7 @@ def unit_service(fleet: Fleet, name: str) -> Service:
             "group": None,
             "model": lead.model,
             # The contract probe after the gate asks the router for this member.
-            "alias": lead.alias or lead_name,
+            "alias": lead.model_id(lead_name),
             "client": lead.client,
             "ctx_per_slot": lead.ctx_per_slot,
             "parallel": lead.parallel,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from inferfleet.fleetfile.base import Name, Strict
-from inferfleet.fleetfile.exposure import Bind
+from inferfleet.fleetfile.exposure import TCP_HEALTH, Bind
 
 if TYPE_CHECKING:
     from inferfleet.fleetfile.fleet import Fleet
@@ -31,10 +31,6 @@ if TYPE_CHECKING:
 Loc = tuple[str | int, ...]
 RPC_KIND = "llama.cpp"
 UNIT_MARK = ".rpc."  # in a unit name: SERVICE.rpc.HOST
-# The health "path" of a worker: its port open, owned by its process. Not a
-# path a fleet file can write (health.path is an absolute HTTP path); the one
-# probe (inferfleet.backends.health.probe) connects instead of asking HTTP.
-TCP_HEALTH = "tcp:"
 
 
 class RpcWorker(Strict):

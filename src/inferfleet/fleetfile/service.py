@@ -24,7 +24,7 @@ from inferfleet.fleetfile.base import (
     Text,
     UserName,
 )
-from inferfleet.fleetfile.exposure import Bind, Exposure, ExposureField
+from inferfleet.fleetfile.exposure import Bind, Exposure, ExposureField, url_for
 from inferfleet.fleetfile.quantities import ByteSize, Duration
 from inferfleet.fleetfile.rpc import RpcWorker
 
@@ -311,6 +311,15 @@ class Service(Strict):
     def metrics_on(self) -> bool:
         """Whether /metrics is served (llm services by default, L-56)."""
         return self.metrics if self.metrics is not None else self.kind == "llm"
+
+    def model_id(self, name: str) -> str:
+        """The model id clients send: the alias, else the service's name."""
+        return self.alias or name
+
+    def url(self, path: str = "") -> str:
+        """Where this machine reaches the server (the probe target): its base URL, or
+        ``path`` on it (a wildcard bind by its loopback)."""
+        return url_for(self.bind, self.port, path)
 
     @property
     def ctx_total(self) -> int:

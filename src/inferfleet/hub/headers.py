@@ -55,9 +55,9 @@ from inferfleet.artifacts.manifest import (
     fragment_of,
     parse_manifest,
 )
+from inferfleet.artifacts.sources import LocalSources, SourceListing
 from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
 from inferfleet.budget.memreport import BootReport
-from inferfleet.checks.engine import LocalSources, SourceListing
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.facts.boots import boots_path, read_boots
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource

@@ -5,34 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from inferfleet.client import server_timing
+from inferfleet.client import reports, server_timing
 from inferfleet.client.router import ROUTER_ROLE, member_path
 from inferfleet.client.stream import stream
 from inferfleet.probe.evidence import CheckResult, Evidence, excerpt
 from inferfleet.probe.session import PROBE_TOKENS, Session
+from inferfleet.runtimes import registry
 
 CHAT_PROMPT = "Name the three primary colours of light."
 COMPLETION_PROMPT = "The three primary colours of light are"
-
-# Series each runtime serves with its metrics flag on (L-56).
-METRIC_SERIES = {
-    "llama.cpp": (
-        "llamacpp:prompt_tokens_total",
-        "llamacpp:tokens_predicted_total",
-        "llamacpp:requests_processing",
-        "llamacpp:requests_deferred",
-    ),
-    "vllm": (
-        "vllm:num_requests_running",
-        "vllm:prompt_tokens_total",
-        "vllm:generation_tokens_total",
-    ),
-    "sglang": (
-        "sglang:num_running_reqs",
-        "sglang:prompt_tokens_total",
-        "sglang:generation_tokens_total",
-    ),
-}
 
 
 def health(s: Session) -> CheckResult:
@@ -65,20 +46,16 @@ def health(s: Session) -> CheckResult:
 
 def models(s: Session) -> CheckResult:
     answer = s.exchange.get("/v1/models")
-    entries = answer.obj.get("data")
-    entries = entries if isinstance(entries, list) else []
-    ids = [str(e.get("id")) for e in entries if isinstance(e, dict)]
+    try:
+        info = reports.openai_models(answer.obj, s.model)
+    except reports.AnswerError:
+        info = reports.ServerInfo()
+    ids = list(info.models or ())
     named = s.model is not None
     if s.model is None and ids:
         s.model = ids[0]  # a bare URL: requests name the first model the server lists
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("id") == s.model:
-            meta = entry.get("meta")
-            if isinstance(meta, dict) and _window(meta.get("n_ctx")):
-                s.findings.n_ctx_slot = int(meta["n_ctx"])
-            # vLLM reports the window as max_model_len.
-            if isinstance(entry.get("max_model_len"), int) and s.findings.n_ctx_slot is None:
-                s.findings.n_ctx_slot = int(entry["max_model_len"])
+    if info.model == s.model and info.ctx_per_slot is not None:
+        s.findings.n_ctx_slot = info.ctx_per_slot
     evidence = (answer.evidence({"ids": ids}),)
     if s.model is not None and s.model in ids:
         s.findings.model = s.model
@@ -97,11 +74,6 @@ def models(s: Session) -> CheckResult:
     )
 
 
-def _window(value: Any) -> bool:
-    """A per-slot window a server reports: a positive int (a router's placeholder is 0)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def read_props(s: Session) -> None:
     """llama.cpp's /props: slots, per-slot context, modalities. Silent when absent.
 
@@ -118,13 +90,11 @@ def read_props(s: Session) -> None:
         return
     s.props = props
     s.findings.runtime = "llama.cpp"
-    if isinstance(props.get("total_slots"), int):
-        s.findings.total_slots = int(props["total_slots"])
-    settings = props.get("default_generation_settings")
-    if s.findings.n_ctx_slot is None and isinstance(settings, dict):
-        n_ctx = settings.get("n_ctx")
-        if _window(n_ctx):
-            s.findings.n_ctx_slot = n_ctx
+    found = reports.llamacpp_props(props)
+    if found.slots is not None:
+        s.findings.total_slots = found.slots
+    if s.findings.n_ctx_slot is None:
+        s.findings.n_ctx_slot = found.ctx_per_slot
     modalities = props.get("modalities")
     if isinstance(modalities, dict):
         s.findings.modalities = ["text"] + [k for k, v in modalities.items() if v is True]
@@ -286,9 +256,9 @@ def metrics(s: Session) -> CheckResult:
         )
     text = answer.text
     names = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1].isalpha()}
+    # The series each runtime serves with its metrics flag on (L-56): its traits'.
     runtime = s.findings.runtime or next(
-        (rt for rt, series in METRIC_SERIES.items() if series[0].split(":")[0] + ":" in text),
-        None,
+        (t.kind for t in registry.every() if t.metrics.prefix in text), None
     )
     s.findings.runtime = s.findings.runtime or runtime
     if runtime is None:
@@ -301,7 +271,7 @@ def metrics(s: Session) -> CheckResult:
             "200, but no llamacpp:, vllm: or sglang: series",
             (answer.evidence(json.dumps(sorted(names)[:20])),),
         )
-    expected = METRIC_SERIES[runtime]
+    expected = registry.traits(runtime).metrics.series
     missing = [m for m in expected if m not in names]
     shown = answer.evidence({"expected": list(expected), "missing": missing})
     s.findings.metrics_ok = not missing

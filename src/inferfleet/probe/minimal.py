@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from inferfleet.client import reports
 from inferfleet.errors import ContractError, FleetError
 from inferfleet.fleetfile.fleet import ClientFacts
 from inferfleet.io import http
@@ -132,25 +133,28 @@ def run_minimal(
     checks: list[Check] = []
     with http.client(timeout=60.0, base_url=base_url) as client:
         models = _json(client.get("/v1/models"), "GET /v1/models", service)
-        entries = models.get("data") or []
-        ids = [str(m.get("id")) for m in entries if isinstance(m, dict)]
+        try:
+            info = reports.openai_models(models, alias)
+        except reports.AnswerError as exc:
+            raise ContractError(exc.message, where=f"service {service}") from None
+        ids = list(info.models or ())
         listed = alias in ids
         checks.append(
             Check(
                 "alias listed", listed, _short(f"/v1/models lists {ids}, clients ask for {alias!r}")
             )
         )
-        if ctx_per_slot is not None:
-            reported = _reported_ctx(entries, alias)
-            if reported is not None:
-                checks.append(
-                    Check(
-                        "context per slot",
-                        reported == ctx_per_slot,
-                        f"server reports n_ctx {reported} per slot, fleet file says "
-                        f"{ctx_per_slot} (L-25)",
-                    )
+        reported = info.ctx_per_slot
+        if ctx_per_slot is not None and reported is not None:
+            # llama.cpp's meta.n_ctx or vLLM's max_model_len: the window of one slot.
+            checks.append(
+                Check(
+                    "context per slot",
+                    reported == ctx_per_slot,
+                    f"server reports n_ctx {reported} per slot, fleet file says "
+                    f"{ctx_per_slot} (L-25)",
                 )
+            )
         body = {
             "model": alias,
             "prompt": "The three primary colours are",
@@ -218,13 +222,11 @@ def _member_window(client: httpx.Client, alias: str) -> tuple[bool, int | None]:
             time.sleep(MEMBER_PAUSE_S)
         try:
             member = client.get(member_path("/props", alias))
-            body = member.json() if member.is_success else None
-        except (httpx.HTTPError, ValueError):
+            found = reports.llamacpp_props(member.json()) if member.is_success else None
+        except (httpx.HTTPError, ValueError):  # AnswerError is a ValueError
             continue
-        settings = body.get("default_generation_settings") if isinstance(body, dict) else None
-        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
-            return True, n_ctx
+        if found is not None and found.ctx_per_slot is not None:
+            return True, found.ctx_per_slot
     return True, None
 
 
@@ -232,21 +234,6 @@ def _short(text: str) -> str:
     """One line, bounded: server text ends up in markers, tables and JSON."""
     flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
     return flat if len(flat) <= DETAIL_CHARS else flat[: DETAIL_CHARS - 3] + "..."
-
-
-def _reported_ctx(entries: list[Any], alias: str) -> int | None:
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("id") == alias:
-            meta = entry.get("meta")
-            n_ctx = meta.get("n_ctx") if isinstance(meta, dict) else None
-            if isinstance(n_ctx, int) and n_ctx > 0:  # a router member's 0 is no window
-                return n_ctx
-    # The alias is not listed: the context of the one model served, if only one is.
-    served = [e for e in entries if isinstance(e, dict)]
-    if len(served) == 1 and isinstance(served[0].get("meta"), dict):
-        n_ctx = served[0]["meta"].get("n_ctx")
-        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
-    return None
 
 
 def _json(response: httpx.Response, what: str, service: str) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def endpoint(fleet: Fleet, name: str) -> Endpoint:
         host=service.host,
         address=f"{reachable_address(fleet, service)}:{service.port}",
         runtime=kind,
-        alias=service.alias or name,
+        alias=service.model_id(name),
         ctx_per_slot=service.ctx_per_slot,
         parallel=service.parallel,
     )

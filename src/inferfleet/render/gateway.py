@@ -87,7 +87,7 @@ def check(fleet: Fleet) -> list[str]:
     names = gateway_services(fleet)
     aliases: dict[str, str] = {}
     for name in names:
-        alias = fleet.services[name].alias or name
+        alias = fleet.services[name].model_id(name)
         if alias in aliases:
             raise UsageError(
                 f"services {aliases[alias]!r} and {name!r} both serve the alias {alias!r}: "

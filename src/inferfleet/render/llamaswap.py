@@ -101,7 +101,7 @@ def render_llama_swap(
         env = {**service.runtime_env, **service.env}
         if env:
             entry["env"] = [f"{k}={v}" for k, v in env.items()]
-        alias = service.alias or name
+        alias = service.model_id(name)
         if alias != name:
             entry["aliases"] = [alias]
         if service.secrets_env is not None:

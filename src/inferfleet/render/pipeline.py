@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferfleet.artifacts.manifest import declared_files
-from inferfleet.budget.fleet import ShapeOf, engine_devices
+from inferfleet.budget.fleet import ShapeOf
+from inferfleet.budget.sizing import engine_devices
 from inferfleet.budget.vllm_kv import GIB
 from inferfleet.budget.vllm_service import KV_SPACE_ENV, launch_kv_space
 from inferfleet.errors import UsageError

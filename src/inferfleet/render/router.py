@@ -88,7 +88,7 @@ def resolve_group(fleet: Fleet, fleet_root: Path, name: str, facts: HostFacts) -
             sleep_idle_s=None if member_name in group.resident else sleep,
             stop_timeout_s=round(kind.stop_grace_s),
         )
-        sections[service.alias or member_name] = preset_section(member)
+        sections[service.model_id(member_name)] = preset_section(member)
     preset_path = preset_install_path(facts, unit.unit.scope, name)
     preset = (preset_path, render_presets(name, sections))
     if not in_container:

@@ -34,7 +34,7 @@ def podman_size(n: int) -> str:
 def description(resolved: Resolved) -> str:
     service = resolved.service
     what = (
-        f"{resolved.traits.kind} serving {service.alias or resolved.name}"
+        f"{resolved.traits.kind} serving {service.model_id(resolved.name)}"
         if resolved.traits is not None
         else f"container {str(resolved.image).split('@', 1)[0]}"
     )

@@ -46,6 +46,15 @@ class MetricNames:
             generation_tokens=f"{prefix}:{generation_tokens}",
         )
 
+    @property
+    def prefix(self) -> str:
+        """``llamacpp:``, ``vllm:``: what every series of the runtime starts with."""
+        return self.running.split(":")[0] + ":"
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        return (self.running, self.waiting, self.prompt_tokens, self.generation_tokens)
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -69,7 +78,7 @@ class Launch:
 
     @property
     def alias(self) -> str:
-        return self.service.alias or self.service_name
+        return self.service.model_id(self.service_name)
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,12 @@ class RuntimeTraits:
     gguf: bool = False
     slots_endpoint: bool = False  # per-slot state at /slots
     pinned_build: bool = False  # `runtime install` builds it from a pinned source (L-42)
+    # An exclusive engine's share of each device it takes when the fleet gives none
+    # (L-32: what argv renders); None: sized by its own budget (llama.cpp).
+    memory_share: float | None = None
+    # Its KV pool is sized from a safetensors model's config (budget/vllm_service.py).
+    kv_pool_budget: bool = False
+    info_path: str | None = None  # the GET that answers its release version
 
 
 def gpu_devices(service: Service, host: Host) -> list[tuple[int, Device]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from inferfleet.runtimes import llamacpp, sglang, vllm
 from inferfleet.runtimes.base import AdapterError, RuntimeTraits
 
-__all__ = ["RuntimeTraits", "takes_cache_type", "traits"]
+__all__ = ["RuntimeTraits", "every", "takes_cache_type", "traits"]
 
 _TRAITS = {t.kind: t for t in (llamacpp.TRAITS, vllm.TRAITS, sglang.TRAITS)}
 
@@ -22,6 +22,11 @@ def traits(kind: str) -> RuntimeTraits:
         raise AdapterError(
             f"no adapter for runtime kind {kind!r}", hint=f"known: {', '.join(sorted(_TRAITS))}"
         ) from None
+
+
+def every() -> tuple[RuntimeTraits, ...]:
+    """Every runtime's traits, for answers that must be matched to their runtime."""
+    return tuple(_TRAITS.values())
 
 
 def takes_cache_type(kind: str, cache_type: str) -> bool:

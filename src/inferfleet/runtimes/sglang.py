@@ -137,4 +137,7 @@ TRAITS = replace(
     container_program=("python3", "-m", "sglang.launch_server"),
     cache_env={k: v for k, v in vllm.CACHE_ENV.items() if k != "VLLM_CACHE_ROOT"},
     cache_types=frozenset(_KV_DTYPE),
+    memory_share=DEFAULT_MEM_FRACTION,
+    kv_pool_budget=False,
+    info_path="/get_server_info",
 )

@@ -241,4 +241,7 @@ TRAITS = RuntimeTraits(
     cache_env=CACHE_ENV,
     cache_types=frozenset(_KV_DTYPE),
     asymmetric_kv=False,
+    memory_share=DEFAULT_GPU_MEMORY_UTILIZATION,
+    kv_pool_budget=True,
+    info_path="/version",
 )

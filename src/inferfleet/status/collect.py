@@ -22,13 +22,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferfleet import paths
-from inferfleet.backends import health as gate
 from inferfleet.deploy.holds import Hold
 from inferfleet.deploy.rpc import worker_states
 from inferfleet.errors import FleetError, UsageError
+from inferfleet.fleetfile.exposure import TCP_HEALTH
 from inferfleet.fleetfile.groups import deploy_units, group_of, members, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_unit
+from inferfleet.fleetfile.rpc import worker_unit
 from inferfleet.io import http
 from inferfleet.render.endpoints import judged_on_host, reachable_address
 from inferfleet.render.rpc import endpoints
@@ -60,7 +60,7 @@ def base_url(loaded: LoadedFleet, name: str) -> str:
     fleet = loaded.fleet
     service = unit_service(fleet, name)
     if fleet.hosts[service.host].is_local(service.host):
-        return gate.url_for(service.bind, service.port, "")
+        return service.url()
     return f"http://{reachable_address(fleet, service)}:{service.port}"
 
 
@@ -283,7 +283,7 @@ class Collector:
         fleet = self.loaded.fleet
         if self._on_host(name):
             return "its router is judged on its host, not reachable from here"
-        aliases = [s.alias or n for n, s in members(fleet, name).items()]
+        aliases = [s.model_id(n) for n, s in members(fleet, name).items()]
         return member_states(base_url(self.loaded, name), aliases, self.options.timeout)
 
     def _gateway(self) -> GatewayRow | None:

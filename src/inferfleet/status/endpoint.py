@@ -14,12 +14,10 @@ from typing import Any
 
 import httpx
 
+from inferfleet.client import reports
+from inferfleet.client.reports import AnswerError, ServerInfo, SlotUsage
 from inferfleet.io import http
 from inferfleet.runtimes.registry import traits
-from inferfleet.status import parse
-from inferfleet.status.parse import AnswerError, ServerInfo, SlotUsage
-
-INFO_PATHS = {"vllm": "/version", "sglang": "/get_server_info"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ def read(
         answer = client.get(base + health_path)
     except httpx.TransportError as exc:
         return Reading("down", f"{health_path}: {http.failure_reason(exc)}")
-    health = parse.health_state(answer.status_code)
+    health = reports.health_state(answer.status_code)
     detail = "" if health == "healthy" else f"{health_path}: HTTP {answer.status_code}"
     notes: list[str] = []
     if health == "loading":
@@ -56,20 +54,19 @@ def read(
     slot_usage = None
     infos: list[ServerInfo] = []
     if runtime is not None and traits(runtime).slots_endpoint:
-        slot_usage = _get(client, base, "/slots", parse.slots, notes)
-        infos.append(_get(client, base, "/props", parse.llamacpp_props, notes) or ServerInfo())
-    elif runtime in INFO_PATHS:
-        path = INFO_PATHS[runtime]
-        found = _get(client, base, path, lambda d: parse.release_version(d, path), notes)
+        slot_usage = _get(client, base, "/slots", reports.slots, notes)
+        infos.append(_get(client, base, "/props", reports.llamacpp_props, notes) or ServerInfo())
+    elif runtime is not None and (path := traits(runtime).info_path) is not None:
+        found = _get(client, base, path, lambda d: reports.release_version(d, path), notes)
         infos.append(found or ServerInfo())
     if runtime is not None:
-        infos.append(_get(client, base, "/v1/models", parse.openai_models, notes) or ServerInfo())
+        infos.append(_get(client, base, "/v1/models", reports.openai_models, notes) or ServerInfo())
 
     series = None
     state = "off (fleet)"
     if metrics_on:
         series, state = _metrics(client, base, notes)
-    return Reading(health, detail, slot_usage, series, state, parse.merge(*infos), notes)
+    return Reading(health, detail, slot_usage, series, state, reports.merge(*infos), notes)
 
 
 def _get(client: httpx.Client, base: str, path: str, parser: Any, notes: list[str]) -> Any:
@@ -87,7 +84,7 @@ def _get(client: httpx.Client, base: str, path: str, parser: Any, notes: list[st
         notes.append(f"{path}: HTTP {answer.status_code}{hint}")
         return None
     try:
-        return parser(parse.load_json(answer.content, path))
+        return parser(reports.load_json(answer.content, path))
     except AnswerError as exc:
         notes.append(exc.message)
         return None
@@ -107,7 +104,7 @@ def _metrics(
     if answer.status_code != 200:
         return None, f"HTTP {answer.status_code}"
     try:
-        return parse.metrics(answer.text), "ok"
+        return reports.metrics(answer.text), "ok"
     except AnswerError as exc:
         notes.append(exc.message)
         return None, "unparsable"

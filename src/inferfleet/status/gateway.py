@@ -37,6 +37,7 @@ from inferfleet.backends.process import alive
 from inferfleet.backends.records import RecordStore
 from inferfleet.documents import StatusGateway
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.exposure import url_for
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import token_scope
 from inferfleet.render import gateway as render
@@ -141,7 +142,7 @@ def read_gateway(
     base = url.removesuffix("/v1")
     local = fleet.hosts[gateway.host].is_local(gateway.host)
     if local:
-        base = gate.url_for(gateway.bind, gateway.port, "")
+        base = url_for(gateway.bind, gateway.port, "")
     pid, engine = _record(loaded) if local else (None, None)
     row = GatewayRow(gateway.host, url, "down", pid, engine)
     probe = gate.probe(client, base + render.READINESS_PATH)

@@ -28,6 +28,7 @@ from inferfleet.backends.process import alive
 from inferfleet.backends.records import RecordStore
 from inferfleet.documents import StatusProxy
 from inferfleet.errors import FleetError
+from inferfleet.fleetfile.exposure import url_for
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render import caddy as render
 
@@ -116,7 +117,7 @@ def read_proxy(loaded: LoadedFleet, key: str | None = None) -> ProxyRow | None:
             )
         root = deploy.ca_root(state_dir)
     target = gate.TlsTarget(root, deploy.server_name(proxy))
-    base = gate.url_for(proxy.bind, proxy.port, "", scheme="https") if local else url
+    base = url_for(proxy.bind, proxy.port, "", scheme="https") if local else url
     probe = gate.probe_tls(base + render.HEALTH_PATH, target)
     if probe.state == "down":
         return replace(row, detail=f"nothing answers on {base} ({probe.detail})")

@@ -9,8 +9,12 @@ request is the part of the service's budget that lives in system RAM:
   unified-memory devices, whose GTT aperture is system RAM (L-31);
 - vLLM's CPU build (:func:`~inferfleet.budget.vllm_service.vllm_budget`):
   weights plus the KV pool;
-- vLLM/SGLang on GPUs hold their share of the GPUs (L-32): no host figure is
-  budgeted, so no request is made (and the renderer says so).
+- vLLM/SGLang on GPUs hold their share of the GPUs (L-32), and a model split
+  over RPC workers lives partly outside the pod: no host figure is budgeted,
+  so no request is made (and the renderer says so).
+
+Which of these a service is, is :func:`~inferfleet.budget.sizing.sizing_of`'s
+decision, the one ``budget`` and ``check`` take.
 
 The header facts come from the caller (``shape_of``, ``safetensors_of``), so
 this stays pure.
@@ -23,13 +27,13 @@ from pathlib import Path
 
 from inferfleet.artifacts.st_model import SafetensorsModel
 from inferfleet.budget import HOST, BudgetError, ModelShape, model_shape, plan
-from inferfleet.budget.fleet import ShapeOf, engine_devices, fleet_request
+from inferfleet.budget.fleet import ShapeOf, fleet_request
+from inferfleet.budget.sizing import sizing_of
 from inferfleet.budget.vllm_service import vllm_budget
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.gguf import Inspection
 from inferfleet.render.kube.workload import exported_services
-from inferfleet.runtimes.registry import traits
 
 SafetensorsOf = Callable[[str], SafetensorsModel | str]
 
@@ -40,16 +44,23 @@ def memory_request(
     """Bytes of system RAM service ``name`` needs, or why it has no figure."""
     service = fleet.services[name]
     host = fleet.hosts[service.host]
-    assert service.runtime is not None and service.model is not None
-    kind = fleet.runtimes[service.runtime].kind
+    assert service.model is not None
+    sizing = sizing_of(fleet, root, name)
     try:
-        if kind == "vllm" and not engine_devices(service, host):
+        if sizing.in_host_memory:
             model = safetensors_of(service.model)
             if isinstance(model, str):
                 return model
             return vllm_budget(name, service, host, model, []).host_bytes
-        if not traits(kind).gguf:
-            return f"{kind} on GPUs holds its share of the GPU memory; no host memory is budgeted"
+        if sizing.method == "engine-share" and not sizing.devices:
+            return sizing.reason
+        if sizing.method == "rpc-split":
+            return "its model is split over RPC workers; no host memory is budgeted"
+        if sizing.method != "llama.cpp":
+            return (
+                f"{sizing.kind} on GPUs holds its share of the GPU memory; "
+                "no host memory is budgeted"
+            )
         budget = plan(fleet_request(fleet, root, name, shape_of))
     except FleetError as exc:
         return exc.render()

@@ -1,10 +1,13 @@
-"""Pure parsers for what an inference endpoint says about itself.
+"""Pure parsers for what a running server says about itself: window, slots, version,
+model ids, metrics.
 
-Each takes the bytes (or decoded JSON) an endpoint answered and returns
-plain data, or raises :class:`AnswerError` saying what was wrong with the
-answer. Nothing here does I/O, so every parser is tested with captured and
-hostile answers. The collector turns an ``AnswerError`` into a note on the
-service's row: one odd endpoint never stops the table.
+The one reading of these answers for ``status``, ``probe`` and the contract gate
+``up``/``apply`` run (:mod:`inferfleet.probe.minimal`). Each takes the bytes (or
+decoded JSON) an endpoint answered and returns plain data, or raises
+:class:`AnswerError` saying what was wrong with the answer. Nothing here does
+I/O, so every parser is tested with captured and hostile answers. ``status``
+turns an ``AnswerError`` into a note on the service's row: one odd endpoint
+never stops the table.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class ServerInfo:
     model: str | None = None  # the id clients use
     ctx_per_slot: int | None = None
     slots: int | None = None
+    models: tuple[str, ...] | None = None  # every id /v1/models lists
 
 
 def health_state(status: int) -> str:
@@ -133,38 +137,53 @@ def slots(data: Any) -> SlotUsage:
     return SlotUsage(len(data), busy, min(windows) if windows else None)
 
 
+def window(value: Any) -> int | None:
+    """A per-slot window as a server reports it: a positive int (a router's placeholder
+    is 0, and JSON's true is no number)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
 def llamacpp_props(data: Any) -> ServerInfo:
-    """llama.cpp ``/props``: ``build_info`` (e.g. ``b11434-b11434``) and ``total_slots``."""
+    """llama.cpp ``/props``: ``build_info`` (e.g. ``b11434-b11434``), ``total_slots`` and
+    the per-slot window (``default_generation_settings.n_ctx``)."""
     if not isinstance(data, dict):
         raise AnswerError("/props is not an object")
     build = data.get("build_info")
     total = data.get("total_slots")
+    settings = data.get("default_generation_settings")
     return ServerInfo(
         version=build if isinstance(build, str) and build else None,
         slots=total if isinstance(total, int) and not isinstance(total, bool) else None,
+        ctx_per_slot=window(settings.get("n_ctx")) if isinstance(settings, dict) else None,
     )
 
 
-def openai_models(data: Any) -> ServerInfo:
-    """``/v1/models``: the first model's id and, where the runtime says it, its window.
+def openai_models(data: Any, model: str | None = None) -> ServerInfo:
+    """``/v1/models``: the ids it lists, and one model's id and window.
 
-    llama.cpp puts the per-slot window in ``meta.n_ctx``; vLLM puts the
-    model's window in ``max_model_len``.
+    The model is ``model`` where it is listed; else the only one served, or
+    (``model`` None: a bare URL) the first. llama.cpp puts the per-slot window
+    in ``meta.n_ctx``; vLLM puts it in ``max_model_len`` (L-25).
     """
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise AnswerError("/v1/models has no data list")
     entries = [e for e in data["data"] if isinstance(e, dict)]
-    if not entries:
-        return ServerInfo()
-    first = entries[0]
-    model = first.get("id") if isinstance(first.get("id"), str) else None
-    window = None
-    meta = first.get("meta")
-    if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
-        window = meta["n_ctx"]
-    elif isinstance(first.get("max_model_len"), int):
-        window = first["max_model_len"]
-    return ServerInfo(model=model, ctx_per_slot=window)
+    ids = tuple(str(e.get("id")) for e in entries)
+    chosen = [e for e in entries if model is not None and e.get("id") == model]
+    if not chosen and (model is None or len(entries) == 1):
+        chosen = entries[:1]
+    if not chosen:
+        return ServerInfo(models=ids)
+    entry = chosen[0]
+    meta = entry.get("meta")
+    found = window(meta.get("n_ctx")) if isinstance(meta, dict) else None
+    return ServerInfo(
+        model=entry.get("id") if isinstance(entry.get("id"), str) else None,
+        ctx_per_slot=found or window(entry.get("max_model_len")),
+        models=ids,
+    )
 
 
 def release_version(data: Any, what: str) -> ServerInfo:
@@ -186,4 +205,5 @@ def merge(*infos: ServerInfo) -> ServerInfo:
         model=first("model"),
         ctx_per_slot=first("ctx_per_slot"),
         slots=first("slots"),
+        models=first("models"),
     )
