@@ -8,11 +8,11 @@ from posixpath import normpath
 
 from inferfleet.checks.engine import CheckContext, Hit, Subject, rule, service_rule
 from inferfleet.fleetfile.fleet import Service
+from inferfleet.render.endpoints import HOST_GATEWAY
 from inferfleet.render.launch import CACHE_MOUNT
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"https?://(\[[^\]]+\]|[^/:\s]+):(\d+)")
-HOST_GATEWAY = "host.containers.internal"
 
 
 def _image(ctx: CheckContext, service: Service) -> str | None:
