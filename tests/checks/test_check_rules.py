@@ -16,6 +16,7 @@ from test_check_declared import SOURCE_RULES
 from test_check_exposure import EXPOSURE_RULES
 from test_check_fit import FIT_RULES
 from test_check_header_rules import HEADER_RULES
+from test_check_prometheus_site import CONTAINER_REACH_RULES
 from test_check_rpc import RPC_RULES
 from test_check_waivers import WAIVER_RULES
 
@@ -265,6 +266,7 @@ def test_every_rule_has_a_case() -> None:
         | KUBE_RULES
         | RPC_RULES
         | WAIVER_RULES
+        | CONTAINER_REACH_RULES
     )
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25

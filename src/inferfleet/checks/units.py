@@ -8,11 +8,11 @@ from posixpath import normpath
 
 from inferfleet.checks.engine import CheckContext, Hit, Subject, rule, service_rule
 from inferfleet.fleetfile.fleet import Service
+from inferfleet.render.endpoints import HOST_GATEWAY
 from inferfleet.render.launch import CACHE_MOUNT
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"https?://(\[[^\]]+\]|[^/:\s]+):(\d+)")
-HOST_GATEWAY = "host.containers.internal"
 
 
 def _image(ctx: CheckContext, service: Service) -> str | None:
@@ -164,13 +164,18 @@ def metrics_off(s: Subject) -> Iterator[Hit]:
 
 
 def _host_network_ports(ctx: CheckContext, host: str) -> set[int]:
-    """Ports of services on ``host`` that listen on the host network (not DNATed)."""
+    """Ports of services on ``host`` that listen on the host network (not DNATed): its
+    processes and host-network containers, and the gateway and the proxy there (a process,
+    or LiteLLM's Quadlet container on the host's network)."""
     ports = set()
     for service in ctx.fleet.services.values():
         if service.host != host:
             continue
         if _image(ctx, service) is None or service.container.network == "host":
             ports.add(service.port)
+    for front in (ctx.fleet.gateway, ctx.fleet.proxy):
+        if front is not None and front.host == host:
+            ports.add(front.port)
     return ports
 
 

@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.render.endpoints import dial_address, host_port
 
 # Copied from the outpost's answer into the request the upstream gets (the outposts'
 # own Caddy guides: goauthentik.io "Caddy" proxy server; authelia.com "Caddy").
@@ -165,33 +166,10 @@ def _unspecified(bind: str) -> bool:
     return ipaddress.ip_address(bind).is_unspecified
 
 
-def _host_port(address: str, port: int) -> str:
-    try:
-        version = ipaddress.ip_address(address).version
-    except ValueError:
-        return f"{address}:{port}"  # a name
-    return f"[{address}]:{port}" if version == 6 else f"{address}:{port}"
-
-
-def dial_address(fleet: Fleet, proxy_host: str, host: str, bind: str, port: int) -> str:
-    """``host:port`` the proxy on ``proxy_host`` dials for a listener on ``host``.
-
-    On its own host a server that listens on every address is dialled on
-    loopback; another host's is dialled at that host's address (as clients
-    reach it, :func:`inferfleet.render.endpoints.reachable_address`).
-    """
-    if _unspecified(bind):
-        if host == proxy_host:
-            loopback = "::1" if ipaddress.ip_address(bind).version == 6 else "127.0.0.1"
-            return _host_port(loopback, port)
-        return _host_port(fleet.hosts[host].address or host, port)
-    return _host_port(bind, port)
-
-
 def _site_addresses(proxy: Proxy) -> list[str]:
     """What the site answers for: its names, else its bind address (a certificate for the IP)."""
     if proxy.names:
-        return [f"https://{_host_port(name, proxy.port)}" for name in proxy.names]
+        return [f"https://{host_port(name, proxy.port)}" for name in proxy.names]
     if _unspecified(proxy.bind):
         raise UsageError(
             f"the proxy binds {proxy.bind} and declares no names: a TLS certificate needs "
@@ -200,7 +178,7 @@ def _site_addresses(proxy: Proxy) -> list[str]:
             hint="list the DNS names clients use (names: [ai.home.arpa]), or bind the "
             "proxy to the host's LAN address",
         )
-    return [f"https://{_host_port(proxy.bind, proxy.port)}"]
+    return [f"https://{host_port(proxy.bind, proxy.port)}"]
 
 
 def _global_options(proxy: Proxy) -> Block:
@@ -307,12 +285,18 @@ def _routes(fleet: Fleet, proxy: Proxy) -> list[Block | str]:
                 hint="rename the service, or reach it through the gateway",
             )
         timeout = gateway.timeouts.get(name, gateway.timeout) if gateway else DEFAULT_TIMEOUT_S
-        upstream = dial_address(fleet, proxy.host, service.host, service.bind, service.port)
+        # The proxy is a process on its host (never in a container network): its host's
+        # loopback is its own (dial_address, L-57).
+        upstream = dial_address(
+            fleet, service.host, service.bind, service.port, from_host=proxy.host
+        )
         inner = _reverse_proxy([], upstream, service.health.path, timeout)
         routes.append(Block(_line("handle_path", f"/{name}/*"), [inner]))
     if gateway is not None:
         timeout = max([gateway.timeout, *gateway.timeouts.values()])
-        upstream = dial_address(fleet, proxy.host, gateway.host, gateway.bind, gateway.port)
+        upstream = dial_address(
+            fleet, gateway.host, gateway.bind, gateway.port, from_host=proxy.host
+        )
         routes.append(_reverse_proxy([], upstream, GATEWAY_HEALTH_PATH, timeout))
     else:
         routes.append(f"respond `{NOT_ROUTED}` 404")

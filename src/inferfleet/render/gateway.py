@@ -36,6 +36,7 @@ import yaml
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Gateway
 from inferfleet.render.clients import model_entry
+from inferfleet.render.endpoints import dial_address
 from inferfleet.render.exposure import gateway_services, listen_address
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
@@ -108,18 +109,13 @@ def check(fleet: Fleet) -> list[str]:
 def backend_url(fleet: Fleet, name: str) -> str:
     """Where the gateway reaches service ``name``: the address it listens on (its exposure
     decides it, L-58); a wildcard bind is reached on the host's address, or on loopback
-    when the gateway runs on that same host."""
+    when the gateway runs on that same host. The gateway is a process or a Quadlet
+    container on the host's network (:func:`quadlet_unit`), never in a container network:
+    its host's loopback is its own (:func:`inferfleet.render.endpoints.dial_address`, L-57)."""
     service = fleet.services[name]
     bind = listen_address(fleet, name)
-    gateway = required(fleet)
-    if bind in {"0.0.0.0", "::"}:
-        if gateway.host == service.host:
-            bind = "127.0.0.1" if bind == "0.0.0.0" else "::1"
-        else:
-            host = fleet.hosts[service.host]
-            bind = host.address or service.host
-    address = f"[{bind}]" if ":" in bind else bind
-    return f"http://{address}:{service.port}/v1"
+    address = dial_address(fleet, service.host, bind, service.port, from_host=required(fleet).host)
+    return f"http://{address}/v1"
 
 
 def timeout_s(gateway: Gateway, name: str) -> float:
