@@ -55,6 +55,7 @@ def client(
     base_url: str = "",
     plain_http: bool = False,
     verify: ssl.SSLContext | None = None,
+    key: str | None = None,
 ) -> httpx.Client:
     """A synchronous client with explicit timeouts; proxies only for ``remote``.
 
@@ -63,11 +64,16 @@ def client(
     an ``https://`` URL fails verification instead of being trusted.
     ``verify``: the certificates to trust instead of the environment's (a
     local CA's root, e.g. the auth proxy's).
+    ``key``: a fleet server's API key, sent with every request (L-58); only a
+    client of one server takes it.
     """
+    headers = {"User-Agent": USER_AGENT}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
     return httpx.Client(
         base_url=base_url,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-        headers={"User-Agent": USER_AGENT},
+        headers=headers,
         follow_redirects=False,  # see send(): several lessons read the first answer (L-02)
         trust_env=purpose == "remote",
         verify=verify or (_trusting_nothing() if plain_http else tls_context()),

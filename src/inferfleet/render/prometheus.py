@@ -19,6 +19,7 @@ import yaml
 
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import endpoint, llm_services
+from inferfleet.render.service_keys import keyed, scrape_key_file
 from inferfleet.runtimes.registry import traits
 
 JOB_PREFIX = "inferfleet-"
@@ -52,6 +53,10 @@ def scrape_jobs(fleet: Fleet) -> list[dict[str, Any]]:
             # while it is unloaded, by design.
             labels["group"] = service.group
             job["params"] = {"model": [ep.alias], "autoload": ["false"]}
+        if keyed(fleet, name):
+            # Its /metrics requires its key (L-58): read from a file next to this config
+            # (untracked, mode 600), never written here.
+            job["authorization"] = {"type": "Bearer", "credentials_file": scrape_key_file(name)}
         job["static_configs"] = [{"targets": [ep.address], "labels": labels}]
         jobs.append(job)
     return jobs

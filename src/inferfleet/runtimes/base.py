@@ -91,6 +91,8 @@ class RuntimeTraits:
     gguf: bool = False
     slots_endpoint: bool = False  # per-slot state at /slots
     pinned_build: bool = False  # `runtime install` builds it from a pinned source (L-42)
+    # The variable it reads its API key from (never argv, L-06); None: argv only.
+    key_env: str | None = None
 
 
 def gpu_devices(service: Service, host: Host) -> list[tuple[int, Device]]:

@@ -137,4 +137,5 @@ TRAITS = replace(
     container_program=("python3", "-m", "sglang.launch_server"),
     cache_env={k: v for k, v in vllm.CACHE_ENV.items() if k != "VLLM_CACHE_ROOT"},
     cache_types=frozenset(_KV_DTYPE),
+    key_env=None,  # --api-key in argv only: it stays on loopback (client.keys)
 )

@@ -241,4 +241,5 @@ TRAITS = RuntimeTraits(
     cache_env=CACHE_ENV,
     cache_types=frozenset(_KV_DTYPE),
     asymmetric_kv=False,
+    key_env="VLLM_API_KEY",  # guards its /v1 routes when --api-key is not given
 )

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
+from inferfleet.client.keys import service_key
 from inferfleet.deploy.holds import Hold
 from inferfleet.deploy.rpc import worker_states
 from inferfleet.errors import FleetError, UsageError
@@ -32,6 +33,7 @@ from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_unit
 from inferfleet.io import http
 from inferfleet.render.endpoints import judged_on_host, reachable_address
 from inferfleet.render.rpc import endpoints
+from inferfleet.render.service_keys import keyed
 from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
@@ -242,7 +244,9 @@ class Collector:
             # Never asked from here: this machine's loopback is not the host's (L-33).
             return Reading("unknown", "judged on its host: not read over HTTP from here")
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
-        with http.client(timeout=self.options.timeout) as client:
+        # A server beyond loopback answers /metrics and /slots with its key only (L-58).
+        key = service_key(self.loaded, name) if keyed(fleet, name) else None
+        with http.client(timeout=self.options.timeout, key=key) as client:
             return read(
                 client,
                 base_url(self.loaded, name),
