@@ -428,7 +428,7 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
             service=name if label == name else f"{name} member {label}",
             parallel=member.parallel,
             client=member.client,
-            key=key_on_host(ctx.fleet, name, ctx.root) if keyed(ctx.fleet, name) else None,
+            key=key_on_host(ctx.fleet, name, ctx.root),  # a keyed server's (L-58)
         )
         prefix = "" if label == name else f"{alias}: "
         checks += [Check(prefix + c.name, c.ok, c.detail) for c in found.checks]

@@ -33,7 +33,6 @@ from inferfleet.fleetfile.rpc import TCP_HEALTH, worker_unit
 from inferfleet.io import http
 from inferfleet.render.endpoints import judged_on_host, reachable_address
 from inferfleet.render.rpc import endpoints
-from inferfleet.render.service_keys import keyed
 from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
@@ -244,9 +243,11 @@ class Collector:
             # Never asked from here: this machine's loopback is not the host's (L-33).
             return Reading("unknown", "judged on its host: not read over HTTP from here")
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
-        # A server beyond loopback answers /metrics and /slots with its key only (L-58).
-        key = service_key(self.loaded, name) if keyed(fleet, name) else None
-        with http.client(timeout=self.options.timeout, key=key) as client:
+        # A keyed server (every one beyond loopback, L-58) answers /metrics, /slots and
+        # /props with its key only.
+        with http.client(
+            timeout=self.options.timeout, key=service_key(self.loaded, name)
+        ) as client:
             return read(
                 client,
                 base_url(self.loaded, name),
