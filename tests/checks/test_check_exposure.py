@@ -328,3 +328,16 @@ def test_every_example_fleet_passes_check_with_its_exposures(cli: Any, fleet: Pa
         if service.get("bind", "127.0.0.1") not in {"127.0.0.1", "::1"}:
             exposure = service.get("exposure")
             assert isinstance(exposure, dict) and exposure["reason"], name  # stated, not default
+
+
+def test_a_server_that_takes_its_key_in_argv_only_stays_on_loopback(cli: Any) -> None:
+    # SGLang has no key variable (its --api-key is argv, readable by every user, L-06);
+    # vLLM reads VLLM_API_KEY, so its hint names that variable and the front's.
+    result = cli("check", str(ROOT / "tests/fixtures/fleets/runtimes.yaml"), "--offline", "--json")
+    hits = {
+        f["service"]: f for f in json.loads(result.stdout)["findings"]
+        if f["rule"] == "key-beyond-loopback"
+    }  # fmt: skip
+    assert "argv only" in hits["sg"]["message"] and "bind 127.0.0.1" in hits["sg"]["hint"]
+    assert "VLLM_API_KEY=" in hits["vl"]["hint"] and "INFERFLEET_KEY_VL" in hits["vl"]["hint"]
+    assert "big" not in hits  # it reads its key from its secrets_env
