@@ -77,6 +77,7 @@ class Fleetside:
     revision: str  # HEAD
     command: str = field(default_factory=remote_command)
     _head: FleetAtRevision | None = None
+    offline: bool = False  # each host's apply runs with --offline too
 
     @classmethod
     def of(cls, loaded: LoadedFleet) -> Fleetside:
@@ -130,6 +131,8 @@ class Fleetside:
         """
         if not conn.pulls:
             args = tuple(a for a in args if a != "--pull")
+        if self.offline:
+            args = (*args, "--offline")
         checkout = self.fleet.hosts[host].checkout
         missing = json.dumps(
             {
