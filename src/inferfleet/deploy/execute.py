@@ -558,9 +558,14 @@ def _secrets_of(ctx: Context, desired: ServiceLaunch) -> dict[str, str]:
 
 
 def _require_key(ctx: Context, desired: ServiceLaunch, secrets: Mapping[str, str]) -> None:
-    """A server beyond loopback starts with its API key, or not at all (L-58)."""
+    """A server beyond loopback whose secrets_env is meant to hold its API key starts with
+    it, or not at all (L-58). Without a secrets_env, `check` reports it
+    (key-beyond-loopback), as it reports every other rule a deploy does not run."""
     variable = key_variable(ctx.fleet, desired.name)
-    if not keyed(ctx.fleet, desired.name) or variable is None or secrets.get(variable):
+    declared = desired.service.secrets_env is not None
+    if not keyed(ctx.fleet, desired.name) or not declared or variable is None:
+        return
+    if secrets.get(variable):
         return
     raise UsageError(
         f"service {desired.name!r} binds {desired.service.bind}, beyond loopback, and its "
