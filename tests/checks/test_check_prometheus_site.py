@@ -61,6 +61,9 @@ def test_L57_a_wildcard_bind_is_reached_at_the_gateway_name(tmp_path: Path) -> N
         f"{S}.chat.exposure": LAN,
         f"{S}.serve.bind": "0.0.0.0",
         f"{S}.serve.exposure": LAN,
+        # beyond loopback, each requires its key (L-58's key-beyond-loopback)
+        f"{S}.chat.secrets_env": "/etc/inferfleet/chat.env",
+        f"{S}.serve.secrets_env": "/etc/inferfleet/serve.env",
     }
     report = check(tmp_path, patch)
     assert report.findings == []

@@ -77,6 +77,13 @@ def promtool_accepts(promtool: str, folder: Path, config: str) -> None:
     (folder / "rules").mkdir(parents=True, exist_ok=True)
     (folder / "rules" / prometheus.RULES_FILE).write_text("groups: []\n")
     (folder / "prometheus.yml").write_text(config)
+    # Services beyond loopback require their key (L-58): Prometheus reads each from a file
+    # beside its config, which promtool wants to exist.
+    for job in yaml.safe_load(config)["scrape_configs"]:
+        credentials = job.get("authorization", {}).get("credentials_file")
+        if credentials:
+            (folder / credentials).parent.mkdir(parents=True, exist_ok=True)
+            (folder / credentials).write_text("a-scrape-key\n")
     checked = run([promtool, "check", "config", str(folder / "prometheus.yml")])
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

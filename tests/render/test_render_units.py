@@ -227,19 +227,28 @@ def test_system_unit_never_gives_up_and_outlasts_the_engine() -> None:
     assert stop > 10  # llama-server's stop grace
     start = float(lines(text, "TimeoutStartSec")[0].rstrip("s"))
     assert start > 600  # the health timeout: a load is never killed (L-34)
-    assert lines(text, "EnvironmentFile") == ["/etc/inferfleet/env/coder.env"]
+    # It binds beyond loopback: its secrets file (its API key, L-58) is required.
+    assert lines(text, "EnvironmentFile") == [
+        "/etc/inferfleet/env/coder.env",
+        "/home/ops/.config/inferfleet/secrets/coder.env",
+    ]
 
 
 def test_user_unit_has_no_user_and_wants_default_target() -> None:
     text = unit_of("homelab", "vision", "systemd")
     assert lines(text, "User") == []
     assert lines(text, "WantedBy") == ["default.target"]
-    assert lines(text, "EnvironmentFile") == ["/home/ops/.config/inferfleet/env/vision.env"]
+    assert lines(text, "EnvironmentFile") == [
+        "/home/ops/.config/inferfleet/env/vision.env",
+        "/home/ops/.config/inferfleet/secrets/vision.env",
+    ]
 
 
-def test_secrets_come_from_an_optional_environment_file_not_argv() -> None:
+def test_secrets_come_from_an_environment_file_not_argv() -> None:
     text = unit_of("runtimes", "big", "systemd")
-    assert "-/etc/inferfleet/secrets/big.env" in lines(text, "EnvironmentFile")  # L-06
+    # L-06; required ("-" would make it optional): big binds beyond loopback, and without
+    # the file its server would start with no API key (L-58).
+    assert "/etc/inferfleet/secrets/big.env" in lines(text, "EnvironmentFile")
     assert lines(text, "TimeoutStopSec") == ["120s"]  # the fleet's value, above the grace
     assert lines(text, "Restart") == ["on-failure"] and lines(text, "User") == ["llm"]
 

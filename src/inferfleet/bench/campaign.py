@@ -155,7 +155,7 @@ def _measure(
     on_level: OnLevel | None = None,
 ) -> None:
     target = with_model(run.target)
-    runtime = detect_runtime(target.base_url)
+    runtime = detect_runtime(target.base_url, key=target.key)
     assert target.model is not None
     endpoint = Endpoint(
         arm=run.name,
@@ -164,6 +164,7 @@ def _measure(
         api=options.api,
         runtime=runtime,
         extra=request_extra(runtime),
+        key=target.key,
     )
     result.endpoints[run.name] = endpoint
     prompts = list(options.prompts)

@@ -40,11 +40,12 @@ class Endpoint:
     api: Api
     runtime: str | None = None  # "llama.cpp" when /props says so
     extra: dict[str, Any] = field(default_factory=dict)  # added to every request body
+    key: str | None = field(default=None, repr=False)  # its API key, when it requires one
 
 
-def detect_runtime(base_url: str, *, timeout_s: float = 10.0) -> str | None:
+def detect_runtime(base_url: str, *, timeout_s: float = 10.0, key: str | None = None) -> str | None:
     """llama.cpp serves /props with its generation settings; others do not."""
-    with http.client(timeout=timeout_s, base_url=base_url) as client:
+    with http.client(timeout=timeout_s, base_url=base_url, key=key) as client:
         try:
             response = client.get("/props")
             data = response.json() if response.status_code == 200 else {}
@@ -157,7 +158,9 @@ def run_level(
 
     def worker() -> None:
         path = PATHS[endpoint.api]
-        with http.client(timeout=load.timeout_s, base_url=endpoint.base_url) as client:
+        with http.client(
+            timeout=load.timeout_s, base_url=endpoint.base_url, key=endpoint.key
+        ) as client:
             _connect(client)
             try:
                 ready.wait()
@@ -248,7 +251,7 @@ def _connect(client: httpx.Client) -> None:
 
 def warm_up(endpoint: Endpoint, prompt: Prompt, *, timeout_s: float) -> None:
     """One short request that is not measured: pages the weights in, fills caches."""
-    with http.client(timeout=timeout_s, base_url=endpoint.base_url) as client:
+    with http.client(timeout=timeout_s, base_url=endpoint.base_url, key=endpoint.key) as client:
         body = request_body(
             endpoint.api,
             model=endpoint.model,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from inferfleet.checks.engine import CheckContext, Hit, rule
+from inferfleet.render import service_keys as keys
 from inferfleet.render.endpoints import HOST_GATEWAY, host_port
 from inferfleet.render.exposure import (
     Listener,
@@ -148,4 +149,36 @@ def lan_loopback_bind(ctx: CheckContext) -> Iterator[Hit]:
                 "address: nothing on the LAN reaches it",
                 "bind the host's LAN address (or 0.0.0.0), or drop the exposure to keep it "
                 "on loopback",
+            )
+
+
+@rule("key-beyond-loopback", "L-58", "error")
+def key_beyond_loopback(ctx: CheckContext) -> Iterator[Hit]:
+    """a server reachable beyond loopback requires no API key (from its secrets_env)"""
+    fleet = ctx.fleet
+    for name, service in fleet.services.items():
+        if not keys.keyed(fleet, name):
+            continue
+        variable = keys.key_variable(fleet, name)
+        where = f"services.{name}"
+        if variable is None:
+            kind = fleet.runtimes[service.runtime or ""].kind
+            yield Hit(
+                name,
+                f"{where}.bind",
+                f"service {name!r} binds {service.bind}, beyond loopback, but {kind} reads its "
+                "API key from argv only (visible to every user of the host, L-06): anyone "
+                "who reaches the port uses it",
+                "bind 127.0.0.1 and reach it through the gateway or the auth proxy on its host",
+            )
+        elif service.secrets_env is None:
+            yield Hit(
+                name,
+                f"{where}.bind",
+                f"service {name!r} binds {service.bind}, beyond loopback, with no API key: "
+                "anyone who reaches the port uses it",
+                f"give it secrets_env: an untracked mode-600 file on its host with "
+                f"{variable}=<a long random key> (the server reads it; inferfleet, the gateway "
+                f"and the proxy send it from {keys.front_variable(name)}, see "
+                "docs/closed-by-default.md); or bind 127.0.0.1",
             )

@@ -492,6 +492,9 @@ def host_report(
             ).to_json()
             for n in names
         }
+        from inferfleet.doctor.facts import memory_used
+
+        report["memory"] = memory_used()  # what status shows per host
     return report
 
 

@@ -72,7 +72,6 @@ from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
-from inferfleet.hub.model_ref import offline as hub_offline
 from inferfleet.hub.reach import unreachable
 from inferfleet.hub.st_headers import (
     CACHE_PATH,
@@ -81,6 +80,7 @@ from inferfleet.hub.st_headers import (
 )
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.files import atomic_write
+from inferfleet.io.offline import offline as hub_offline
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
 
 CACHE_FORMAT = 1

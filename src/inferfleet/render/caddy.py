@@ -56,6 +56,7 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import dial_address, host_port
+from inferfleet.render.service_keys import front_variable, keyed
 
 # Copied from the outpost's answer into the request the upstream gets (the outposts'
 # own Caddy guides: goauthentik.io "Caddy" proxy server; authelia.com "Caddy").
@@ -207,10 +208,16 @@ def _global_options(proxy: Proxy) -> Block:
     return Block("", body)
 
 
-def _reverse_proxy(head: list[str], upstream: str, health: str, timeout_s: float) -> Block:
+def _reverse_proxy(
+    head: list[str], upstream: str, health: str, timeout_s: float, key: str | None = None
+) -> Block:
+    # An upstream beyond loopback requires its own key (L-58): the client's (the proxy's)
+    # is replaced by it, read from Caddy's environment at run time.
+    auth = [] if key is None else [_line("header_up", "Authorization", Placeholder(key, "Bearer "))]
     return Block(
         _line("reverse_proxy", *head, upstream),
         [
+            *auth,
             "flush_interval -1",  # stream every chunk (SSE) as it comes
             Block(
                 "transport http",
@@ -290,7 +297,8 @@ def _routes(fleet: Fleet, proxy: Proxy) -> list[Block | str]:
         upstream = dial_address(
             fleet, service.host, service.bind, service.port, from_host=proxy.host
         )
-        inner = _reverse_proxy([], upstream, service.health.path, timeout)
+        key = front_variable(name) if keyed(fleet, name) else None
+        inner = _reverse_proxy([], upstream, service.health.path, timeout, key)
         routes.append(Block(_line("handle_path", f"/{name}/*"), [inner]))
     if gateway is not None:
         timeout = max([gateway.timeout, *gateway.timeouts.values()])
@@ -334,8 +342,18 @@ def caddyfile(fleet: Fleet, host: str) -> str:
 
 
 def key_names(fleet: Fleet) -> Iterable[str]:
-    """The variables of ``keys_env`` the rendered Caddyfile reads (bearer auth), in order."""
+    """The variables of ``keys_env`` the rendered Caddyfile reads, in order: the keys
+    clients send (bearer auth), then each routed upstream's own key."""
     proxy = fleet.proxy
-    if proxy is None or proxy.auth != "bearer":
+    if proxy is None:
         return ()
-    return tuple(proxy.key_names)
+    clients = tuple(proxy.key_names) if proxy.auth == "bearer" else ()
+    return clients + upstream_key_names(fleet)
+
+
+def upstream_key_names(fleet: Fleet) -> tuple[str, ...]:
+    """The variables holding the keys of the routed services beyond loopback (L-58)."""
+    proxy = fleet.proxy
+    if proxy is None:
+        return ()
+    return tuple(front_variable(n) for n in proxy.services if keyed(fleet, n))

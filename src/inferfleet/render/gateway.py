@@ -35,10 +35,11 @@ import yaml
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Gateway
-from inferfleet.render.clients import model_entry
+from inferfleet.render.clients import NO_KEY, model_entry
 from inferfleet.render.endpoints import dial_address
 from inferfleet.render.exposure import gateway_services, listen_address
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.service_keys import front_variable, keyed
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 from inferfleet.runtimes.pinned import VENV_PYTHON, package_venv_relpath
 
@@ -128,7 +129,10 @@ def config(fleet: Fleet) -> dict[str, Any]:
     models = []
     for name in check(fleet):
         seconds = timeout_s(gateway, name)
-        entry = model_entry(fleet, name, api_base=backend_url(fleet, name))
+        # A backend beyond loopback requires its key (client.keys): LiteLLM reads it from
+        # its environment at start, out of keys_env, never written here.
+        key = f"os.environ/{front_variable(name)}" if keyed(fleet, name) else NO_KEY
+        entry = model_entry(fleet, name, api_base=backend_url(fleet, name), api_key=key)
         # Per model: LiteLLM waits this long for a whole answer, and as long for a stream's
         # next chunk; a long generation on a busy slot takes minutes.
         entry["litellm_params"]["timeout"] = seconds

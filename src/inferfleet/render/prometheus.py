@@ -22,6 +22,7 @@ import yaml
 
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import dial_address, endpoint, llm_services
+from inferfleet.render.service_keys import keyed, scrape_key_file
 from inferfleet.runtimes.registry import traits
 
 JOB_PREFIX = "inferfleet-"
@@ -74,6 +75,10 @@ def scrape_jobs(fleet: Fleet) -> list[dict[str, Any]]:
             # while it is unloaded, by design.
             labels["group"] = service.group
             job["params"] = {"model": [ep.alias], "autoload": ["false"]}
+        if keyed(fleet, name):
+            # Its /metrics requires its key (L-58): read from a file next to this config
+            # (untracked, mode 600), never written here.
+            job["authorization"] = {"type": "Bearer", "credentials_file": scrape_key_file(name)}
         job["static_configs"] = [{"targets": [scrape_target(fleet, name)], "labels": labels}]
         jobs.append(job)
     return jobs

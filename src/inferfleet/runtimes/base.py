@@ -106,6 +106,8 @@ class RuntimeTraits:
     # Its KV pool is sized from a safetensors model's config (budget/vllm_service.py).
     kv_pool_budget: bool = False
     info_path: str | None = None  # the GET that answers its release version
+    # The variable it reads its API key from (never argv, L-06); None: argv only.
+    key_env: str | None = None
 
 
 def gpu_devices(service: Service, host: Host) -> list[tuple[int, Device]]:

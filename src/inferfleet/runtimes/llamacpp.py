@@ -367,4 +367,5 @@ TRAITS = RuntimeTraits(
     gguf=True,
     slots_endpoint=True,
     pinned_build=True,
+    key_env="LLAMA_API_KEY",  # b11434 --help: "(env: LLAMA_API_KEY)"
 )

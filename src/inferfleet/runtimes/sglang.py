@@ -140,4 +140,5 @@ TRAITS = replace(
     memory_share=DEFAULT_MEM_FRACTION,
     kv_pool_budget=False,
     info_path="/get_server_info",
+    key_env=None,  # --api-key in argv only: it stays on loopback (client.keys)
 )

@@ -244,4 +244,5 @@ TRAITS = RuntimeTraits(
     memory_share=DEFAULT_GPU_MEMORY_UTILIZATION,
     kv_pool_budget=True,
     info_path="/version",
+    key_env="VLLM_API_KEY",  # guards its /v1 routes when --api-key is not given
 )

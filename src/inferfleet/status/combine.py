@@ -295,4 +295,5 @@ def host_row(
         lock=view.lock,
         services=len(rows),
         healthy=sum(1 for r in rows if r.state == "healthy"),
+        memory=dict(view.memory),
     )
