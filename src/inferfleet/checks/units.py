@@ -70,7 +70,8 @@ def system_without_become(s: Subject) -> Iterator[Hit]:
             f"whose ssh user {user!r} is not root and has no become",
             f"set become: sudo on host {s.service.host!r} (and give {user} a NOPASSWD sudoers "
             f"entry there: `{user} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, "
-            "/usr/bin/podman, /usr/bin/install, /usr/bin/mv, /usr/bin/rm, /usr/bin/chmod`), "
+            "/usr/bin/podman, /usr/bin/install, /usr/bin/mv, /usr/bin/rm, /usr/bin/chmod, "
+            "/usr/bin/ss`), "
             "or use unit.scope: user",
         )
 

@@ -343,7 +343,10 @@ def _run_actions(
             ran.verdict = run_contract(ctx, desired)
         elif kind == "restart":
             ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
-            ctx.systemctl(desired.scope).restart(desired.service_unit)
+            # A Quadlet unit is started once its container is healthy (Notify=healthy):
+            # queued, and the health gate below waits with progress (L-34).
+            quadlet_unit = desired.service.backend == "quadlet"
+            ctx.systemctl(desired.scope).restart(desired.service_unit, block=not quadlet_unit)
         elif kind == "health":
             ran.health_s = _unit_health(ctx, desired)
             ran.verdict = run_contract(ctx, desired)
