@@ -176,7 +176,7 @@ def _apply_item(
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
-        state = decide(gather(name, ctx.facts, ctx.state_dir, marker))
+        state = decide(gather(name, ctx.facts, ctx.state_dir, marker, become=ctx.become("system")))
         actions = retire_actions(marker, state)
         if dry_run:
             return actions, None
@@ -201,6 +201,7 @@ def _apply_item(
             extra_paths=extra,
             endpoint=(service.bind, service.port, service.health.path),
             settings={dest: s.sha256 for dest, s in settings.items()},
+            become=ctx.become("system"),
         )
     )
     for dest in settings:
@@ -588,6 +589,7 @@ def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
             ctx.state_dir,
             ctx.markers.read(desired.name),
             endpoint=(service.bind, service.port, service.health.path),
+            become=ctx.become("system"),
         )
     )
     if state.state != HEALTHY:
