@@ -99,6 +99,14 @@ def sudo_fleet(
     }  # fmt: skip
     repo = FleetRepo.create(folder, data, hosts=["sd"])
     repo.states = {"sd": state}
+    return repo, port, state, deploy_as(login, repo, folder, monkeypatch)
+
+
+def deploy_as(
+    login: SshLogin, repo: FleetRepo, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Make ``login`` the owner of the host's checkout and state under ``folder``/hosts and
+    point this test's ssh at it; returns the ssh control dir (closed by the test)."""
     # The host's checkout is ops's (it pulls); the remote stays ours, readable by all (the
     # container's git trusts any owner: safe.directory, set in the box fixture).
     subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}", str(folder / "hosts")], check=True)
@@ -111,7 +119,14 @@ def sudo_fleet(
         "INFERFLEET_REMOTE_COMMAND": f"{sys.executable} {ENTRY}",
     }.items():
         monkeypatch.setenv(key, value)
-    return repo, port, state, control
+    return control
+
+
+def close_ssh(login: SshLogin, control: Path) -> None:
+    """Close the test's ssh master to the box and remove its control dir."""
+    subprocess.run(["ssh", "-F", str(login.config), "-o", f"ControlPath={control}/%C",
+                    "-O", "exit", login.alias], capture_output=True, timeout=10)  # fmt: skip
+    shutil.rmtree(control, ignore_errors=True)
 
 
 def _stat(machine: Machine, path: str) -> tuple[int, str]:

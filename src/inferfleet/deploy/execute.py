@@ -330,7 +330,7 @@ def _run_actions(
             # token names (backends/process.py): ours, so stopped by pid, not refused.
             reclaimed = ctx.processes.reclaim(desired.name)
             stopped = bool(reclaimed) or any(a.kind in {"stop", "stop-unit"} for a in actions)
-            wait_port_free(desired, stopped=stopped)
+            wait_port_free(desired, stopped=stopped, become=ctx.become(desired.scope))
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
             mode = SETTINGS_MODE if item.kind in OWNER_ONLY_KINDS else INSTALL_MODE

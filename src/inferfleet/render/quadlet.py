@@ -83,7 +83,9 @@ def container_unit(resolved: Resolved) -> UnitFile:
         unit.add(c, "User", escape_value(service.container.user))
     if service.container.shm_size is not None:
         unit.add(c, "ShmSize", podman_size(service.container.shm_size))
-    if resolved.traits is not None:
+    if resolved.traits is not None and (resolved.devices or "--mlock" in resolved.argv):
+        # GPU runtimes pin host memory for transfers; --mlock locks the weights. Raising
+        # the limit needs CAP_SYS_RESOURCE, so a CPU service without --mlock does not ask.
         unit.add(c, "Ulimit", "memlock=-1:-1")
     health = health_command(resolved)
     if health is not None:
