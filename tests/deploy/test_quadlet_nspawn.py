@@ -260,6 +260,7 @@ def test_quadlet_chat_deploys_gated_changes_rolls_back_stops_starts_and_retires(
         machine.enter("systemctl", "stop", UNIT, check=False)
 
 
+STRANGER_UNIT = "ifq-stranger.service"
 STRANGER = """\
 import http.server, os, pathlib, sys
 class Ok(http.server.BaseHTTPRequestHandler):
@@ -304,7 +305,8 @@ def test_a_stranger_of_roots_on_the_port_is_refused_before_the_start_and_by_the_
     script.write_text(STRANGER)
     pidfile.unlink(missing_ok=True)
     # Root's server in the box: its socket's owner is not visible to ops.
-    machine.enter("setsid", "-f", sys.executable, str(script), str(held), str(pidfile))
+    machine.enter("systemd-run", f"--unit={STRANGER_UNIT}", "--collect", "--quiet",
+                  sys.executable, str(script), str(held), str(pidfile))  # fmt: skip
     repo = chat_repo(shared, login, image, held, "stranger")
     control = deploy_as(login, repo, shared / "stranger", monkeypatch)
     fleet = str(repo.fleet_file)
@@ -348,5 +350,4 @@ def test_a_stranger_of_roots_on_the_port_is_refused_before_the_start_and_by_the_
     finally:
         close_ssh(login, control)
         machine.enter("systemctl", "stop", UNIT, check=False)
-        if pidfile.exists():
-            machine.enter("kill", pidfile.read_text().strip(), check=False)
+        machine.enter("systemctl", "stop", STRANGER_UNIT, check=False)
