@@ -14,8 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from render_helpers import load, render, run, stub_executable
 
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render.bundle import Artifact, render_fleet
 from inferfleet.render.facts import default_facts
 from inferfleet.render.unitfile import UnitFile, UnitFileError, command_line, split_command
@@ -285,3 +287,34 @@ def test_ordinary_container_keeps_its_image_defaults() -> None:
     assert not any(e.startswith("HOME=") for e in lines(text, "Environment"))
     assert lines(text, "PublishPort") == ["192.168.1.20:8888:8080"]  # its lan bind
     assert lines(text, "HealthCmd") == ["wget -q -O /dev/null http://127.0.0.1:8080/healthz"]
+
+
+def test_quadlet_health_has_a_fast_startup_check() -> None:
+    text = unit_of("homelab", "chat", "quadlet")
+    # Until it first passes, the same check every 2 s: systemd sees the start right after
+    # the load (Notify=healthy), not up to a HealthInterval later.
+    assert lines(text, "HealthStartupCmd") == lines(text, "HealthCmd") != []
+    assert lines(text, "HealthStartupInterval") == ["2s"]
+    assert lines(text, "Ulimit") == ["memlock=-1:-1"]  # GPUs pin host memory
+
+
+@pytest.mark.parametrize(("extra_args", "ulimit"), [([], []), (["--mlock"], ["memlock=-1:-1"])])
+def test_a_cpu_container_asks_for_unlimited_memlock_only_with_mlock(
+    tmp_path: Path, extra_args: list[str], ulimit: list[str]
+) -> None:
+    """Raising memlock needs CAP_SYS_RESOURCE, which a host may not grant (the tests'
+    machine does not): a CPU service without --mlock does not ask."""
+    fleet = {
+        "version": 1,
+        "hosts": {"h": {"address": "10.0.0.2", "ssh": {"user": "ops"}, "become": "sudo"}},
+        "runtimes": {"img": {"kind": "llama.cpp", "image": "localhost/l@sha256:" + "a" * 64}},
+        "models": {"m": {"source": {"path": str(tmp_path)}, "files": [{"path": "m.gguf", "size": 1}]}},
+        "services": {"s": {"host": "h", "runtime": "img", "model": "m", "port": 8000,
+                           "ctx_per_slot": 1024, "backend": "quadlet",
+                           "extra_args": extra_args}},
+    }  # fmt: skip
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet))
+    (artifact,) = [a for a in render_fleet(load_fleet(path)) if a.kind == "quadlet"]
+    assert lines(artifact.content, "Ulimit") == ulimit
+    assert lines(artifact.content, "AddDevice") == []
