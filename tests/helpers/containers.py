@@ -4,9 +4,10 @@ No registry is reachable here, so the image is made the way an air-gapped host
 would: a minimal rootfs (the pinned llama-server that ``./scripts/test`` builds,
 ``/bin/sh`` and ``curl`` for the rendered Quadlet health command, as real
 serving images carry them, the shared libraries ``ldd`` names, ``/etc/passwd``)
-packed into a tarball with fixed metadata and ``podman import``-ed. The tag is the tarball's sha256, so a
-second run finds the image and builds nothing; test fleets reference it by the
-digest podman reports, the way users pin registry images (L-42).
+packed into a tarball with fixed metadata and ``podman import``-ed. The tag is
+the tarball's sha256, so a second run finds the image and builds nothing; test
+fleets reference it by the digest podman reports, the way users pin registry
+images (L-42).
 
 Podman's settings are the tests' own (``CONTAINERS_CONF``,
 ``CONTAINERS_STORAGE_CONF``, machine-notes): runc (crun refuses this machine's
