@@ -13,6 +13,7 @@ from check_helpers import DIGEST, Patch, check, rule_ids
 from test_check_arguments import FLAG_LIST_RULES, MMAP_RULES
 from test_check_collisions import COLLISION_RULES
 from test_check_declared import SOURCE_RULES
+from test_check_devices_discovered import DEVICE_RULES
 from test_check_exposure import EXPOSURE_RULES
 from test_check_fit import FIT_RULES
 from test_check_header_rules import HEADER_RULES
@@ -265,6 +266,7 @@ def test_every_rule_has_a_case() -> None:
         | KUBE_RULES
         | RPC_RULES
         | WAIVER_RULES
+        | DEVICE_RULES
     )
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25

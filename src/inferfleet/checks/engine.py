@@ -16,7 +16,7 @@ import datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from inferfleet.artifacts.locate import main_path, model_dir
 from inferfleet.artifacts.manifest import ManifestEntry, declared_files
@@ -33,6 +33,9 @@ from inferfleet.render.launch import resolve
 from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.runtimes.flags import Arg, FlagSource, parse_args
 from inferfleet.runtimes.registry import RuntimeTraits, traits
+
+if TYPE_CHECKING:
+    from inferfleet.facts.hosts import RecordedHost
 
 Severity = Literal["error", "warning"]
 
@@ -217,6 +220,10 @@ class ModelSources(Protocol):
         """The service's measured boots recorded in the repository, or None (L-27)."""
         ...
 
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """The GPUs ``doctor`` discovered on the host, recorded in the repository, or None."""
+        ...
+
 
 @dataclass(frozen=True)
 class SourceListing:
@@ -279,6 +286,10 @@ class LocalSources:
 
     def boots(self, service_name: str) -> Sequence[BootReport] | None:
         """Recorded boots are read by the CLI's sources (they live in the repository)."""
+        return None
+
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """Recorded hosts are read by the CLI's sources (they live in the repository)."""
         return None
 
     def source_files(self, model_name: str) -> SourceListing | str:
@@ -363,6 +374,11 @@ class CheckContext:
         """The service's recorded boots: the fit rules price it by them (L-27)."""
         assert self.sources is not None
         return self.sources.boots(service_name)
+
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """The host's GPUs as recorded from ``doctor`` (``facts record --host``), or None."""
+        assert self.sources is not None
+        return self.sources.host_gpus(host_name)
 
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and headers, or why not (asked once per model)."""
