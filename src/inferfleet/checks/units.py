@@ -288,7 +288,6 @@ def device_discovered(ctx: CheckContext) -> Iterator[Hit]:
             yield Hit(
                 service,
                 finding.where,
-                f"{finding.message}: its GPU passthrough names a device the host lacks "
-                f"({where})",
+                f"{finding.message}: its GPU passthrough names a device the host lacks ({where})",
                 finding.fix,
             )
