@@ -19,12 +19,16 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import free_port
+
 CACHE = Path.home() / ".cache" / "inferfleet-test"
+ROOT = Path(__file__).resolve().parents[2]  # this checkout
 SUITE = "bookworm"
 # systemd to boot; git for the checkout's revision; sudo and an sshd for a
 # non-root ssh user with `become: sudo`; the shared libraries the
@@ -368,3 +372,37 @@ def booted_podman_host(
     binds = [*binds, (str(storage), CONTAINERS_STORAGE, False)]
     with booted(name, binds, log, root=root, options=PODMAN_OPTIONS, env=PODMAN_ENV) as machine:
         yield machine
+
+
+Boot = Callable[
+    [str, list[tuple[str, str, bool]], Path], contextlib.AbstractContextManager[Machine]
+]
+
+
+@contextlib.contextmanager
+def sudo_host(
+    shared: Path,
+    prefix: str,
+    *,
+    binds: Sequence[tuple[str, str, bool]] = (),
+    boot: Boot = booted,
+) -> Iterator[tuple[Machine, SshLogin]]:
+    """A booted host (``boot``) that runs this checkout, its interpreter and venv (bound
+    read-only at the same paths) and ``shared`` (read-write, readable by all), with the
+    ssh user ``ops`` of :func:`ssh_login` (inferfleet's sudoers line): what a
+    ``become: sudo`` deploy reaches. ``prefix`` starts the machine's name."""
+    shared.chmod(0o755)  # ops reads the repositories, runtime and model kept here
+    for parent in shared.parents:  # pytest's base folders are root's 0700
+        if parent == Path("/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+    interpreter = str(Path(sys.executable).resolve().parents[1])
+    all_binds = [(str(ROOT), str(ROOT), True), (interpreter, interpreter, True),
+                 (str(shared), str(shared), False), *binds]  # fmt: skip
+    if not Path(sys.prefix).is_relative_to(ROOT):  # a venv outside the checkout (a worktree)
+        all_binds.append((sys.prefix, sys.prefix, True))
+    with boot(f"{prefix}{free_port() % 100000}", all_binds, shared / "nspawn.log") as machine:
+        # This interpreter lives under /root (a pyenv): ops may pass through, not list.
+        machine.enter("chmod", "711", "/root")
+        machine.enter("git", "config", "--system", "safe.directory", "*")
+        yield machine, ssh_login(machine, shared / "ssh", port=free_port())

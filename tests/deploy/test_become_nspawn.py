@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
-from deploy_nspawn import Machine, SshLogin, booted, ssh_login
+from deploy_nspawn import Machine, SshLogin, sudo_host
 from deploy_repo import FleetRepo
 from helpers import free_port
 
@@ -42,21 +42,7 @@ ENV = "/etc/inferfleet/env/web.env"
 @pytest.fixture(scope="module")
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Machine, Path, SshLogin]]:
     shared = tmp_path_factory.mktemp("nspawn-become")
-    shared.chmod(0o755)  # ops reads the repositories, runtime and model kept here
-    for parent in shared.parents:  # pytest's base folders are root's 0700
-        if parent == Path("/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
-    interpreter = str(Path(sys.executable).resolve().parents[1])
-    binds = [(str(ROOT), str(ROOT), True), (interpreter, interpreter, True),
-             (str(shared), str(shared), False)]  # fmt: skip
-    if not Path(sys.prefix).is_relative_to(ROOT):  # a venv outside the checkout (a worktree)
-        binds.append((sys.prefix, sys.prefix, True))
-    with booted(f"ifb{free_port() % 100000}", binds, shared / "nspawn.log") as machine:
-        # This interpreter lives under /root (a pyenv): ops may pass through, not list.
-        machine.enter("chmod", "711", "/root")
-        machine.enter("git", "config", "--system", "safe.directory", "*")
-        login = ssh_login(machine, shared / "ssh", port=free_port())
+    with sudo_host(shared, "ifb") as (machine, login):
         yield machine, shared, login
 
 

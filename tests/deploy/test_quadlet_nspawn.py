@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from deploy_nspawn import Machine, SshLogin, booted_podman_host, ssh_login
+from deploy_nspawn import Machine, SshLogin, booted_podman_host, sudo_host
 from deploy_repo import FleetRepo
 from helpers import ROOT, free_port
 from helpers.containers import IMAGES, Image, Podman, llama_image
@@ -79,26 +79,12 @@ def box(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Machine, Path, SshLogin, Image]]:
     shared = tmp_path_factory.mktemp("nspawn-quadlet")
-    shared.chmod(0o755)  # ops reads the repositories kept here
-    for parent in shared.parents:  # pytest's base folders are root's 0700
-        if parent == Path("/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
     gemma()
     IMAGES.mkdir(parents=True, exist_ok=True)
-    interpreter = str(Path(sys.executable).resolve().parents[1])
-    binds = [(str(ROOT), str(ROOT), True), (interpreter, interpreter, True),
-             (str(shared), str(shared), False), (str(IMAGES), str(IMAGES), False),
-             (str(GEMMA.parent), str(GEMMA.parent), True)]  # fmt: skip
-    if not Path(sys.prefix).is_relative_to(ROOT):  # a venv outside the checkout (a worktree)
-        binds.append((sys.prefix, sys.prefix, True))
-    with booted_podman_host(f"ifq{free_port() % 100000}", binds, shared / "nspawn.log") as machine:
-        # This interpreter and the model live under /root: ops may pass through, not list.
-        machine.enter("chmod", "711", "/root")
-        machine.enter("git", "config", "--system", "safe.directory", "*")
-        login = ssh_login(machine, shared / "ssh", port=free_port())
-        image = llama_image(in_host(machine))
-        yield machine, shared, login, image
+    # The model lives under /root too (the cache): ops may pass through, and read it.
+    binds = [(str(IMAGES), str(IMAGES), False), (str(GEMMA.parent), str(GEMMA.parent), True)]
+    with sudo_host(shared, "ifq", binds=binds, boot=booted_podman_host) as (machine, login):
+        yield machine, shared, login, llama_image(in_host(machine))
 
 
 def chat_repo(shared: Path, login: SshLogin, image: Image, port: int, prefix: str) -> FleetRepo:
