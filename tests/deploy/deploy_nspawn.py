@@ -332,12 +332,13 @@ def ssh_login(machine: Machine, folder: Path, *, port: int, user: str = "ops") -
 # A host that runs Quadlet containers: Debian 13 (podman 5.4: Quadlet, and
 # `Notify=healthy`, which the rendered .container files use; Debian 12's 4.3 has
 # neither), the same tools as above, iproute2 for `ss` (the gate names a rootful
-# container's socket with `sudo ss`).
+# container's socket with `sudo ss`), uidmap for rootless podman.
 PODMAN_SUITE = "trixie"
 PODMAN_PACKAGES = tuple("libssl3t64" if p == "libssl3" else p for p in PACKAGES) + (
     "podman",
     "crun",
     "iproute2",
+    "uidmap",  # newuidmap/newgidmap: rootless podman
 )
 PODMAN_FILES = {
     # Under nspawn on this machine's hybrid cgroups the container gets a cgroup2 tree

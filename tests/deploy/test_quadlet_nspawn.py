@@ -32,11 +32,11 @@ import httpx
 import pytest
 import yaml
 from deploy_nspawn import Machine, SshLogin, booted_podman_host, sudo_host
-from deploy_repo import FleetRepo
+from deploy_repo import FleetRepo, git
 from helpers import ROOT, free_port
 from helpers.containers import IMAGES, Image, Podman, llama_image
 from helpers.real_model import GEMMA, gemma
-from test_become_nspawn import close_ssh, deploy_as
+from test_become_nspawn import ENTRY, close_ssh, deploy_as
 
 from inferfleet.backends.ports import parse_ss
 from inferfleet.cli.fleet_cmds import embedded_example
@@ -87,9 +87,12 @@ def box(
         yield machine, shared, login, llama_image(in_host(machine))
 
 
-def chat_repo(shared: Path, login: SshLogin, image: Image, port: int, prefix: str) -> FleetRepo:
+def chat_repo(
+    shared: Path, login: SshLogin, image: Image, port: int, prefix: str, *, user: bool = False
+) -> FleetRepo:
     """A fleet repo whose one service is the homelab example's chat on host ``sd`` (the box),
-    deployed as ``ops`` through sudo (the example's atlas says ``become: sudo``)."""
+    deployed as ``ops`` through sudo (the example's atlas says ``become: sudo``); ``user``:
+    a user unit of ``ops`` instead (rootless podman, linger on)."""
     homelab = yaml.safe_load((ROOT / "examples" / "homelab" / "fleet.yaml").read_text())
     example = yaml.safe_load(embedded_example().read_text())
     chat, atlas = homelab["services"][NAME], homelab["hosts"]["atlas"]
@@ -103,6 +106,8 @@ def chat_repo(shared: Path, login: SshLogin, image: Image, port: int, prefix: st
     # Host networking: a bridge needs a writable /proc/sys in the box and turns ip_forward
     # on for this machine (machine-notes); the example publishes 127.0.0.1:8000 instead.
     service["container"] = {**chat["container"], "network": "host"}
+    if user:
+        service["unit"] = {"scope": "user"}
     folder = shared / prefix
     state = folder / "hosts" / "sd" / "state"
     data = {
@@ -115,6 +120,8 @@ def chat_repo(shared: Path, login: SshLogin, image: Image, port: int, prefix: st
         "models": {MODEL: {**example["models"][MODEL], "source": {"path": str(GEMMA.parent)}}},
         "services": {NAME: service},
     }  # fmt: skip
+    if user:
+        data["hosts"]["sd"]["linger"] = True  # type: ignore[index]
     repo = FleetRepo.create(folder, data, hosts=["sd"])
     repo.states = {"sd": state}
     return repo
@@ -337,3 +344,117 @@ def test_a_stranger_of_roots_on_the_port_is_refused_before_the_start_and_by_the_
         close_ssh(login, control)
         machine.enter("systemctl", "stop", UNIT, check=False)
         machine.enter("systemctl", "stop", STRANGER_UNIT, check=False)
+
+
+def user_manager(machine: Machine, login: SshLogin) -> list[str]:
+    """Start ``ops``'s systemd user manager (linger on, L-38) and make its podman rootless-
+    ready; returns the argv prefix that runs a command as ``ops`` in its session there."""
+    uid = login.uid
+    drop_in = f"/etc/systemd/system/user@{uid}.service.d"
+    machine.enter("mkdir", "-p", "/var/lib/systemd/linger", drop_in)
+    machine.enter("touch", f"/var/lib/systemd/linger/{login.user}")
+    # The minimal rootfs has no pam_systemd to give the user manager its runtime dir.
+    setting = f"[Service]\\nEnvironment=XDG_RUNTIME_DIR=/run/user/{uid}\\n"
+    machine.enter("sh", "-c", f"printf '{setting}' > {drop_in}/runtime-dir.conf")
+    machine.enter("systemctl", "daemon-reload")
+    # podman's user units wait for the system's network-online.target, which no network
+    # manager brings up in the box.
+    machine.enter("systemctl", "start", f"user-runtime-dir@{uid}.service", f"user@{uid}.service",
+                  "network-online.target")  # fmt: skip
+    ops = ["runuser", "-u", login.user, "--", "env", "-i", f"HOME=/home/{login.user}",
+           f"XDG_RUNTIME_DIR=/run/user/{uid}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+           f"PYTHONPATH={ROOT / 'src'}"]  # fmt: skip
+    # The home is on the box's overlayfs, where podman's overlay driver cannot stack.
+    machine.enter(
+        *ops,
+        "sh",
+        "-c",
+        "mkdir -p ~/.config/containers && "
+        "printf '[storage]\\ndriver = \"vfs\"\\n' > ~/.config/containers/storage.conf",
+    )
+    return ops
+
+
+def test_a_rootless_quadlet_chat_as_a_user_unit(
+    box: tuple[Machine, Path, SshLogin, Image],
+) -> None:
+    """The user scope: ops's own systemd and rootless podman; every verb run there as ops
+    (as the host runs it, ``--host``). The container's processes are ops's: the gate sees
+    the socket's owner without sudo."""
+    machine, shared, login, _image = box
+    ops = user_manager(machine, login)
+
+    def podman_as_ops(
+        *args: str, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        argv = ["nsenter", "-t", str(machine.leader), "-a", *ops, "podman", *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"podman {' '.join(args)} as ops: {done.stderr}")
+        return done
+
+    image = llama_image(podman_as_ops)  # ops's own storage
+    port = free_port()
+    repo = chat_repo(shared, login, image, port, "rootless", user=True)
+    subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}",
+                    str(shared / "rootless" / "hosts")], check=True)  # fmt: skip
+    subprocess.run(["chmod", "-R", "a+rX", str(repo.remote)], check=True)
+    fleet = str(repo.checkouts["sd"] / "fleet.yaml")
+    quadlet = f"/home/{login.user}/.config/containers/systemd/inferfleet-chat.container"
+
+    def there(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["nsenter", "-t", str(machine.leader), "-a", *ops, sys.executable, str(ENTRY),
+             *args, "--file", fleet, "--host", "sd"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    def apply() -> dict[str, Any]:
+        git(repo.operator, "push", "-q")
+        done = there("apply", "--pull", "--expect", repo.head(), "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    def unit(*props: str) -> dict[str, str]:
+        text = machine.enter(*ops, "systemctl", "--user", "show", UNIT, "-p", ",".join(props))
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    try:
+        assert [d["outcome"] for d in apply()["done"]] == ["deployed"]
+        shown = unit("ActiveState", "MainPID")
+        assert shown["ActiveState"] == "active"
+        found = podman_as_ops(
+            "container", "inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", CONTAINER
+        ).stdout.split()
+        conmon, server = int(found[0]), int(found[1])
+        assert int(shown["MainPID"]) == conmon and listener(machine, port) == server
+        assert machine.enter("stat", "-c", "%U", f"/proc/{server}").strip() != "root"
+        assert "Notify=healthy" in machine.enter("cat", quadlet)
+        marker = repo.marker("sd", NAME)
+        assert marker is not None and marker["scope"] == "user"
+        assert marker["contract"] == "passed" and n_ctx(port) == 1024
+
+        repo.data["services"][NAME]["ctx_per_slot"] = 2048
+        repo.commit("chat: 2048 per slot")
+        assert [d["outcome"] for d in apply()["done"]] == ["deployed"]
+        assert n_ctx(port) == 2048
+
+        logs = there("logs", NAME, "-n", "400")
+        assert logs.returncode == 0, logs.stderr
+        assert f"listening on http://{BIND}:{port}" in logs.stdout
+
+        stopped = there("stop", NAME)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert unit("ActiveState") == {"ActiveState": "inactive"} and health(port) is None
+        started = there("start", NAME)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert unit("ActiveState") == {"ActiveState": "active"} and health(port) == 200
+
+        del repo.data["services"][NAME]
+        repo.commit("retire chat")
+        assert [d["outcome"] for d in apply()["done"]] == ["retired"]
+        assert machine.enter("ls", "-a", f"/home/{login.user}/.config/containers/systemd",
+                             check=False).count("chat") == 0  # fmt: skip
+        assert health(port) is None
+    finally:
+        machine.enter(*ops, "systemctl", "--user", "stop", UNIT, check=False)
