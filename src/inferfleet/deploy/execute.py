@@ -177,7 +177,7 @@ def _apply_item(
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
-        state = decide(gather(name, ctx.facts, ctx.state_dir, marker))
+        state = decide(gather(name, ctx.facts, ctx.state_dir, marker, become=ctx.become("system")))
         actions = retire_actions(marker, state)
         if dry_run:
             return actions, None
@@ -202,6 +202,7 @@ def _apply_item(
             extra_paths=extra,
             endpoint=(service.bind, service.port, service.health.path),
             settings={dest: s.sha256 for dest, s in settings.items()},
+            become=ctx.become("system"),
         )
     )
     for dest in settings:
@@ -330,7 +331,7 @@ def _run_actions(
             # token names (backends/process.py): ours, so stopped by pid, not refused.
             reclaimed = ctx.processes.reclaim(desired.name)
             stopped = bool(reclaimed) or any(a.kind in {"stop", "stop-unit"} for a in actions)
-            wait_port_free(desired, stopped=stopped)
+            wait_port_free(desired, stopped=stopped, become=ctx.become(desired.scope))
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
             mode = SETTINGS_MODE if item.kind in OWNER_ONLY_KINDS else INSTALL_MODE
@@ -344,7 +345,10 @@ def _run_actions(
             ran.verdict = run_contract(ctx, desired)
         elif kind == "restart":
             ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
-            ctx.systemctl(desired.scope).restart(desired.service_unit)
+            # A Quadlet unit is started once its container is healthy (Notify=healthy):
+            # queued, and the health gate below waits with progress (L-34).
+            quadlet_unit = desired.service.backend == "quadlet"
+            ctx.systemctl(desired.scope).restart(desired.service_unit, block=not quadlet_unit)
         elif kind == "health":
             ran.health_s = _unit_health(ctx, desired)
             ran.verdict = run_contract(ctx, desired)
@@ -608,6 +612,7 @@ def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
             ctx.state_dir,
             ctx.markers.read(desired.name),
             endpoint=(service.bind, service.port, service.health.path),
+            become=ctx.become("system"),
         )
     )
     if state.state != HEALTHY:

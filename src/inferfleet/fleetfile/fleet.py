@@ -115,7 +115,11 @@ class Device(Strict):
     )
     unified_memory: bool = Field(False, description="An APU sharing system RAM (L-31).")
     index: int | None = Field(
-        None, ge=0, le=MAX_COUNT, description="Runtime device index, if not list order."
+        None,
+        ge=0,
+        le=MAX_COUNT,
+        description="Runtime device index (CUDA0, nvidia.com/gpu=0), if not the device's "
+        "position among this host's devices of its vendor.",
     )
 
 

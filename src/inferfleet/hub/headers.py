@@ -60,6 +60,7 @@ from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
 from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.facts.boots import boots_path, read_boots
+from inferfleet.facts.hosts import RecordedHost, host_path, read_host
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
@@ -519,6 +520,22 @@ class ModelSources:
             f"service {service_name!r}: priced by {len(found.boots)} measured boot(s) from {where}"
         )
         return list(found.boots)
+
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """The host's GPUs recorded in facts/hosts/ (``doctor``'s discovery there), or None."""
+        if not self.use_recorded:
+            return None
+        found = read_host(self.loaded.root, host_name)
+        if isinstance(found, str):
+            self.notes.append(f"host {host_name!r}: recorded GPUs not used: {found}")
+            return None
+        if found is not None:
+            where = host_path(self.loaded.root, host_name).relative_to(self.loaded.root)
+            self.notes.append(
+                f"host {host_name!r}: devices compared with the GPUs recorded in {where} "
+                f"({found.gpu_source or 'none discovered'})"
+            )
+        return found
 
     def recorded(self, model_name: str) -> RecordedModel | None:
         """The model's facts recorded in the repository, when they are for its declared file."""
