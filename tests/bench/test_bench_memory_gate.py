@@ -29,9 +29,9 @@ import pytest
 from helpers import free_port
 from helpers.real_server import SERVICE, fleet_data, served, write_fleet
 
+from inferfleet.backends.host_facts import device_memory_used
 from inferfleet.bench import arms
 from inferfleet.bench.arms import ArmSpec, MemoryNotBackError, StartSpec, started
-from inferfleet.doctor.facts import device_memory_used
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import load_fleet
 

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from helpers import FIXTURES, ROOT
 
+from inferfleet.backends.host_facts import discover_gpus
 from inferfleet.deploy import gates
 from inferfleet.deploy.errors import GateError
 from inferfleet.doctor import parse
-from inferfleet.doctor.facts import discover_gpus
 from inferfleet.doctor.findings import devices_yaml, host_findings
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import load_fleet

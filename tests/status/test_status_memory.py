@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from helpers import FIXTURES, ROOT
 
+from inferfleet.backends.host_facts import memory_used
 from inferfleet.doctor import parse
-from inferfleet.doctor.facts import memory_used
 from inferfleet.status.view import memory_cell
 
 DOCTOR = FIXTURES / "doctor"

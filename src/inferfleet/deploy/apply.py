@@ -496,7 +496,7 @@ def host_report(
             ).to_json()
             for n in names
         }
-        from inferfleet.doctor.facts import memory_used
+        from inferfleet.backends.host_facts import memory_used
 
         report["memory"] = memory_used()  # what status shows per host
     return report

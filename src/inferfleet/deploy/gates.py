@@ -19,11 +19,11 @@ from pathlib import Path
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.verify import Checked, gate
 from inferfleet.backends import podman, quadlet
+from inferfleet.backends.host_facts import discover_gpus
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.errors import GateError
 from inferfleet.deploy.pins import verify_binary
-from inferfleet.doctor.facts import discover_gpus
 from inferfleet.doctor.findings import device_findings
 from inferfleet.doctor.parse import Gpu
 from inferfleet.errors import PortInUseError, RuntimeInstallError

@@ -67,7 +67,7 @@ def local_facts(host: Host) -> HostView:
     """This machine's markers, read from its state dir."""
     try:
         state_dir = paths.state_dir(host)
-        from inferfleet.doctor.facts import memory_used
+        from inferfleet.backends.host_facts import memory_used
 
         return HostView(
             markers=MarkerStore(state_dir).all(),
