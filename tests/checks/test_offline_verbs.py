@@ -138,3 +138,21 @@ def test_every_network_verb_offline_sends_no_request(
         assert "offline" in said.lower(), said
     if how == "--offline":
         assert "HF_HUB_OFFLINE" not in os.environ and "PIP_NO_INDEX" not in os.environ
+
+
+def test_deploy_offline_runs_each_hosts_apply_offline(tmp_path: Path) -> None:
+    from inferfleet.cli.fleet_cmds import embedded_example
+    from inferfleet.deploy import noop, rollout
+    from inferfleet.deploy.ssh import connector_for
+    from inferfleet.fleetfile.loader import load_fleet
+
+    loaded = load_fleet(embedded_example())
+    side = rollout.Fleetside(None, "fleet.yaml", loaded, "a" * 40)  # type: ignore[arg-type]
+    conn = connector_for("local", loaded.fleet.hosts["local"], repository=tmp_path)
+    assert "--offline" not in side.apply_command(conn, "local", "--events")
+    side.offline = True
+    line = side.apply_command(conn, "local", "--pull", "--expect", "b" * 40, "--events")
+    assert line.endswith("--events --offline"), line
+    # The host's no-op memo still answers that form (a no-op reaches neither Hub nor index).
+    argv = ["--host", "local", "--pull", "--expect", "b" * 40, "--events", "--offline"]
+    assert noop.deploy_form(argv) is not None

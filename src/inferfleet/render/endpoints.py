@@ -57,7 +57,7 @@ def dial_address(
     bind: str,
     port: int,
     *,
-    from_host: str | None = None,
+    from_host: str | None,
     bridged: bool = False,
 ) -> str:
     """``host:port`` at which a consumer on ``from_host`` reaches a listener on ``host``
