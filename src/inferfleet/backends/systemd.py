@@ -238,7 +238,7 @@ def wait_unit_healthy(
             )
         except HealthError as exc:
             now = systemctl.show(unit)
-            if _handed_over(state, now, containers=owners is not None):
+            if handed_over(state, now, containers=owners is not None):
                 state = now  # podman run gave the unit's MainPID to conmon: follow it
                 continue
             if now.main_pid != state.main_pid or not now.running:
@@ -248,7 +248,7 @@ def wait_unit_healthy(
             ) from None
 
 
-def _handed_over(before: UnitState, now: UnitState, *, containers: bool) -> bool:
+def handed_over(before: UnitState, now: UnitState, *, containers: bool) -> bool:
     """Whether a container unit's main process changed without a restart: Quadlet's
     ``podman run --sdnotify`` is MainPID until it names conmon (``MAINPID=``) and exits."""
     return (
