@@ -481,7 +481,11 @@ def test_a_health_command_the_image_lacks_fails_the_gate_with_the_journal(
         error = run["result"]["failed"]
         assert "is still starting: the container's own health check" in error["message"]
         assert "container.health_cmd" in error["hint"]
-        assert "wget" in error["log_tail"], error["log_tail"]
+        inspect = f"podman inspect --format '{{{{json .State.Health}}}}' {CONTAINER}"
+        assert inspect in error["hint"], error["hint"]
+        assert "load_model: loading model" in error["log_tail"]  # the server itself ran
+        said = machine.enter("podman", "inspect", "--format", "{{json .State.Health}}", CONTAINER)
+        assert "wget" in said, said  # what podman's check answered
         assert repo.marker("sd", NAME) is None
     finally:
         close_ssh(login, control)

@@ -265,7 +265,9 @@ def _wait_started(systemctl: Systemctl, unit: str, service: str, deadline: float
             "health check (podman's, the unit's HealthCmd) has not passed",
             where=f"service {service}",
             hint="a health command the image lacks (curl, wget) never passes: set "
-            "container.health_cmd to one it has; the journal below says what podman ran",
+            "container.health_cmd to one it has; `podman inspect --format "
+            f"'{{{{json .State.Health}}}}' {unit.removesuffix('.service')}` on the host shows "
+            "what the check answered",
             log_tail=systemctl.journal_tail(unit),
         )
     if not state.running:
