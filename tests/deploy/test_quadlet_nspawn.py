@@ -458,3 +458,37 @@ def test_a_rootless_quadlet_chat_as_a_user_unit(
         assert health(port) is None
     finally:
         machine.enter(*ops, "systemctl", "--user", "stop", UNIT, check=False)
+
+
+def test_a_health_command_the_image_lacks_fails_the_gate_with_the_journal(
+    box: tuple[Machine, Path, SshLogin, Image], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server answers, but podman's own check (HealthCmd) cannot run in the image: systemd
+    never sees the unit started (Notify=healthy). The gate says so instead of passing a unit
+    that is still starting."""
+    machine, shared, login, image = box
+    port = free_port()
+    repo = chat_repo(shared, login, image, port, "lacking")
+    service = repo.data["services"][NAME]
+    service["container"]["health_cmd"] = f"wget -q -O /dev/null http://{BIND}:{port}/health"
+    service["health"] = {"timeout": "15s"}
+    repo.commit("chat: a health command of wget")
+    control = deploy_as(login, repo, shared / "lacking", monkeypatch)
+    try:
+        failed = cli("deploy", "sd", "-y", "--file", str(repo.fleet_file), "--json")
+        assert failed.code == 1, failed.stdout
+        (run,) = json.loads(failed.stdout)["hosts"]
+        error = run["result"]["failed"]
+        assert "is still starting: the container's own health check" in error["message"]
+        assert "container.health_cmd" in error["hint"]
+        inspect = f"podman inspect --format '{{{{json .State.Health}}}}' {CONTAINER}"
+        assert inspect in error["hint"], error["hint"]
+        assert "load_model: loading model" in error["log_tail"]  # the server itself ran
+        said = machine.enter("podman", "inspect", "--format", "{{json .State.Health}}", CONTAINER)
+        assert "wget" in said, said  # what podman's check answered
+        assert repo.marker("sd", NAME) is None
+    finally:
+        close_ssh(login, control)
+        machine.enter("systemctl", "stop", UNIT, check=False)
+        machine.enter("rm", "-f", QUADLET, check=False)
+        machine.enter("systemctl", "daemon-reload", check=False)

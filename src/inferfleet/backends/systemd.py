@@ -224,7 +224,7 @@ def wait_unit_healthy(
             raise _unit_failed(systemctl, unit, service, systemctl.show(unit)) from None
         remaining = max(1.0, timeout - (time.monotonic() - started))
         try:
-            return gate.wait_healthy(
+            result = gate.wait_healthy(
                 proc,
                 service=service,
                 bind=bind,
@@ -238,7 +238,7 @@ def wait_unit_healthy(
             )
         except HealthError as exc:
             now = systemctl.show(unit)
-            if _handed_over(state, now, containers=owners is not None):
+            if handed_over(state, now, containers=owners is not None):
                 state = now  # podman run gave the unit's MainPID to conmon: follow it
                 continue
             if now.main_pid != state.main_pid or not now.running:
@@ -246,9 +246,35 @@ def wait_unit_healthy(
             raise HealthError(
                 exc.message, where=exc.where, hint=exc.hint, log_tail=systemctl.journal_tail(unit)
             ) from None
+        if owners is not None:
+            _wait_started(systemctl, unit, service, started + timeout)
+        return result
 
 
-def _handed_over(before: UnitState, now: UnitState, *, containers: bool) -> bool:
+def _wait_started(systemctl: Systemctl, unit: str, service: str, deadline: float) -> None:
+    """A container unit is started once podman's own check passed (Quadlet's
+    ``Notify=healthy``, seconds after the server answers): wait for systemd to say so, so
+    a deployed unit is ``active`` when the deploy returns."""
+    state = systemctl.show(unit)
+    while state.active == "activating" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = systemctl.show(unit)
+    if state.active == "activating":
+        raise HealthError(
+            f"the server answers, but unit {unit} is still starting: the container's own "
+            "health check (podman's, the unit's HealthCmd) has not passed",
+            where=f"service {service}",
+            hint="a health command the image lacks (curl, wget) never passes: set "
+            "container.health_cmd to one it has; `podman inspect --format "
+            f"'{{{{json .State.Health}}}}' {unit.removesuffix('.service')}` on the host shows "
+            "what the check answered",
+            log_tail=systemctl.journal_tail(unit),
+        )
+    if not state.running:
+        raise _unit_failed(systemctl, unit, service, state)
+
+
+def handed_over(before: UnitState, now: UnitState, *, containers: bool) -> bool:
     """Whether a container unit's main process changed without a restart: Quadlet's
     ``podman run --sdnotify`` is MainPID until it names conmon (``MAINPID=``) and exits."""
     return (

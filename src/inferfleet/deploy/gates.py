@@ -142,7 +142,7 @@ def run_gate(
             )
     elif kind == "quadlet" and not quadlet.generator_present():
         raise GateError(
-            "podman's Quadlet generator is not installed (podman 4.4 or later)",
+            "podman's Quadlet generator is not installed (podman 5.0 or later)",
             where=where,
             hint="install a podman that ships Quadlet, or use backend: systemd",
         )
