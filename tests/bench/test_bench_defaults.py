@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from helpers import ctrl_c_reaches_it
 from helpers.asgi_server import openai_app, serving
 from helpers.real_server import fleet_data, write_fleet
 from starlette.applications import Starlette
@@ -172,6 +173,7 @@ def test_ctrl_c_keeps_what_finished_and_exits_130(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "COLUMNS": "200"},
+            preexec_fn=ctrl_c_reaches_it,
         )
         try:
             deadline = time.monotonic() + 60
