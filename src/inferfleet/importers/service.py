@@ -27,13 +27,12 @@ from inferfleet.importers.llamacpp import (
 )
 from inferfleet.importers.result import Imported, ImportedService, Where
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
+from inferfleet.runtimes.registry import traits
 
 # The order a service block is written in (as the examples write them).
 BLOCK_ORDER = ("host", "runtime", "model", "alias", "group", "bind", "port", "ctx_per_slot",
                "parallel")  # fmt: skip
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-# Where each server listens when the command line names no --port.
-DEFAULT_PORT = {"llama.cpp": 8080, "vllm": 8000, "sglang": 30000}
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ def read_service(
         flag = "--alias" if program.kind == "llama.cpp" else "--served-model-name"
         mapped.explained[flag] = "clients ask for the model by the service's name"
     if "port" not in block:
-        block["port"] = DEFAULT_PORT[program.kind]
+        block["port"] = traits(program.kind).default_port
         mapped.explained["--port"] = f"the server's default ({block['port']}), written out"
     if mapped.extra_args:
         block["extra_args"] = mapped.extra_args

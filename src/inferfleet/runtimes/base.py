@@ -106,6 +106,7 @@ class RuntimeTraits:
     # Its KV pool is sized from a safetensors model's config (budget/vllm_service.py).
     kv_pool_budget: bool = False
     info_path: str | None = None  # the GET that answers its release version
+    default_port: int = 8080  # where it listens when its command line names no port
 
 
 def gpu_devices(service: Service, host: Host) -> list[tuple[int, Device]]:

@@ -140,4 +140,5 @@ TRAITS = replace(
     memory_share=DEFAULT_MEM_FRACTION,
     kv_pool_budget=False,
     info_path="/get_server_info",
+    default_port=30000,
 )

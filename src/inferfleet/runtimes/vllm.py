@@ -244,4 +244,5 @@ TRAITS = RuntimeTraits(
     memory_share=DEFAULT_GPU_MEMORY_UTILIZATION,
     kv_pool_budget=True,
     info_path="/version",
+    default_port=8000,
 )
