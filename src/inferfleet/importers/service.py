@@ -60,29 +60,26 @@ class Source:
 
 def runtime_name(out: Imported, block: dict[str, Any]) -> str:
     """The runtime of a binary or image (one per distinct block)."""
-    for name, held in out.runtimes.items():
-        if held == block:
-            return name
     base = {"llama.cpp": "llama-server", "vllm": "vllm"}.get(block["kind"], block["kind"])
-    base += "-image" if "image" in block else ""
-    name, count = base, 1
-    while name in out.runtimes:
-        count += 1
-        name = f"{base}-{count}"
-    out.runtimes[name] = block
-    return name
+    return _held(out.runtimes, base + ("-image" if "image" in block else ""), block)
 
 
 def model_ref(out: Imported, name: str, block: dict[str, Any]) -> str:
     """One model per distinct file set; another with the same name gets a suffix."""
-    for known, held in out.models.items():
+    return _held(out.models, name, block)
+
+
+def _held(table: dict[str, dict[str, Any]], base: str, block: dict[str, Any]) -> str:
+    """The name ``block`` goes by in ``table``: an equal block's, else ``base``, suffixed
+    (``-2``, ``-3`` ...) when another block holds it."""
+    for known, held in table.items():
         if held == block:
             return known
-    base, count = name, 1
-    while name in out.models:
+    name, count = base, 1
+    while name in table:
         count += 1
         name = f"{base[:60]}-{count}"
-    out.models[name] = block
+    table[name] = block
     return name
 
 
