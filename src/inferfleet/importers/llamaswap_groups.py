@@ -19,17 +19,18 @@ from inferfleet.importers.yamlsource import item_line, key_line
 GROUP_KEYS = frozenset({"swap", "exclusive", "persistent", "members"})
 
 
-def _where(path: Path, line: int | None) -> Where:
+def at_line(path: Path, line: int | None) -> Where:
     return Where(str(path), line)
 
 
-def _unknown_keys(node: Any, what: str, path: Path, out: Imported) -> None:
+def unknown_keys(node: Any, known: frozenset[str], what: str, path: Path, out: Imported) -> None:
+    """A problem for every key of a llama-swap mapping that llama-swap does not read there."""
     for key in node:
-        if key not in GROUP_KEYS:
+        if key not in known:
             out.problem(
-                _where(path, key_line(node, key)),
+                at_line(path, key_line(node, key)),
                 f"unknown {what} key {key!r}",
-                f"llama-swap's keys here: {', '.join(sorted(GROUP_KEYS))}",
+                f"llama-swap's keys here: {', '.join(sorted(known))}",
             )
 
 
@@ -39,14 +40,14 @@ def read_groups(
     groups = doc.get("groups") or {}
     member_of: dict[str, str] = {}
     for group_id, group in groups.items():
-        where = _where(path, key_line(groups, group_id))
+        where = at_line(path, key_line(groups, group_id))
         if not isinstance(group, dict):
             out.problem(where, f"group {group_id!r} is not a mapping with members:")
             continue
-        _unknown_keys(group, f"group {group_id!r}", path, out)
+        unknown_keys(group, GROUP_KEYS, f"group {group_id!r}", path, out)
         listed = [str(m) for m in group.get("members") or []]
         for index, member in enumerate(listed):
-            at = _where(path, item_line(group.get("members"), index))
+            at = at_line(path, item_line(group.get("members"), index))
             if member in member_of:
                 out.problem(
                     at, f"model {member!r} is in groups {member_of[member]!r} and {group_id!r}"
@@ -72,7 +73,7 @@ def read_groups(
     loose = [n for m, n in names.items() if m not in member_of]
     if len(loose) > 1:
         out.note(
-            _where(path, key_line(doc, "models")),
+            at_line(path, key_line(doc, "models")),
             f"models in no group ({', '.join(loose)}) swap one at a time in llama-swap; in the "
             "fleet each runs on its own (give them `group:` to swap)",
         )
