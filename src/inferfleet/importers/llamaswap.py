@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.llamacpp import model_name
-from inferfleet.importers.llamaswap_groups import at_line, read_groups, unknown_keys
+from inferfleet.importers.llamaswap_groups import at_line, mappings, read_groups, unknown_keys
 from inferfleet.importers.result import Imported, ImportedService, Where
 from inferfleet.importers.service import EnvItem, Source, read_service
 from inferfleet.importers.yamlsource import item_line, key_line, node_line, read_yaml, value_line
@@ -185,12 +185,7 @@ def read_config(path: Path, host_name: str, host: Host | None) -> Imported:
     names: dict[str, str] = {}  # model id -> service name
     taken: dict[str, Where] = {}  # every id and alias clients may send
     ttls: dict[str, int] = {}
-    for model_id, model in models.items():
-        where = at_line(path, key_line(models, model_id))
-        if not isinstance(model, dict):
-            out.problem(where, f"model {model_id!r} is not a mapping with cmd:")
-            continue
-        unknown_keys(model, MODEL_KEYS, f"model {model_id!r}", path, out)
+    for model_id, model, where in mappings(path, models, "model", MODEL_KEYS, "cmd:", out):
         for key in sorted(set(model) & set(NO_EQUIVALENT)):
             out.note(
                 at_line(path, key_line(model, key)),

@@ -9,6 +9,7 @@ members share is ``idle_unload``. ``exclusive`` (unload other groups) and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,20 @@ GROUP_KEYS = frozenset({"swap", "exclusive", "persistent", "members"})
 
 def at_line(path: Path, line: int | None) -> Where:
     return Where(str(path), line)
+
+
+def mappings(
+    path: Path, table: Any, what: str, known: frozenset[str], holds: str, out: Imported
+) -> Iterator[tuple[str, Any, Where]]:
+    """Each entry of a llama-swap table that is a mapping, with where it stands; another
+    entry is a problem, and so is a key llama-swap does not read there."""
+    for key, node in table.items():
+        at = at_line(path, key_line(table, key))
+        if not isinstance(node, dict):
+            out.problem(at, f"{what} {key!r} is not a mapping with {holds}")
+            continue
+        unknown_keys(node, known, f"{what} {key!r}", path, out)
+        yield key, node, at
 
 
 def unknown_keys(node: Any, known: frozenset[str], what: str, path: Path, out: Imported) -> None:
@@ -39,12 +54,7 @@ def read_groups(
 ) -> None:
     groups = doc.get("groups") or {}
     member_of: dict[str, str] = {}
-    for group_id, group in groups.items():
-        where = at_line(path, key_line(groups, group_id))
-        if not isinstance(group, dict):
-            out.problem(where, f"group {group_id!r} is not a mapping with members:")
-            continue
-        unknown_keys(group, GROUP_KEYS, f"group {group_id!r}", path, out)
+    for group_id, group, where in mappings(path, groups, "group", GROUP_KEYS, "members:", out):
         listed = [str(m) for m in group.get("members") or []]
         for index, member in enumerate(listed):
             at = at_line(path, item_line(group.get("members"), index))
