@@ -7,6 +7,7 @@ ExecStart= continued over lines with ``\\``, ${VAR} from Environment=).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -117,6 +118,26 @@ def test_bad_unit_is_refused_with_its_line(
     assert result.code == 2, result.stdout + result.stderr
     assert f"{unit}:{line}:" in result.stderr and message in result.stderr
     assert out.read_text() == before
+
+
+def test_a_unit_that_is_no_regular_file_or_too_large_is_refused_unread(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # A FIFO would block a plain read forever; an endless file would fill memory.
+    fifo = tmp_path / "pipe.service"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.service"
+    huge.write_bytes(b"[Service]\n" + b"#" * (256 * 1024))
+    out = tmp_path / "fleet.yaml"
+    for unit, message in (
+        (fifo, f"unit file {fifo} is a FIFO, not a regular file"),
+        (huge, f"unit file {huge} has 262,154 bytes; at most 262,144 are read"),
+    ):
+        result = cli("import", "systemd", str(unit), "--out", str(out))
+        assert result.code == 2, result.stdout + result.stderr
+        assert message in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not out.exists()
 
 
 def test_a_server_open_to_the_network_is_imported_on_loopback(

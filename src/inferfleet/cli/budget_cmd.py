@@ -19,9 +19,11 @@ reason; or bad arguments). When both happen, 1 wins: it is the definite answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -57,6 +59,8 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.headers import ModelSources
 from inferfleet.output import Output, esc
 from inferfleet.render.rpc import service_split
+
+T = TypeVar("T")
 
 
 def register(app: typer.Typer) -> None:
@@ -404,18 +408,26 @@ def _budget(
         raise UsageError("give either --boot or --from-log, not both")
     documents: list[BudgetService] = []
     all_fit = True
-    unsized = False
+    unsized: list[str] = []
     results: dict[str, Budget] = {}
     split_documents: list[BudgetRpc] = []
-    for name in [n for n in names if loaded.fleet.services[n].rpc]:
-        names.remove(name)  # its model is split over RPC workers: sized per device below
+
+    def attempt(name: str, size: Callable[[], T]) -> T | None:
+        """What ``size`` returns; fleet-wide, a service that cannot be sized is skipped
+        with the reason instead (one model must not hide the others)."""
         try:
-            split = rpc_split_of(loaded, sources, name)
+            return size()
         except FleetError as exc:
             if service is not None:
                 raise
             skipped.append([name, exc.render()])
-            unsized = True
+            unsized.append(name)
+            return None
+
+    for name in [n for n in names if loaded.fleet.services[n].rpc]:
+        names.remove(name)  # its model is split over RPC workers: sized per device below
+        split = attempt(name, partial(rpc_split_of, loaded, sources, name))
+        if split is None:
             continue
         all_fit = all_fit and not split.overflows()
         if json_out:
@@ -423,14 +435,11 @@ def _budget(
         else:
             _split_human(out, name, split)
     for name in names:
-        try:
-            request = build_request(loaded, sources, name, ctx=ctx, headroom_mib=headroom)
-        except FleetError as exc:
-            if service is not None:
-                raise
-            # Fleet-wide: one model that cannot be sized must not hide the others.
-            skipped.append([name, exc.render()])
-            unsized = True
+        request = attempt(
+            name,
+            partial(build_request, loaded, sources, name, ctx=ctx, headroom_mib=headroom),
+        )
+        if request is None:
             continue
         reports: list[BootReport] = [parse_log(path) for path in logs]
         if not boots and not reports:  # what the host measured, recorded in facts/ (L-27)
@@ -458,13 +467,8 @@ def _budget(
             _human(out, name, result, solution, comparisons)
     engine_documents: list[BudgetVllm] = []
     for name in engines:
-        try:
-            engine = read_vllm_budget(sources, name)
-        except FleetError as exc:
-            if service is not None:
-                raise
-            skipped.append([name, exc.render()])
-            unsized = True
+        engine = attempt(name, partial(read_vllm_budget, sources, name))
+        if engine is None:
             continue
         all_fit = all_fit and engine.starts  # fewer windows than slots: a warning (L-25)
         if json_out:

@@ -18,8 +18,7 @@ from pydantic import TypeAdapter
 
 from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError
-from inferfleet.io.files import atomic_write
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
+from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state, write_state
 
 FORMAT = 1
 MAX_BOOTS = 2  # two boots fix the non-KV line (L-27); more say nothing new
@@ -46,8 +45,7 @@ def write_boots(root: Path, record: RecordedBoots) -> Path:
             hint="record one or two boots",
         )
     where = boots_path(root, record.service)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(where, data)
+    write_state(where, data)
     return where
 
 

@@ -80,9 +80,8 @@ from inferfleet.hub.st_headers import (
     read_hub_model,
 )
 from inferfleet.hub.wire import resolve_url
-from inferfleet.io.files import atomic_write
 from inferfleet.io.offline import offline as hub_offline
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
+from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state, write_cache, write_state
 
 CACHE_FORMAT = 1
 # A Hub file: (endpoint, repo, revision, path). The endpoint is part of the key:
@@ -253,15 +252,7 @@ def write_cached_header(key: HubKey, found: Inspection) -> bool:
         data = _to_cache(key, found)
     except _Uncachable:
         return False
-    if len(data) > MAX_STATE_BYTES:
-        return False  # the reader would refuse it: read from the Hub each time instead
-    where = header_cache_path(key)
-    try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(where, data)
-    except OSError:
-        return False  # a read-only cache costs requests, not the answer
-    return True
+    return write_cache(header_cache_path(key), data)
 
 
 # ---------------------------------------------------------------- facts in the repository
@@ -327,8 +318,7 @@ def write_recorded(
             hint="check reads this model's header where its file is",
         )
     where = facts_path(root, model_name)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(where, data)
+    write_state(where, data)
     return where
 
 

@@ -24,8 +24,7 @@ from inferfleet.errors import FleetError
 from inferfleet.gguf.source import ByteSource, HTTPSource, hf_token_for
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.wire import resolve_url
-from inferfleet.io.files import atomic_write
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
+from inferfleet.io.state_files import parse_state, write_cache
 
 CACHE_FORMAT = 1
 CACHE_PATH = "model.safetensors"  # the cache key's path (endpoint, repo, revision, this)
@@ -99,14 +98,7 @@ def write_cached(
         CACHE_FORMAT, "safetensors", endpoint, repo, revision, config.decode("utf-8"), found.files
     )
     data = TypeAdapter(CachedModel).dump_json(record, indent=1) + b"\n"
-    if len(data) > MAX_STATE_BYTES:
-        return False  # the reader would refuse it: read from the Hub each time instead
-    try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(where, data)
-    except OSError:
-        return False  # a read-only cache costs requests, not the answer
-    return True
+    return write_cache(where, data)
 
 
 def read_hub_model(

@@ -27,10 +27,11 @@ from inferfleet.importers.engines import ENGINES
 from inferfleet.importers.engines import canonical_flag as engine_flag
 from inferfleet.importers.llamacpp import canonical_flag, model_name
 from inferfleet.importers.result import Imported, Where
-from inferfleet.importers.service import DEFAULT_PORT, Source, read_service
+from inferfleet.importers.service import Source, read_service
 from inferfleet.runtimes import llamacpp as lc
 from inferfleet.runtimes.flags import parse_args
 from inferfleet.runtimes.pinned import is_python
+from inferfleet.runtimes.registry import traits
 
 MAX_PROBE_CHARS = 4 * 1024 * 1024
 MODEL_FOLDER_DEPTH = 4  # how deep a vLLM/SGLang model folder is listed on the host
@@ -149,7 +150,7 @@ def port_of(argv: list[str]) -> int:
     for flag, value, _ in parsed:
         if flag == "--port" and (value or "").isdigit():
             return int(value or "")
-    return DEFAULT_PORT[kind]
+    return traits(kind).default_port
 
 
 def model_dirs(argv: list[str]) -> list[str]:

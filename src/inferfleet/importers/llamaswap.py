@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.llamacpp import model_name
-from inferfleet.importers.llamaswap_groups import read_groups
+from inferfleet.importers.llamaswap_groups import at_line, mappings, read_groups, unknown_keys
 from inferfleet.importers.result import Imported, ImportedService, Where
 from inferfleet.importers.service import EnvItem, Source, read_service
 from inferfleet.importers.yamlsource import item_line, key_line, node_line, read_yaml, value_line
@@ -74,10 +74,6 @@ NO_EQUIVALENT = {
 }
 
 
-def _where(path: Path, line: int | None) -> Where:
-    return Where(str(path), line)
-
-
 def expand(
     text: str,
     macros: dict[str, str],
@@ -117,10 +113,10 @@ def _macros(node: Any, base: dict[str, str], path: Path, out: Imported) -> dict[
     if node is None:
         return found
     if not isinstance(node, dict):
-        out.problem(_where(path, node_line(node)), "macros must be a mapping of NAME: value")
+        out.problem(at_line(path, node_line(node)), "macros must be a mapping of NAME: value")
         return found
     for name, value in node.items():
-        where = _where(path, key_line(node, name))
+        where = at_line(path, key_line(node, name))
         if not isinstance(name, str) or not _MACRO_NAME.match(name):
             out.problem(where, f"macro name {name!r} is not [A-Za-z0-9_-], 1 to 64 characters")
             continue
@@ -135,16 +131,6 @@ def _macros(node: Any, base: dict[str, str], path: Path, out: Imported) -> dict[
         if expanded is not None:
             found[name] = expanded
     return found
-
-
-def _unknown_keys(node: Any, known: frozenset[str], what: str, path: Path, out: Imported) -> None:
-    for key in node:
-        if key not in known:
-            out.problem(
-                _where(path, key_line(node, key)),
-                f"unknown {what} key {key!r}",
-                f"llama-swap's keys here: {', '.join(sorted(known))}",
-            )
 
 
 def assign_ports(uses_port: dict[str, bool], start: int) -> dict[str, int]:
@@ -176,15 +162,15 @@ def read_config(path: Path, host_name: str, host: Host | None) -> Imported:
     out = Imported(host=host_name)
     doc = read_yaml(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("models"), dict):
-        out.problem(_where(path, 1), "not a llama-swap config: no models: mapping")
+        out.problem(at_line(path, 1), "not a llama-swap config: no models: mapping")
         return out
-    _unknown_keys(doc, TOP_KEYS, "top-level", path, out)
+    unknown_keys(doc, TOP_KEYS, "top-level", path, out)
     for key in sorted(set(doc) & set(NO_EQUIVALENT)):
-        out.note(_where(path, key_line(doc, key)), f"{key}: no equivalent ({NO_EQUIVALENT[key]})")
+        out.note(at_line(path, key_line(doc, key)), f"{key}: no equivalent ({NO_EQUIVALENT[key]})")
     macros = _macros(doc.get("macros"), {}, path, out)
     start = doc.get("startPort", START_PORT)
     if not isinstance(start, int) or not 1 <= start <= 65535:
-        out.problem(_where(path, key_line(doc, "startPort")), "startPort is not a port number")
+        out.problem(at_line(path, key_line(doc, "startPort")), "startPort is not a port number")
         start = START_PORT
     timeout = doc.get("healthCheckTimeout")
     models = doc["models"]
@@ -199,20 +185,15 @@ def read_config(path: Path, host_name: str, host: Host | None) -> Imported:
     names: dict[str, str] = {}  # model id -> service name
     taken: dict[str, Where] = {}  # every id and alias clients may send
     ttls: dict[str, int] = {}
-    for model_id, model in models.items():
-        where = _where(path, key_line(models, model_id))
-        if not isinstance(model, dict):
-            out.problem(where, f"model {model_id!r} is not a mapping with cmd:")
-            continue
-        _unknown_keys(model, MODEL_KEYS, f"model {model_id!r}", path, out)
+    for model_id, model, where in mappings(path, models, "model", MODEL_KEYS, "cmd:", out):
         for key in sorted(set(model) & set(NO_EQUIVALENT)):
             out.note(
-                _where(path, key_line(model, key)),
+                at_line(path, key_line(model, key)),
                 f"models.{model_id}.{key}: no equivalent ({NO_EQUIVALENT[key]})",
             )
         _claim(str(model_id), where, taken, out)
         for index, alias in enumerate(model.get("aliases") or []):
-            alias_where = _where(path, item_line(model.get("aliases"), index))
+            alias_where = at_line(path, item_line(model.get("aliases"), index))
             _claim(str(alias), alias_where, taken, out)
             out.note(
                 alias_where,
@@ -258,14 +239,14 @@ def _service(
     out: Imported,
 ) -> ImportedService | None:
     cmd_line = value_line(model, "cmd")
-    where = _where(path, key_line(model, "cmd") or node_line(model))
+    where = at_line(path, key_line(model, "cmd") or node_line(model))
     raw = model.get("cmd")
     if not isinstance(raw, str) or not raw.strip():
         out.problem(where, f"model {model_id!r} has no cmd")
         return None
     construct = commandline.shell_construct(raw)
     if construct is not None:
-        at = _where(path, None if cmd_line is None else cmd_line + construct.line)
+        at = at_line(path, None if cmd_line is None else cmd_line + construct.line)
         out.problem(
             at,
             f"models.{model_id}.cmd uses {construct.construct!r}, which needs a shell: llama-swap "
@@ -306,7 +287,7 @@ def _port(
 ) -> int | None:
     """Where llama-swap sends requests: the proxy's port, which the server must listen on."""
     proxy = model.get("proxy") or "http://localhost:${PORT}"
-    where = _where(path, key_line(model, "proxy") or key_line(model, "cmd"))
+    where = at_line(path, key_line(model, "proxy") or key_line(model, "cmd"))
     text = expand(str(proxy), macros, where, out, field=f"models.{model_id}.proxy")
     if text is None:
         return None
@@ -337,7 +318,7 @@ def _health(
     check = model.get("checkEndpoint")
     if check is None:
         return
-    where = _where(path, key_line(model, "checkEndpoint"))
+    where = at_line(path, key_line(model, "checkEndpoint"))
     text = expand(str(check), macros, where, out, field=f"models.{model_id}.checkEndpoint")
     if text is None:
         return
@@ -356,7 +337,7 @@ def _env(path: Path, model_id: str, model: Any, out: Imported) -> list[EnvItem]:
     items = model.get("env") or []
     found = []
     for index, item in enumerate(items):
-        where = _where(path, item_line(items, index))
+        where = at_line(path, item_line(items, index))
         name, eq, value = str(item).partition("=")
         if not eq or not name:
             out.problem(where, f"models.{model_id}.env item {item!r} is not NAME=value")

@@ -9,6 +9,7 @@ members share is ``idle_unload``. ``exclusive`` (unload other groups) and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,32 @@ from inferfleet.importers.yamlsource import item_line, key_line
 GROUP_KEYS = frozenset({"swap", "exclusive", "persistent", "members"})
 
 
-def _where(path: Path, line: int | None) -> Where:
+def at_line(path: Path, line: int | None) -> Where:
     return Where(str(path), line)
 
 
-def _unknown_keys(node: Any, what: str, path: Path, out: Imported) -> None:
+def mappings(
+    path: Path, table: Any, what: str, known: frozenset[str], holds: str, out: Imported
+) -> Iterator[tuple[str, Any, Where]]:
+    """Each entry of a llama-swap table that is a mapping, with where it stands; another
+    entry is a problem, and so is a key llama-swap does not read there."""
+    for key, node in table.items():
+        at = at_line(path, key_line(table, key))
+        if not isinstance(node, dict):
+            out.problem(at, f"{what} {key!r} is not a mapping with {holds}")
+            continue
+        unknown_keys(node, known, f"{what} {key!r}", path, out)
+        yield key, node, at
+
+
+def unknown_keys(node: Any, known: frozenset[str], what: str, path: Path, out: Imported) -> None:
+    """A problem for every key of a llama-swap mapping that llama-swap does not read there."""
     for key in node:
-        if key not in GROUP_KEYS:
+        if key not in known:
             out.problem(
-                _where(path, key_line(node, key)),
+                at_line(path, key_line(node, key)),
                 f"unknown {what} key {key!r}",
-                f"llama-swap's keys here: {', '.join(sorted(GROUP_KEYS))}",
+                f"llama-swap's keys here: {', '.join(sorted(known))}",
             )
 
 
@@ -38,15 +54,10 @@ def read_groups(
 ) -> None:
     groups = doc.get("groups") or {}
     member_of: dict[str, str] = {}
-    for group_id, group in groups.items():
-        where = _where(path, key_line(groups, group_id))
-        if not isinstance(group, dict):
-            out.problem(where, f"group {group_id!r} is not a mapping with members:")
-            continue
-        _unknown_keys(group, f"group {group_id!r}", path, out)
+    for group_id, group, where in mappings(path, groups, "group", GROUP_KEYS, "members:", out):
         listed = [str(m) for m in group.get("members") or []]
         for index, member in enumerate(listed):
-            at = _where(path, item_line(group.get("members"), index))
+            at = at_line(path, item_line(group.get("members"), index))
             if member in member_of:
                 out.problem(
                     at, f"model {member!r} is in groups {member_of[member]!r} and {group_id!r}"
@@ -72,7 +83,7 @@ def read_groups(
     loose = [n for m, n in names.items() if m not in member_of]
     if len(loose) > 1:
         out.note(
-            _where(path, key_line(doc, "models")),
+            at_line(path, key_line(doc, "models")),
             f"models in no group ({', '.join(loose)}) swap one at a time in llama-swap; in the "
             "fleet each runs on its own (give them `group:` to swap)",
         )

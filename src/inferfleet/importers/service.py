@@ -27,13 +27,12 @@ from inferfleet.importers.llamacpp import (
 )
 from inferfleet.importers.result import Imported, ImportedService, Where
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
+from inferfleet.runtimes.registry import traits
 
 # The order a service block is written in (as the examples write them).
 BLOCK_ORDER = ("host", "runtime", "model", "alias", "group", "bind", "port", "ctx_per_slot",
                "parallel")  # fmt: skip
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-# Where each server listens when the command line names no --port.
-DEFAULT_PORT = {"llama.cpp": 8080, "vllm": 8000, "sglang": 30000}
 
 
 @dataclass(frozen=True)
@@ -61,29 +60,26 @@ class Source:
 
 def runtime_name(out: Imported, block: dict[str, Any]) -> str:
     """The runtime of a binary or image (one per distinct block)."""
-    for name, held in out.runtimes.items():
-        if held == block:
-            return name
     base = {"llama.cpp": "llama-server", "vllm": "vllm"}.get(block["kind"], block["kind"])
-    base += "-image" if "image" in block else ""
-    name, count = base, 1
-    while name in out.runtimes:
-        count += 1
-        name = f"{base}-{count}"
-    out.runtimes[name] = block
-    return name
+    return _held(out.runtimes, base + ("-image" if "image" in block else ""), block)
 
 
 def model_ref(out: Imported, name: str, block: dict[str, Any]) -> str:
     """One model per distinct file set; another with the same name gets a suffix."""
-    for known, held in out.models.items():
+    return _held(out.models, name, block)
+
+
+def _held(table: dict[str, dict[str, Any]], base: str, block: dict[str, Any]) -> str:
+    """The name ``block`` goes by in ``table``: an equal block's, else ``base``, suffixed
+    (``-2``, ``-3`` ...) when another block holds it."""
+    for known, held in table.items():
         if held == block:
             return known
-    base, count = name, 1
-    while name in out.models:
+    name, count = base, 1
+    while name in table:
         count += 1
         name = f"{base[:60]}-{count}"
-    out.models[name] = block
+    table[name] = block
     return name
 
 
@@ -159,7 +155,7 @@ def read_service(
         flag = "--alias" if program.kind == "llama.cpp" else "--served-model-name"
         mapped.explained[flag] = "clients ask for the model by the service's name"
     if "port" not in block:
-        block["port"] = DEFAULT_PORT[program.kind]
+        block["port"] = traits(program.kind).default_port
         mapped.explained["--port"] = f"the server's default ({block['port']}), written out"
     if mapped.extra_args:
         block["extra_args"] = mapped.extra_args

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.llamacpp import model_name
 from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.service import EnvItem, Source, read_service
+from inferfleet.importers.yamlsource import read_source
 
 MAX_UNIT_BYTES = 256 * 1024
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -70,14 +70,7 @@ def parse_unit(text: str) -> list[Entry]:
 
 
 def read_unit_text(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_UNIT_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}", path=path) from None
-    if len(raw) > MAX_UNIT_BYTES:
-        raise SpecError(f"larger than {MAX_UNIT_BYTES // 1024} KiB", path=path)
-    return raw.decode("utf-8", errors="replace")
+    return read_source(path, MAX_UNIT_BYTES, "unit file").decode("utf-8", errors="replace")
 
 
 def environment(entries: list[Entry], key: str, path: Path, out: Imported) -> list[EnvItem]:

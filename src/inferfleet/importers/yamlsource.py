@@ -9,20 +9,25 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from inferfleet.bounded import read_bounded
 from inferfleet.errors import SpecError
 
 MAX_BYTES = 1024 * 1024
 
 
+def _spec_error(message: str, *, where: str = "", hint: str = "") -> SpecError:
+    return SpecError(message, path=where or None, hint=hint)
+
+
+def read_source(path: Path, max_bytes: int, what: str) -> bytes:
+    """An imported file's bytes: a regular file, at most ``max_bytes``; a failure is a
+    SpecError at the file (the one bounded reader, :func:`inferfleet.bounded.read_bounded`)."""
+    return read_bounded(path, max_bytes, what=what, error=_spec_error)
+
+
 def read_yaml(path: Path) -> Any:
     """The document, bounded and decoded; every failure a SpecError at path:line."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}", path=path) from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"larger than {MAX_BYTES // 1024} KiB", path=path)
+    raw = read_source(path, MAX_BYTES, "YAML file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from inferfleet.bounded import read_bounded
 from inferfleet.errors import FleetError
+from inferfleet.io.files import atomic_write
 
 if TYPE_CHECKING:
     # Imported where a file is parsed: the host lock imports this module, and
@@ -112,3 +113,22 @@ def describe(exc: ValidationError) -> str:
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+def write_state(where: Path, data: bytes) -> None:
+    """Write a state file the readers here will take: its folder made, atomically."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(where, data)
+
+
+def write_cache(where: Path, data: bytes) -> bool:
+    """Best effort for a cache entry: False (nothing written) when the reader would refuse
+    it (over :data:`MAX_STATE_BYTES`: read from the source each time instead) or the place
+    is read-only (that costs requests, not the answer)."""
+    if len(data) > MAX_STATE_BYTES:
+        return False
+    try:
+        write_state(where, data)
+    except OSError:
+        return False
+    return True

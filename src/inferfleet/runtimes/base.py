@@ -108,6 +108,7 @@ class RuntimeTraits:
     info_path: str | None = None  # the GET that answers its release version
     # The variable it reads its API key from (never argv, L-06); None: argv only.
     key_env: str | None = None
+    default_port: int = 8080  # where it listens when its command line names no port
 
 
 def vendor_positions(host: Host) -> dict[str, tuple[int, Device]]:

@@ -192,14 +192,14 @@ def device_name(host: Host, name: str) -> str:
 def argv(launch: Launch) -> list[str]:
     """The full ``llama-server`` command line for a resolved launch."""
     service = launch.service
-    ctx = require_ctx(launch)
+    require_ctx(launch)
     args = [
         *launch.program,
         *MODEL.emit(launch.model_path),
         *ALIAS.emit(launch.alias),
         *HOST.emit(launch.listen_host),
         *PORT.emit(str(launch.listen_port)),
-        *CTX_SIZE.emit(str(ctx * service.parallel)),
+        *CTX_SIZE.emit(str(service.ctx_total)),  # the pool: per slot x slots (L-25)
         *PARALLEL.emit(str(service.parallel)),
         *NO_KV_UNIFIED.emit(),
         *CACHE_TYPE_K.emit(service.kv_cache.k),
