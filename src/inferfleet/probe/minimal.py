@@ -193,15 +193,20 @@ def run_minimal(
                         f"(/props?model=), fleet file says {ctx_per_slot} (L-25)",
                     ),
                 )
-            elif router:
-                # Never a silent pass: a window the gate cannot read is not checked (L-25).
+            elif router is not False:
+                # Never a silent pass: a window the gate cannot read is not checked (L-25),
+                # nor is one of a server whose /props never answered.
+                unread = (
+                    f"the router's member {alias!r} did not report its window (/props?model=)"
+                    if router
+                    else "the server's /props did not answer (is it a router?)"
+                )
                 checks.insert(
                     1,
                     Check(
                         "context per slot",
                         False,
-                        f"the router's member {alias!r} did not report its window "
-                        f"(/props?model=) after answering; fleet file says {ctx_per_slot}",
+                        f"{unread} after answering; fleet file says {ctx_per_slot}",
                     ),
                 )
     return checks
@@ -213,16 +218,24 @@ MEMBER_TRIES = 15
 MEMBER_PAUSE_S = 0.2
 
 
-def _member_window(client: httpx.Client, alias: str) -> tuple[bool, int | None]:
-    """(is this a router, the member's per-slot window from its own /props or None)."""
+def _member_window(client: httpx.Client, alias: str) -> tuple[bool | None, int | None]:
+    """(is this a router: None when its /props never answered, the member's per-slot
+    window from its own /props or None)."""
     from inferfleet.client.router import ROUTER_ROLE, member_path
 
-    try:
-        own = client.get("/props")
-        if own.status_code != 200 or own.json().get("role") != ROUTER_ROLE:
-            return False, None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return False, None
+    router: bool | None = None
+    for attempt in range(MEMBER_TRIES):
+        if attempt:
+            time.sleep(MEMBER_PAUSE_S)
+        try:
+            own = client.get("/props")
+            if own.status_code < 500:  # 404: a server without /props is not a router
+                router = own.status_code == 200 and own.json().get("role") == ROUTER_ROLE
+                break
+        except (httpx.HTTPError, ValueError, AttributeError):
+            continue  # a busy router answers late or not at all for a moment: ask again
+    if not router:
+        return router, None
     for attempt in range(MEMBER_TRIES):
         if attempt:
             time.sleep(MEMBER_PAUSE_S)
