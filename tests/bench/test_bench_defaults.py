@@ -72,6 +72,26 @@ class PacedServer:
         return openai_app(self.complete, MODEL)
 
 
+def one_level(url: str, out: Path, *, prompts: int, python: list[str] | None = None) -> list[str]:
+    """A real ``python -m inferfleet bench`` of one level, one run, ``prompts`` prompts."""
+    head = python or [sys.executable]
+    return [
+        *head,
+        "-m",
+        "inferfleet",
+        "bench",
+        url,
+        "--out",
+        str(out),
+        "--concurrency",
+        "1",
+        "--runs",
+        "1",
+        "--prompts",
+        str(prompts),
+    ]
+
+
 def _waves(prompts: int, levels: tuple[int, ...]) -> int:
     """Requests of one run: each level tops its prompts up to whole waves."""
     return sum(math.ceil(prompts / c) * c for c in levels)
@@ -153,22 +173,7 @@ def test_ctrl_c_keeps_what_finished_and_exits_130(tmp_path: Path) -> None:
     out = tmp_path / "results"
     with serving(server.app()) as url:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "inferfleet",
-                "bench",
-                url,
-                "--out",
-                str(out),
-                "--concurrency",
-                "1",
-                "--runs",
-                "1",
-                "--prompts",
-                "4",
-                "--no-warmup",
-            ],
+            [*one_level(url, out, prompts=4), "--no-warmup"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -213,22 +218,7 @@ def test_without_matplotlib_the_bench_measures_and_skips_only_the_plots(
     server = PacedServer()
     with serving(server.app()) as url:
         done = subprocess.run(
-            [
-                sys.executable,
-                "-s",
-                "-m",
-                "inferfleet",
-                "bench",
-                url,
-                "--out",
-                str(out),
-                "--concurrency",
-                "1",
-                "--runs",
-                "1",
-                "--prompts",
-                "1",
-            ],
+            one_level(url, out, prompts=1, python=[sys.executable, "-s"]),
             capture_output=True,
             text=True,
             timeout=120,
