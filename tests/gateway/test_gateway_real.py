@@ -299,7 +299,7 @@ def test_the_board_shows_the_gateway_card_and_the_backend_it_cannot_reach(at: Fr
         page.goto(url)
         card = '[data-gateway="local"]'
         page.wait_for_selector(f'{card} .badge.state[data-state="degraded"]', timeout=60_000)
-        assert page.locator("main h2").all_inner_texts()[0].lower() == "gateway"
+        assert page.locator("main h2").all_inner_texts()[0].lower() == "front door"
         assert page.locator(f'{card} li.bad[data-backend="{WIDE}"]').count() == 1
         assert page.locator(f'{card} li.ok[data-backend="{NARROW}"]').count() == 1
         assert "litellm 1.106.12" in page.locator(card).inner_text()

@@ -23,6 +23,7 @@ import psutil
 import pytest
 import yaml
 from helpers import free_port
+from helpers.board import board, chromium
 from helpers.git import git
 from helpers.real_server import state_dir, write_fleet
 
@@ -190,6 +191,26 @@ def test_status_shows_the_proxy_and_its_upstream(at: Door, cli: Any) -> None:
     shown = cli("status", "--file", str(at.loaded.path), "--no-ssh")
     assert shown.code == 0, shown.stderr + shown.stdout
     assert "proxy" in shown.stdout and at.url in shown.stdout
+
+
+def test_the_board_shows_the_proxy_before_the_gateway(at: Door, tmp_path: Path) -> None:
+    """The front door on the board: a card each, the proxy (the clients' way in) first,
+    with the upstream it reaches; in a real browser against the real Caddy and LiteLLM."""
+    with (
+        board(at.loaded.path, tmp_path / "bench", tmp_path / "board.log") as url,
+        chromium() as browser,
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        proxy = '[data-proxy="local"]'
+        page.wait_for_selector(f'{proxy} .badge.state[data-state="healthy"]', timeout=60_000)
+        assert page.locator("main h2").all_inner_texts()[0].lower() == "front door"
+        cards = page.locator("#front-door-cards article")
+        assert cards.count() == 2
+        assert cards.nth(0).get_attribute("data-proxy") == "local"
+        assert cards.nth(1).get_attribute("data-gateway") == "local"
+        assert page.locator(f'{proxy} li.ok[data-backend="gateway"]').count() == 1
+        assert f"caddy v{caddy_tool.VERSION}" in page.locator(proxy).inner_text()
 
 
 def test_a_second_up_keeps_caddy(at: Door, cli: Any) -> None:

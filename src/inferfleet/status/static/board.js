@@ -222,22 +222,29 @@
     return card;
   }
 
-  // The front door: its state, and each fronted backend as LiteLLM reaches it.
-  function gatewayCard(gw) {
-    const card = el("article", { cls: "card " + tone(gw.state), "data-gateway": gw.host });
+  // The front door, one card per part: the auth proxy (Caddy) and the gateway (LiteLLM),
+  // each with its state and what it reaches behind it (the proxy's upstreams, the
+  // gateway's backends), as their status rows say.
+  const FRONT = [
+    { kind: "proxy", reach: "upstreams" },
+    { kind: "gateway", reach: "backends" },
+  ];
+
+  function frontCard(kind, row, reach) {
+    const card = el("article", { cls: "card " + tone(row.state), ["data-" + kind]: row.host });
     card.appendChild(el("div", { cls: "top" }, [
-      el("span", { cls: "name", text: "gateway" }), badge(gw.state, "state")]));
-    const reach = el("ul", { cls: "backends" }, Object.entries(gw.backends || {}).map(
+      el("span", { cls: "name", text: kind }), badge(row.state, "state")]));
+    const behind = el("ul", { cls: "backends" }, Object.entries(row[reach] || {}).map(
       ([name, state]) => el("li", { cls: state === "ok" ? "ok" : "bad", "data-backend": name,
         text: name + ": " + (state === "ok" ? "reached" : state) })));
     card.appendChild(facts([
-      ["host", gw.host],
-      ["url", gw.url],
-      ["pid", gw.pid === null ? "-" : gw.pid],
-      ["engine", gw.engine || "-"],
+      ["host", row.host],
+      ["url", row.url],
+      ["pid", row.pid === null ? "-" : row.pid],
+      ["engine", row.engine || "-"],
     ]));
-    card.appendChild(reach);
-    const n = notes(gw.detail ? [gw.detail] : []);
+    card.appendChild(behind);
+    const n = notes(row.detail ? [row.detail] : []);
     if (n) card.appendChild(n);
     return card;
   }
@@ -249,16 +256,19 @@
 
   function render(doc) {
     const services = doc.services || [];
-    // Only a fleet with a gateway gets its section (first: it is the clients' way in).
-    let section = document.getElementById("gateway");
-    if (doc.gateway && !section) {
-      section = el("section", { id: "gateway" }, [
-        el("h2", { text: "Gateway" }), el("div", { cls: "cards", id: "gateway-cards" })]);
+    // Only a fleet with a front door gets its section (first: it is the clients' way in).
+    const front = FRONT.filter((f) => doc[f.kind]);
+    let section = document.getElementById("front-door");
+    if (front.length && !section) {
+      section = el("section", { id: "front-door" }, [
+        el("h2", { text: "Front door" }), el("div", { cls: "cards", id: "front-door-cards" })]);
       document.getElementById("llm").before(section);
-    } else if (!doc.gateway && section) {
+    } else if (!front.length && section) {
       section.remove();
     }
-    if (doc.gateway) fill("gateway-cards", [gatewayCard(doc.gateway)], "");
+    if (front.length) {
+      fill("front-door-cards", front.map((f) => frontCard(f.kind, doc[f.kind], f.reach)), "");
+    }
     fill("llm-cards", services.filter((s) => s.kind === "llm").map(serviceCard), "no LLM endpoints");
     fill("other-cards", services.filter((s) => s.kind !== "llm").map(serviceCard), "no other services");
     fill("host-cards", (doc.hosts || []).map(hostCard), "no hosts");
