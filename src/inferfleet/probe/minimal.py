@@ -211,22 +211,30 @@ def _member_window(client: httpx.Client, alias: str) -> tuple[bool, int | None]:
     """(is this a router, the member's per-slot window from its own /props or None)."""
     from inferfleet.client.router import ROUTER_ROLE, member_path
 
-    try:
-        own = client.get("/props")
-        if own.status_code != 200 or own.json().get("role") != ROUTER_ROLE:
-            return False, None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return False, None
+    router: bool | None = None  # unknown until the server's own /props answers
     for attempt in range(MEMBER_TRIES):
         if attempt:
             time.sleep(MEMBER_PAUSE_S)
         try:
+            if router is None:
+                own = client.get("/props")
+                body = own.json() if own.status_code == 200 else None
+                router = isinstance(body, dict) and body.get("role") == ROUTER_ROLE
+                if not router:
+                    return False, None
             member = client.get(member_path("/props", alias))
             found = reports.llamacpp_props(member.json()) if member.is_success else None
+        except httpx.TransportError:
+            # A router that just switched members may drop the kept-alive connection:
+            # ask again rather than skip the window.
+            continue
         except (httpx.HTTPError, ValueError):  # AnswerError is a ValueError
+            if router is None:
+                return False, None
             continue
         if found is not None and found.ctx_per_slot is not None:
             return True, found.ctx_per_slot
+    # Still no answer: reported as a window not read, never skipped (L-25).
     return True, None
 
 
