@@ -181,6 +181,11 @@ class HTTPError(FleetError, OSError):
         self.url = url
 
 
+class OfflineError(HTTPError):
+    """A request to the network refused before it was sent: offline (--offline or
+    HF_HUB_OFFLINE=1, :mod:`inferfleet.io.offline`). Final: never retried."""
+
+
 class TransientError(HTTPError):
     """Worth retrying: 408, 429, 5xx, a dropped or refused connection, a stall.
 

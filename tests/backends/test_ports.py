@@ -74,3 +74,21 @@ def test_an_address_that_is_not_this_machines_falls_back_to_the_scan(
     assert not ports._bindable(port, "192.0.2.1")
     assert [h.pid for h in ports.listeners(port, "192.0.2.1")] == [os.getpid()]
     assert not ports._bindable(port, "not-an-address")
+
+
+def test_ss_lines_name_each_owner_and_keep_an_unnamed_socket_unowned() -> None:
+    """``sudo ss -Htlnp`` names a rootful container's socket for a deployer that is not
+    root (L-33): one listener per owning pid, none named is pid None (never ours)."""
+    text = (
+        'LISTEN 0 512 127.0.0.1:8000 0.0.0.0:* users:(("llama-server",pid=41,fd=3))\n'
+        'LISTEN 0 512 [::]:8000 [::]:* users:(("a",pid=7,fd=3),("a",pid=8,fd=3))\n'
+        "LISTEN 0 128 0.0.0.0:8000 0.0.0.0:*\n"
+        'LISTEN 0 128 127.0.0.1:18000 0.0.0.0:* users:(("other",pid=9,fd=3))\n'
+        'LISTEN 0 128 10.0.0.5%eth0:8000 0.0.0.0:* users:(("b",pid=10,fd=4))\n'
+    )
+    found = ports.parse_ss(text, 8000)
+    assert [(x.pid, x.address) for x in found] == [
+        (41, "127.0.0.1"), (7, "::"), (8, "::"), (None, "0.0.0.0"), (10, "10.0.0.5"),
+    ]  # fmt: skip
+    # Only those that clash with the service's bind address.
+    assert [x.pid for x in ports.parse_ss(text, 8000, "10.0.0.5")] == [7, 8, None, 10]

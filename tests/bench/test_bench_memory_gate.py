@@ -9,13 +9,15 @@ on the real test model as a bench arm (``bench.arms.started``, the code
   is) keeps the gate from passing: the arm ends in MemoryNotBackError;
 - the same on a GPU, through the amdgpu driver's sysfs file the doctor reads:
   a stand-in tree, because this machine has no GPU (the reader is the one
-  a real host runs, pointed at that tree);
+  a real host runs, pointed at that tree); and through ``nvidia-smi`` as the
+  gate asks it by default (a stand-in script on PATH, for the same reason);
 - a second service of the fleet running on the same device (here the host's
   CPU) refuses the arm, unless ``--share-device`` says to go on.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,9 +29,9 @@ import pytest
 from helpers import free_port
 from helpers.real_server import SERVICE, fleet_data, served, write_fleet
 
+from inferfleet.backends.host_facts import device_memory_used
 from inferfleet.bench import arms
 from inferfleet.bench.arms import ArmSpec, MemoryNotBackError, StartSpec, started
-from inferfleet.doctor.facts import device_memory_used
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.loader import load_fleet
 
@@ -173,3 +175,36 @@ def test_L52_an_arm_on_a_device_another_service_runs_on_is_refused(
             started(loaded, arm("other"), lambda _n: None, memory_slack=SLACK),
         ):
             pass
+
+
+def test_L52_the_gate_asks_nvidia_smi_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's own reader, as ``bench`` calls it (no reader passed), reads NVIDIA memory.
+
+    ``nvidia-smi`` is a stand-in on PATH printing what the real one prints for
+    ``--query-gpu=index,memory.used --format=csv,noheader,nounits`` (this machine
+    has no GPU); an orphan's 2 GiB appear on GPU 0 while the arm runs.
+
+    Mutation killed: ``started``'s default reader replaced by one that reads
+    nothing (``device_used = lambda: {}``): only host memory would be judged.
+    """
+    monkeypatch.setattr(arms, "MEMORY_WAIT_S", 2.0)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    used = tmp_path / "used-mib"
+    used.write_text("512")
+    smi = tools / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\nprintf "0, %s\\n" "$(cat {used})"\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    loaded = load_fleet(write_fleet(tmp_path / "fleet.yaml", fleet_data(free_port())))
+    with (
+        pytest.raises(MemoryNotBackError) as caught,
+        started(loaded, arm(), lambda _n: None, memory_slack=SLACK) as run,
+    ):
+        used.write_text(str(512 + 2048))  # what the orphan took
+    assert run.server is not None and run.server.device_used_before == {"nvidia:0": 512 << 20}
+    assert "nvidia:0 has 2048 MiB more in use than the 512 MiB before it started" in (
+        caught.value.render()
+    )

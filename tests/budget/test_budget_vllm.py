@@ -345,6 +345,39 @@ def test_cpu_without_kv_space_the_launch_carries_the_budgets_pool(
     assert launch_env(fleet)["VLLM_CPU_KVCACHE_SPACE"] == "2"
 
 
+def test_cpu_kv_space_leaves_room_for_the_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weights come off the declared memory before the pool is rounded down to whole
+    GiB. The cpu device is declared so that 0.9 x memory - 1 GiB is 2 GiB and 832 bytes:
+    the tiny model's weights file (about 3 KiB) takes the pool below 2 GiB, so the launch
+    and ``budget`` both give 1 GiB, as vLLM must hold both in that memory.
+
+    Mutation killed: ``launch_kv_space`` not subtracting the weights (2 GiB here).
+    """
+    write_model(tmp_path / "m")
+    files = declared(tmp_path / "m")
+    weights = sum(f["size"] for f in files if f["path"].endswith(".safetensors"))
+    memory = 3579140338  # int(0.9 x memory) = 3 GiB + 832 bytes
+    assert 832 < weights < 1 << 20
+    fleet = vllm_fleet(
+        tmp_path,
+        {"path": str(tmp_path / "m")},
+        files,
+        host={
+            "address": "localhost",
+            "ram": "24GiB",
+            "devices": [{"name": "cpu", "vendor": "cpu", "memory": memory}],
+        },
+        service={"runtime_env": {}},
+    )
+    assert launch_env(fleet)["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    result = run_cli(monkeypatch, "budget", "-f", str(fleet), "--json")
+    assert result.code == 0, result.stdout + result.stderr
+    (doc,) = json.loads(result.stdout)["vllm"]
+    assert doc["kv_pool"] == 1 * GIB
+
+
 def test_a_given_kv_space_is_left_as_written(tmp_path: Path) -> None:
     write_model(tmp_path / "m")
     fleet = vllm_fleet(tmp_path, {"path": str(tmp_path / "m")}, declared(tmp_path / "m"))

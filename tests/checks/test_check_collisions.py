@@ -187,6 +187,7 @@ def test_port_clash_is_refused_at_load(
     patch = {f"{S}.chat.bind": first, f"{S}.serve.bind": second, f"{S}.serve.port": 8080}
     lan = {"level": "lan", "reason": "clients on the lab network call it"}  # binds beyond loopback
     patch |= {f"{S}.chat.exposure": lan, f"{S}.serve.exposure": lan}
+    patch |= {f"{S}.{n}.secrets_env": f"/etc/inferfleet/{n}.env" for n in ("chat", "serve")}
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(build(patch), sort_keys=False))
     result = cli("check", str(path))

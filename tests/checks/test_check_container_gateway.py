@@ -9,8 +9,11 @@ host's own address, a llama-server on the host network) is unreachable, and
 is 10.0.0.5, ``chat`` listens on its network at 8080, and ``serve`` is a
 bridged container publishing 8000 (reachable at the host's address: no finding).
 
-Mutation killed: dropping the scan of settings templates from the
-``container-host-lan-address`` rule (only env maps were judged before).
+Mutations killed: dropping the scan of settings templates from the
+``container-host-lan-address`` rule (only env maps were judged before);
+leaving the gateway's and the proxy's ports out of the host-network ports
+(a container calling the gateway at the host's address, the common Open WebUI
+setup, was not judged).
 """
 
 from __future__ import annotations
@@ -86,3 +89,30 @@ def test_L57_a_host_network_container_may_use_the_host_address(tmp_path: Path) -
         {template: text.format(target="10.0.0.5:8080")},
     )
     assert hits(report) == []
+
+
+GATEWAY = {"host": "gpu", "keys_env": "/etc/inferfleet/secrets/gateway.env", "port": 4000}
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_L57_the_gateway_on_the_host_network_is_judged_too(tmp_path: Path, kind: str) -> None:
+    """The gateway listens on its host's network (a process, or its Quadlet container with
+    Network=host): a bridged container on that host reaches it at the gateway name only."""
+    template, text, line = CONFIGS[kind]
+    settings = [{"template": template, "dest": "~/.config/web/app.conf", "allow": []}]
+    patch = {f"{S}.web.settings": settings, "gateway": GATEWAY}
+    found = hits(check(tmp_path / "lan", patch, {template: text.format(target="10.0.0.5:4000")}))
+    (hit,) = found
+    assert f"reaches 10.0.0.5:4000 from inside its container ({template}, line {line})" in (
+        hit.message
+    )
+    assert "host.containers.internal:4000" in hit.hint
+    fixed = {template: text.format(target="host.containers.internal:4000")}
+    assert hits(check(tmp_path / "fixed", patch, fixed)) == []
+
+
+def test_L57_a_container_env_naming_the_gateway_at_loopback_is_flagged(tmp_path: Path) -> None:
+    env = {"OPENAI_API_BASE_URL": "http://127.0.0.1:4000/v1"}
+    (hit,) = hits(check(tmp_path, {f"{S}.web.container.env": env, "gateway": GATEWAY}))
+    assert hit.field == "services.web.container.env.OPENAI_API_BASE_URL"
+    assert "host.containers.internal:4000" in hit.hint

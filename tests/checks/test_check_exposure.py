@@ -29,6 +29,7 @@ EXPOSURE_RULES = {
     "lan-exposure-loopback-bind",
     "secret-in-fleet-field",
     "router-beyond-gateway",
+    "key-beyond-loopback",
 }
 S = "services"
 LAN = {"level": "lan", "reason": "the lab's clients call it over the LAN"}
@@ -41,20 +42,22 @@ PROXY = {
     "keys_env": "/etc/inferfleet/secrets/proxy.env",
 }
 VLLM_BINARY = {"kind": "vllm", "binary": "/opt/vllm/bin/vllm"}
+# A server beyond loopback requires a key from its secrets_env (key-beyond-loopback).
+KEYED = {f"{S}.chat.secrets_env": "/etc/inferfleet/secrets/chat.env"}
 HEALTH = "wget -q -O /dev/null http://127.0.0.1:3000/"
 
 # rule id -> (incident, fix, field of the finding, words the message has, words the hint has)
 CASES: dict[str, tuple[Patch, Patch, str, list[str], list[str]]] = {
     "bind-beyond-exposure": (
         {f"{S}.chat.bind": "0.0.0.0"},
-        {f"{S}.chat.bind": "0.0.0.0", f"{S}.chat.exposure": LAN},
+        {f"{S}.chat.bind": "0.0.0.0", f"{S}.chat.exposure": LAN, **KEYED},
         "services.chat.bind",
         ["service 'chat'", "binds 0.0.0.0", "exposure is loopback"],
         ["bind 127.0.0.1", "level: lan, reason:"],
     ),
     "lan-exposure-without-reason": (
         {f"{S}.chat.bind": "10.0.0.5", f"{S}.chat.exposure": "lan"},
-        {f"{S}.chat.bind": "10.0.0.5", f"{S}.chat.exposure": LAN},
+        {f"{S}.chat.bind": "10.0.0.5", f"{S}.chat.exposure": LAN, **KEYED},
         "services.chat.exposure",
         ["service 'chat'", "exposed to the LAN", "10.0.0.5", "without a stated reason"],
         ["reason:"],
@@ -66,6 +69,7 @@ CASES: dict[str, tuple[Patch, Patch, str, list[str], list[str]]] = {
             f"{S}.chat.exposure": "public",
             "gateway": GATEWAY,
             "proxy": PROXY,
+            **KEYED,
         },  # fmt: skip
         "services.chat.exposure",
         ["service 'chat'", "is public", "no auth proxy"],
@@ -80,7 +84,7 @@ CASES: dict[str, tuple[Patch, Patch, str, list[str], list[str]]] = {
     ),
     "lan-exposure-loopback-bind": (
         {f"{S}.chat.exposure": LAN},
-        {f"{S}.chat.exposure": LAN, f"{S}.chat.bind": "10.0.0.5"},
+        {f"{S}.chat.exposure": LAN, f"{S}.chat.bind": "10.0.0.5", **KEYED},
         "services.chat.exposure",
         ["service 'chat'", "exposed to the LAN", "binds 127.0.0.1"],
         ["LAN address"],
@@ -96,6 +100,13 @@ CASES: dict[str, tuple[Patch, Patch, str, list[str], list[str]]] = {
         "services.chat.bind",
         ["service 'chat'", "swap group 'swap'", "10.0.0.5", "management routes"],
         ["bind 127.0.0.1", "through the gateway"],
+    ),
+    "key-beyond-loopback": (
+        {f"{S}.chat.bind": "10.0.0.5", f"{S}.chat.exposure": LAN},
+        {f"{S}.chat.bind": "10.0.0.5", f"{S}.chat.exposure": LAN, **KEYED},
+        "services.chat.bind",
+        ["service 'chat'", "10.0.0.5", "no API key"],
+        ["secrets_env", "LLAMA_API_KEY=", "INFERFLEET_KEY_CHAT", "bind 127.0.0.1"],
     ),
     "secret-in-fleet-field": (
         {
@@ -195,6 +206,7 @@ def test_a_proxy_that_fronts_other_services_does_not_make_this_one_public(
         f"{S}.chat.exposure": "public",
         "gateway": {**GATEWAY, "services": ["serve"]},
         "proxy": PROXY,
+        **KEYED,
     }
     _, doc, _ = run(cli, tmp_path / "a", patch)
     (hit,) = [f for f in doc["findings"] if f["rule"] == "public-without-auth-proxy"]
@@ -316,3 +328,16 @@ def test_every_example_fleet_passes_check_with_its_exposures(cli: Any, fleet: Pa
         if service.get("bind", "127.0.0.1") not in {"127.0.0.1", "::1"}:
             exposure = service.get("exposure")
             assert isinstance(exposure, dict) and exposure["reason"], name  # stated, not default
+
+
+def test_a_server_that_takes_its_key_in_argv_only_stays_on_loopback(cli: Any) -> None:
+    # SGLang has no key variable (its --api-key is argv, readable by every user, L-06);
+    # vLLM reads VLLM_API_KEY, so its hint names that variable and the front's.
+    result = cli("check", str(ROOT / "tests/fixtures/fleets/runtimes.yaml"), "--offline", "--json")
+    hits = {
+        f["service"]: f for f in json.loads(result.stdout)["findings"]
+        if f["rule"] == "key-beyond-loopback"
+    }  # fmt: skip
+    assert "argv only" in hits["sg"]["message"] and "bind 127.0.0.1" in hits["sg"]["hint"]
+    assert "VLLM_API_KEY=" in hits["vl"]["hint"] and "INFERFLEET_KEY_VL" in hits["vl"]["hint"]
+    assert "big" not in hits  # it reads its key from its secrets_env

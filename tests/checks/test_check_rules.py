@@ -13,9 +13,11 @@ from check_helpers import DIGEST, Patch, check, rule_ids
 from test_check_arguments import FLAG_LIST_RULES, MMAP_RULES
 from test_check_collisions import COLLISION_RULES
 from test_check_declared import SOURCE_RULES
+from test_check_devices_discovered import DEVICE_RULES
 from test_check_exposure import EXPOSURE_RULES
 from test_check_fit import FIT_RULES
 from test_check_header_rules import HEADER_RULES
+from test_check_prometheus_site import CONTAINER_REACH_RULES
 from test_check_rpc import RPC_RULES
 from test_check_waivers import WAIVER_RULES
 
@@ -265,6 +267,8 @@ def test_every_rule_has_a_case() -> None:
         | KUBE_RULES
         | RPC_RULES
         | WAIVER_RULES
+        | CONTAINER_REACH_RULES
+        | DEVICE_RULES
     )
     assert covered == {r.id for r in catalogue()}
     assert len(catalogue()) >= 25
@@ -348,3 +352,29 @@ def test_the_renderer_takes_what_the_rule_only_warns_about(tmp_path: Path) -> No
             continue
         assert not refused
         assert argv[argv.index("--gpu-memory-utilization") + 1] == f"{share:g}"
+
+
+@pytest.mark.parametrize(
+    ("image", "pinned"),
+    [
+        ("docker.io/vllm/vllm-openai:v0.9", False),  # a tag moves
+        ("docker.io/vllm/vllm-openai", False),  # no tag is :latest, which moves too
+        ("docker.io/vllm/vllm-openai@sha256:abc123", False),  # not a whole digest
+        ("docker.io/vllm/vllm-openai:v0.9" + DIGEST, True),  # tag and digest: the digest runs
+    ],
+)
+def test_a_tag_without_a_digest_fails_check_as_an_error(
+    tmp_path: Path, image: str, pinned: bool
+) -> None:
+    """L-42: a tag without a digest is refused (an error, waivable with a reason, L-59),
+    stricter than a warning: the apply gate takes a tag as whatever the host has under it."""
+    report = check(tmp_path, {"runtimes.vllm.image": image})
+    found = [f for f in report.findings if f.rule == "image-not-pinned"]
+    if pinned:
+        assert found == [] and report.passed(strict=True)
+        return
+    (finding,) = found
+    assert (finding.severity, finding.field) == ("error", "runtimes.vllm.image")
+    assert f"uses image {image!r} without a digest" in finding.message
+    assert "podman inspect --format '{{.Digest}}'" in finding.hint
+    assert not report.passed()

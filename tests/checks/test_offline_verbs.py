@@ -4,7 +4,7 @@ endpoint that refuses or does not resolve is final after one try: no retry loop,
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +56,103 @@ def test_render_offline_sends_nothing(
     assert hub.log == [], hub.log
     assert result.code in (0, 1), result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.fixture(name="index_log")
+def index_log_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A package index on loopback that logs every request (pip is pointed at it)."""
+    from helpers.asgi_server import serving
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    log: list[str] = []
+
+    async def app_404(request: Request) -> Response:
+        log.append(request.url.path)
+        return Response(status_code=404)
+
+    app = Starlette()
+    app.add_route("/{path:path}", app_404)
+    with serving(app) as url:
+        monkeypatch.setenv("PIP_INDEX_URL", f"{url}/simple")
+        monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+        monkeypatch.delenv("PIP_NO_INDEX", raising=False)
+        yield log
+
+
+OFFLINE_VERBS: dict[str, list[str]] = {
+    "models manifest": ["models", "manifest", "test/gemma-whole"],
+    "models fetch": ["models", "fetch", "m", "--file", "{fleet}"],
+    "add": [
+        "add",
+        "test/gemma-whole:Q4_K_M",
+        "--host",
+        "local",
+        "--ctx",
+        "4096",
+        "--file",
+        "{fleet}",
+    ],
+    "runtime install": ["runtime", "install", "llama.cpp", "--file", "{fleet}"],
+    "up": ["up", "--file", "{fleet}", "--no-contract"],
+    "budget": ["budget", "--file", "{fleet}"],
+}
+
+
+# HF_HUB_OFFLINE=1 keeps the Hub off; --offline also keeps pip off its index (a build).
+CASES = [(verb, how) for verb in sorted(OFFLINE_VERBS) for how in ("--offline", "HF_HUB_OFFLINE=1")
+         if how == "--offline" or verb not in {"runtime install", "up"}]  # fmt: skip
+
+
+@pytest.mark.parametrize(("verb", "how"), CASES)
+def test_every_network_verb_offline_sends_no_request(
+    hub: HubServer,
+    index_log: list[str],
+    cli: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_sleep: list[float],
+    verb: str,
+    how: str,
+) -> None:
+    # The runtime is not built in this test's cache and the model not fetched: online,
+    # each verb would ask the test Hub or the package index (both log every request).
+    path = fleet(tmp_path, {"hub": "test/gemma-whole", "revision": "main"},
+                 model_dir=tmp_path / "not-fetched")  # fmt: skip
+    args = [a.replace("{fleet}", str(path)) for a in OFFLINE_VERBS[verb]]
+    if how == "--offline":
+        args.append("--offline")
+    else:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = cli(*args)
+    assert hub.log == [] and index_log == [], (hub.log, index_log)
+    assert "Traceback" not in result.stdout + result.stderr
+    if verb not in {"up", "runtime install"}:  # (they poll pip's process while it runs)
+        assert no_sleep == []  # refused at once, never retried
+    said = " ".join((result.stdout + result.stderr).split())
+    if verb == "budget":  # it reports the unsized model and goes on
+        assert "no network request was made" in said, said
+    else:  # the refusal says why: offline, not an unreachable endpoint
+        assert result.code != 0 and "internal error" not in said, said
+        assert "offline" in said.lower(), said
+    if how == "--offline":
+        assert "HF_HUB_OFFLINE" not in os.environ and "PIP_NO_INDEX" not in os.environ
+
+
+def test_deploy_offline_runs_each_hosts_apply_offline(tmp_path: Path) -> None:
+    from inferfleet.cli.fleet_cmds import embedded_example
+    from inferfleet.deploy import noop, rollout
+    from inferfleet.deploy.ssh import connector_for
+    from inferfleet.fleetfile.loader import load_fleet
+
+    loaded = load_fleet(embedded_example())
+    side = rollout.Fleetside(None, "fleet.yaml", loaded, "a" * 40)  # type: ignore[arg-type]
+    conn = connector_for("local", loaded.fleet.hosts["local"], repository=tmp_path)
+    assert "--offline" not in side.apply_command(conn, "local", "--events")
+    side.offline = True
+    line = side.apply_command(conn, "local", "--pull", "--expect", "b" * 40, "--events")
+    assert line.endswith("--events --offline"), line
+    # The host's no-op memo still answers that form (a no-op reaches neither Hub nor index).
+    argv = ["--host", "local", "--pull", "--expect", "b" * 40, "--events", "--offline"]
+    assert noop.deploy_form(argv) is not None

@@ -19,12 +19,16 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import free_port
+
 CACHE = Path.home() / ".cache" / "inferfleet-test"
+ROOT = Path(__file__).resolve().parents[2]  # this checkout
 SUITE = "bookworm"
 # systemd to boot; git for the checkout's revision; sudo and an sshd for a
 # non-root ssh user with `become: sudo`; the shared libraries the
@@ -81,10 +85,19 @@ def debian_mirror() -> str:
     )
 
 
-def rootfs() -> Path:
-    """The cached root filesystem, built on first use (atomically: build, then rename)."""
-    key = hashlib.sha256(",".join(PACKAGES).encode()).hexdigest()[:10]
-    target = CACHE / f"rootfs-{SUITE}-{key}"
+def rootfs(
+    suite: str = SUITE,
+    packages: tuple[str, ...] = PACKAGES,
+    files: Mapping[str, str] | None = None,
+) -> Path:
+    """The cached root filesystem, built on first use (atomically: build, then rename).
+
+    ``files`` (path in the rootfs -> text) are written after debootstrap; they are part
+    of the cache key, like the suite and the packages."""
+    files = dict(files or {})
+    parts = [",".join(packages), *(f"{k}={v}" for k, v in sorted(files.items()))]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+    target = CACHE / f"rootfs-{suite}-{key}"
     if (target / "usr" / "lib" / "systemd" / "systemd").exists():
         return target
     for tool in ("debootstrap", "systemd-nspawn", "nsenter"):
@@ -98,9 +111,10 @@ def rootfs() -> Path:
             [
                 "debootstrap",
                 "--variant=minbase",
-                f"--include={','.join(PACKAGES)}",
-                SUITE,
+                f"--include={','.join(packages)}",
+                suite,
                 str(work),
+                # This machine's archive, which serves every suite.
                 debian_mirror(),
             ],
             check=True,
@@ -115,6 +129,10 @@ def rootfs() -> Path:
             masked = work / "etc" / "systemd" / "system" / unit
             masked.unlink(missing_ok=True)
             masked.symlink_to("/dev/null")
+        for name, text in files.items():
+            path = work / name.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         os.replace(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -152,9 +170,18 @@ class Machine:
 
 
 @contextlib.contextmanager
-def booted(name: str, binds: list[tuple[str, str, bool]], log: Path) -> Iterator[Machine]:
-    """Boot the cached rootfs; ``binds`` are (host path, container path, read-only)."""
-    root = rootfs()
+def booted(
+    name: str,
+    binds: list[tuple[str, str, bool]],
+    log: Path,
+    *,
+    root: Path | None = None,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Machine]:
+    """Boot the cached rootfs (or ``root``); ``binds`` are (host path, container path,
+    read-only); ``options`` more systemd-nspawn options, ``env`` its environment."""
+    root = rootfs() if root is None else root
     argv = [
         "systemd-nspawn",
         "-q",
@@ -170,8 +197,15 @@ def booted(name: str, binds: list[tuple[str, str, bool]], log: Path) -> Iterator
     ]
     for host_path, inside, read_only in binds:
         argv.append(f"--bind{'-ro' if read_only else ''}={host_path}:{inside}")
+    argv += options
     handle = log.open("wb")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env=None if env is None else {**os.environ, **env},
+    )
     machine: Machine | None = None
     try:
         leader = _wait_leader(proc, log)
@@ -293,3 +327,83 @@ def ssh_login(machine: Machine, folder: Path, *, port: int, user: str = "ops") -
             raise AssertionError(f"ssh {alias} failed: {done.stderr.strip()} {log}")
         time.sleep(0.1)
     return SshLogin(user, uid, alias, client_config)
+
+
+# A host that runs Quadlet containers: Debian 13 (podman 5.4: Quadlet, and
+# `Notify=healthy`, which the rendered .container files use; Debian 12's 4.3 has
+# neither), the same tools as above, iproute2 for `ss` (the gate names a rootful
+# container's socket with `sudo ss`), uidmap for rootless podman.
+PODMAN_SUITE = "trixie"
+PODMAN_PACKAGES = tuple("libssl3t64" if p == "libssl3" else p for p in PACKAGES) + (
+    "podman",
+    "crun",
+    "iproute2",
+    "uidmap",  # newuidmap/newgidmap: rootless podman
+)
+PODMAN_FILES = {
+    # Under nspawn on this machine's hybrid cgroups the container gets a cgroup2 tree
+    # with no controllers delegated: podman's default pids limit cannot be set.
+    "/etc/containers/containers.conf": "[containers]\npids_limit = 0\n",
+}
+# What podman needs from nspawn here: cgroup2 inside (a v1 controller is mounted read-only),
+# the keyring syscalls (crun gives each container a session keyring) and bpf with
+# CAP_BPF (crun's cgroup2 device filter is a BPF program), both refused by default.
+# (No CAP_SYS_RESOURCE: this machine's root lacks it, so no container here may raise
+# its memlock limit; the rendered units ask for that only for GPUs or --mlock.)
+PODMAN_ENV = {"SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"}
+PODMAN_OPTIONS = ("--system-call-filter=add_key keyctl request_key bpf", "--capability=CAP_BPF")
+CONTAINERS_STORAGE = "/var/lib/containers/storage"
+
+
+def podman_rootfs() -> Path:
+    """The Quadlet host's root filesystem (cached like :func:`rootfs`)."""
+    return rootfs(PODMAN_SUITE, PODMAN_PACKAGES, PODMAN_FILES)
+
+
+@contextlib.contextmanager
+def booted_podman_host(
+    name: str, binds: list[tuple[str, str, bool]], log: Path
+) -> Iterator[Machine]:
+    """Boot the Quadlet host. Its podman storage is a folder of the cache, kept across
+    boots (the volatile overlay cannot hold podman's overlay storage, and an imported
+    image then survives), one per root filesystem."""
+    root = podman_rootfs()
+    storage = CACHE / f"podman-storage-{root.name}"
+    storage.mkdir(parents=True, exist_ok=True)
+    binds = [*binds, (str(storage), CONTAINERS_STORAGE, False)]
+    with booted(name, binds, log, root=root, options=PODMAN_OPTIONS, env=PODMAN_ENV) as machine:
+        yield machine
+
+
+Boot = Callable[
+    [str, list[tuple[str, str, bool]], Path], contextlib.AbstractContextManager[Machine]
+]
+
+
+@contextlib.contextmanager
+def sudo_host(
+    shared: Path,
+    prefix: str,
+    *,
+    binds: Sequence[tuple[str, str, bool]] = (),
+    boot: Boot = booted,
+) -> Iterator[tuple[Machine, SshLogin]]:
+    """A booted host (``boot``) that runs this checkout, its interpreter and venv (bound
+    read-only at the same paths) and ``shared`` (read-write, readable by all), with the
+    ssh user ``ops`` of :func:`ssh_login` (inferfleet's sudoers line): what a
+    ``become: sudo`` deploy reaches. ``prefix`` starts the machine's name."""
+    shared.chmod(0o755)  # ops reads the repositories, runtime and model kept here
+    for parent in shared.parents:  # pytest's base folders are root's 0700
+        if parent == Path("/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+    interpreter = str(Path(sys.executable).resolve().parents[1])
+    all_binds = [(str(ROOT), str(ROOT), True), (interpreter, interpreter, True),
+                 (str(shared), str(shared), False), *binds]  # fmt: skip
+    if not Path(sys.prefix).is_relative_to(ROOT):  # a venv outside the checkout (a worktree)
+        all_binds.append((sys.prefix, sys.prefix, True))
+    with boot(f"{prefix}{free_port() % 100000}", all_binds, shared / "nspawn.log") as machine:
+        # This interpreter lives under /root (a pyenv): ops may pass through, not list.
+        machine.enter("chmod", "711", "/root")
+        machine.enter("git", "config", "--system", "safe.directory", "*")
+        yield machine, ssh_login(machine, shared / "ssh", port=free_port())

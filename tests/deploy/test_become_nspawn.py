@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
-from deploy_nspawn import Machine, SshLogin, booted, ssh_login
+from deploy_nspawn import Machine, SshLogin, sudo_host
 from deploy_repo import FleetRepo
 from helpers import free_port
 
@@ -42,21 +42,7 @@ ENV = "/etc/inferfleet/env/web.env"
 @pytest.fixture(scope="module")
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Machine, Path, SshLogin]]:
     shared = tmp_path_factory.mktemp("nspawn-become")
-    shared.chmod(0o755)  # ops reads the repositories, runtime and model kept here
-    for parent in shared.parents:  # pytest's base folders are root's 0700
-        if parent == Path("/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
-    interpreter = str(Path(sys.executable).resolve().parents[1])
-    binds = [(str(ROOT), str(ROOT), True), (interpreter, interpreter, True),
-             (str(shared), str(shared), False)]  # fmt: skip
-    if not Path(sys.prefix).is_relative_to(ROOT):  # a venv outside the checkout (a worktree)
-        binds.append((sys.prefix, sys.prefix, True))
-    with booted(f"ifb{free_port() % 100000}", binds, shared / "nspawn.log") as machine:
-        # This interpreter lives under /root (a pyenv): ops may pass through, not list.
-        machine.enter("chmod", "711", "/root")
-        machine.enter("git", "config", "--system", "safe.directory", "*")
-        login = ssh_login(machine, shared / "ssh", port=free_port())
+    with sudo_host(shared, "ifb") as (machine, login):
         yield machine, shared, login
 
 
@@ -99,6 +85,14 @@ def sudo_fleet(
     }  # fmt: skip
     repo = FleetRepo.create(folder, data, hosts=["sd"])
     repo.states = {"sd": state}
+    return repo, port, state, deploy_as(login, repo, folder, monkeypatch)
+
+
+def deploy_as(
+    login: SshLogin, repo: FleetRepo, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Make ``login`` the owner of the host's checkout and state under ``folder``/hosts and
+    point this test's ssh at it; returns the ssh control dir (closed by the test)."""
     # The host's checkout is ops's (it pulls); the remote stays ours, readable by all (the
     # container's git trusts any owner: safe.directory, set in the box fixture).
     subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}", str(folder / "hosts")], check=True)
@@ -111,7 +105,14 @@ def sudo_fleet(
         "INFERFLEET_REMOTE_COMMAND": f"{sys.executable} {ENTRY}",
     }.items():
         monkeypatch.setenv(key, value)
-    return repo, port, state, control
+    return control
+
+
+def close_ssh(login: SshLogin, control: Path) -> None:
+    """Close the test's ssh master to the box and remove its control dir."""
+    subprocess.run(["ssh", "-F", str(login.config), "-o", f"ControlPath={control}/%C",
+                    "-O", "exit", login.alias], capture_output=True, timeout=10)  # fmt: skip
+    shutil.rmtree(control, ignore_errors=True)
 
 
 def _stat(machine: Machine, path: str) -> tuple[int, str]:

@@ -24,6 +24,9 @@ def test_a_well_formed_report_is_read() -> None:
     report = HostReport.from_json(GOOD, host="h1")
     assert report.head == "a" * 40
     assert report.states["gemma"].pid == 42 and report.states["gemma"].state == "healthy"
+    assert report.memory == {}  # an older host sends none
+    memory = {"nvidia:0": 18234 << 20, "amd:1": 1 << 30, "ram": 6 << 30}
+    assert HostReport.from_json({**GOOD, "memory": memory}, host="h1").memory == memory
 
 
 @pytest.mark.parametrize(
@@ -36,6 +39,9 @@ def test_a_well_formed_report_is_read() -> None:
         {"states": {"gemma": {"service": "gemma", "pid": "not a pid"}}},
         {"states": []},
         {"markers": {"gemma": {"service": "gemma"}}},
+        {"memory": {"\x1b[31mram": 1}},  # a device name status would print
+        {"memory": {"ram": -1}},
+        {"memory": {"nvidia:0": "18 GiB"}},
     ],
 )
 def test_a_wrong_shape_is_a_clear_error_naming_the_host(change: dict[str, Any]) -> None:

@@ -229,6 +229,7 @@ def test_a_checkout_behind_the_pushed_revision_is_reported_by_the_full_apply(
         (["--file", "f.yaml", "--host", "h", "--pull", "--expect", "abc", "--events"], True),
         (["--file=f.yaml", "--host=h", "--events", "--expect=abc", "--pull"], True),
         (["--host", "h", "--pull", "--expect", "abc", "--events"], True),
+        (["--host", "h", "--pull", "--expect", "abc", "--events", "--offline"], True),  # deploy's
         (["--host", "h", "--pull", "--expect", "abc"], False),  # not the deployer's
         (["--host", "h", "--expect", "abc", "--events"], False),  # no pull
         (["--host", "h", "--pull", "--events"], False),  # nothing expected

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from helpers import FIXTURES, ROOT
 
+from inferfleet.backends.host_facts import discover_gpus
 from inferfleet.deploy import gates
 from inferfleet.deploy.errors import GateError
 from inferfleet.doctor import parse
-from inferfleet.doctor.facts import discover_gpus
 from inferfleet.doctor.findings import devices_yaml, host_findings
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import load_fleet
@@ -162,7 +162,7 @@ def test_host_level_findings_each_with_its_fix(tmp_path: Path) -> None:
     bare = facts(amd, "amd-smi", python="3.10.12", pci=pci, podman="4.3.1", quadlet=False)
     by_check = {f.check: f for f in host_findings(bare, homelab(tmp_path), "atlas")}
     assert by_check["python"].severity == "error"
-    assert "podman 4.3.1" in by_check["podman"].message and "4.4" in by_check["podman"].fix
+    assert "podman 4.3.1" in by_check["podman"].message and "5.0" in by_check["podman"].fix
     assert by_check["rootless"].fix.startswith("sudo usermod --add-subuids")
     assert "03:00.0, 43:00.0" in by_check["pcie-atomics"].message
     # w7900a/b declare 48 GiB; the RX 7900 XTX fixture has 24560 MiB.

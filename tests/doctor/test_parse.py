@@ -6,8 +6,8 @@ from pathlib import Path
 
 from helpers import FIXTURES
 
+from inferfleet.backends.host_facts import device_memory_used, discover_gpus, drm_files
 from inferfleet.doctor import parse
-from inferfleet.doctor.facts import device_memory_used, discover_gpus, drm_files
 
 HERE = FIXTURES / "doctor"
 MIB = 1024 * 1024

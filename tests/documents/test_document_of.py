@@ -21,6 +21,7 @@ class Host:
     local: bool
     address: str
     host: str
+    memory: dict[str, int] = field(default_factory=dict)
     extra: str = "not in the document"
 
 

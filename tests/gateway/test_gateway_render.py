@@ -262,7 +262,8 @@ def test_quadlet_gateway_passes_the_real_quadlet_generator(tmp_path: Path) -> No
     problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
     assert result.returncode == 0 and not problems, result.stderr
     service = result.stdout
-    # The image by digest on the host's network, config read-only, keys from the env file.
+    # The image by digest on the host's network (L-57: only there are its backends'
+    # loopback addresses its host's), config read-only, keys from the env file.
     assert IMAGE in service and "--network host" in service
     assert f"{launch.config_path}:/etc/litellm/config.yaml:ro" in service
     assert "--env-file /srv/fleet/gateway.env" in service

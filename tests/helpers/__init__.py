@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -17,6 +18,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def ctrl_c_reaches_it() -> None:
+    """``preexec_fn`` of a child a test interrupts with SIGINT: a suite started in the
+    background of a shell inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt; the child gets the default back, as a terminal's would have."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_port() -> int:

@@ -2,10 +2,12 @@
 
 No registry is reachable here, so the image is made the way an air-gapped host
 would: a minimal rootfs (the pinned llama-server that ``./scripts/test`` builds,
-the shared libraries ``ldd`` names, ``/etc/passwd``) packed into a tarball with
-fixed metadata and ``podman import``-ed. The tag is the tarball's sha256, so a
-second run finds the image and builds nothing; test fleets reference it by the
-digest podman reports, the way users pin registry images (L-42).
+``/bin/sh`` and ``curl`` for the rendered Quadlet health command, as real
+serving images carry them, the shared libraries ``ldd`` names, ``/etc/passwd``)
+packed into a tarball with fixed metadata and ``podman import``-ed. The tag is
+the tarball's sha256, so a second run finds the image and builds nothing; test
+fleets reference it by the digest podman reports, the way users pin registry
+images (L-42).
 
 Podman's settings are the tests' own (``CONTAINERS_CONF``,
 ``CONTAINERS_STORAGE_CONF``, machine-notes): runc (crun refuses this machine's
@@ -25,6 +27,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 import yaml
@@ -75,6 +78,14 @@ def podman_env() -> dict[str, str]:
     if not storage.is_file() or storage.read_text() != text:
         storage.write_text(text)
     return {"CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}
+
+
+class Podman(Protocol):
+    """Runs podman somewhere (here, or in a booted test host) with these arguments."""
+
+    def __call__(
+        self, *args: str, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]: ...
 
 
 def podman(
@@ -143,13 +154,26 @@ def _folder(tar: tarfile.TarFile, name: str, mode: int = 0o755) -> None:
     tar.addfile(info)
 
 
+# What the rendered Quadlet health command runs in the container (render/quadlet.py):
+# `curl -fsS ...` through podman's `/bin/sh -c`.
+HEALTH_TOOLS = ("/bin/sh", "/usr/bin/curl")
+
+
 def rootfs_tarball(binary: Path) -> bytes:
-    """A minimal rootfs with ``binary`` at /app/llama-server and what it links, byte-stable."""
+    """A minimal rootfs with ``binary`` at /app/llama-server, the health command's tools
+    and what they link, byte-stable."""
     files: dict[str, tuple[bytes, int]] = {
         SERVER_IN_IMAGE: (binary.read_bytes(), 0o755),
         "/etc/passwd": (b"root:x:0:0:root:/root:/nonexistent\n", 0o644),
         "/etc/group": (b"root:x:0:\n", 0o644),
     }
+    for tool in HEALTH_TOOLS:
+        found = Path(tool)
+        if not found.exists():
+            raise AssertionError(f"{tool} is missing here: apt-get install curl dash")
+        files[tool] = (found.resolve().read_bytes(), 0o755)
+        for library in shared_libraries(found.resolve()):
+            files.setdefault(str(library), (library.resolve().read_bytes(), 0o755))
     for library in shared_libraries(binary):
         data = library.resolve().read_bytes()
         files[str(library)] = (data, 0o755)
@@ -171,18 +195,22 @@ def rootfs_tarball(binary: Path) -> bytes:
     return buffer.getvalue()
 
 
-def llama_image() -> Image:
-    """The llama-server image, imported once per build (cached by the tarball's digest)."""
+def llama_image(run: Podman = podman) -> Image:
+    """The llama-server image, imported once per build (cached by the tarball's digest)
+    into the storage of ``run``'s podman (this machine's; a booted test host's sees
+    :data:`IMAGES` at the same path)."""
     tarball = rootfs_tarball(server_binary())
     tag = f"{REPOSITORY}:{hashlib.sha256(tarball).hexdigest()[:16]}"
-    if podman("image", "exists", tag, check=False).returncode != 0:
+    if run("image", "exists", tag, check=False).returncode != 0:
         IMAGES.mkdir(parents=True, exist_ok=True)
         path = IMAGES / f"{tag.rpartition(':')[2]}.tar"
         path.write_bytes(tarball)
         change = f'ENTRYPOINT ["{SERVER_IN_IMAGE}"]'
-        podman("import", "--change", change, str(path), tag, timeout=300)
-        path.unlink()
-    digest = podman("image", "inspect", "--format", "{{.Digest}}", tag).stdout.strip()
+        try:
+            run("import", "--change", change, str(path), tag, timeout=300)
+        finally:
+            path.unlink()
+    digest = run("image", "inspect", "--format", "{{.Digest}}", tag).stdout.strip()
     assert digest.startswith("sha256:"), digest
     return Image(tag, digest)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ctrl_c_reaches_it
 from hub_repos import MODEL_SIZE, small_repo, split_repo
 from hub_tokens import GOOD_TOKEN, FleetMaker
 from hubserver import HubServer, Repo, git_blob_id
@@ -48,7 +49,12 @@ def start_fetch(
     argv += ["--endpoint", hub.endpoint, "--retries", "3", *extra]
     log = (fleet.parent / "child.log").open("ab")
     return subprocess.Popen(
-        argv, env=env or dict(os.environ), stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        argv,
+        env=env or dict(os.environ),
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=ctrl_c_reaches_it,
     )
 
 

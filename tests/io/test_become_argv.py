@@ -42,5 +42,5 @@ def test_user_scope_never_escalates(not_root: None) -> None:
 def test_the_sudoers_line_names_every_command_a_deploy_runs_through_sudo() -> None:
     line = sudoers_line("ops")
     assert line.startswith("ops ALL=(root) NOPASSWD: /")
-    for name in ("systemctl", "journalctl", "podman", "install", "mv", "rm", "chmod"):
+    for name in ("systemctl", "journalctl", "podman", "install", "mv", "rm", "chmod", "ss"):
         assert f"/{name}" in line

@@ -6,8 +6,6 @@ imported, in a fresh interpreter running the real entry point.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -66,22 +64,3 @@ def test_the_registry_help_is_each_verbs_own_help() -> None:
         command = commands[name]
         own = " ".join((command.help or "").split("\n\n")[0].split())
         assert own == entry.help, name
-
-
-def test_bench_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
-    # A real import failure: a `matplotlib` package that raises ImportError,
-    # first on the path of a real `python -m inferfleet` (no user site).
-    shadow = tmp_path / "shadow" / "matplotlib"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text('raise ImportError("matplotlib is hidden here")\n')
-    done = subprocess.run(
-        [sys.executable, "-s", "-m", "inferfleet", "bench", "http://127.0.0.1:9"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(tmp_path / "shadow"), "COLUMNS": "250", "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 2, done.stderr
-    assert "matplotlib" in done.stderr
-    assert "pip install 'inferfleet[bench]'" in done.stderr
-    assert "Traceback" not in done.stderr

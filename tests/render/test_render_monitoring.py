@@ -30,6 +30,14 @@ def write(fleet: str, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("fleet", ["local", "homelab", "runtimes"])
 def test_promtool_accepts_config_and_rules(fleet: str, promtool: str, tmp_path: Path) -> None:
     monitoring = write(fleet, tmp_path)
+    # A service beyond loopback is scraped with its key (L-58): promtool wants each
+    # credentials file to exist, as Prometheus does.
+    for job in yaml.safe_load((monitoring / "prometheus.yml").read_text())["scrape_configs"]:
+        if "authorization" in job:
+            key = monitoring / job["authorization"]["credentials_file"]
+            key.parent.mkdir(exist_ok=True)
+            key.write_text("k" * 32)
+            key.chmod(0o600)
     config = run([promtool, "check", "config", str(monitoring / "prometheus.yml")])
     assert config.returncode == 0, config.stdout + config.stderr
     assert "SUCCESS: 1 rule files found" in config.stdout

@@ -14,8 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from render_helpers import load, render, run, stub_executable
 
+from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render.bundle import Artifact, render_fleet
 from inferfleet.render.facts import default_facts
 from inferfleet.render.unitfile import UnitFile, UnitFileError, command_line, split_command
@@ -227,19 +229,28 @@ def test_system_unit_never_gives_up_and_outlasts_the_engine() -> None:
     assert stop > 10  # llama-server's stop grace
     start = float(lines(text, "TimeoutStartSec")[0].rstrip("s"))
     assert start > 600  # the health timeout: a load is never killed (L-34)
-    assert lines(text, "EnvironmentFile") == ["/etc/inferfleet/env/coder.env"]
+    # It binds beyond loopback: its secrets file (its API key, L-58) is required.
+    assert lines(text, "EnvironmentFile") == [
+        "/etc/inferfleet/env/coder.env",
+        "/home/ops/.config/inferfleet/secrets/coder.env",
+    ]
 
 
 def test_user_unit_has_no_user_and_wants_default_target() -> None:
     text = unit_of("homelab", "vision", "systemd")
     assert lines(text, "User") == []
     assert lines(text, "WantedBy") == ["default.target"]
-    assert lines(text, "EnvironmentFile") == ["/home/ops/.config/inferfleet/env/vision.env"]
+    assert lines(text, "EnvironmentFile") == [
+        "/home/ops/.config/inferfleet/env/vision.env",
+        "/home/ops/.config/inferfleet/secrets/vision.env",
+    ]
 
 
-def test_secrets_come_from_an_optional_environment_file_not_argv() -> None:
+def test_secrets_come_from_an_environment_file_not_argv() -> None:
     text = unit_of("runtimes", "big", "systemd")
-    assert "-/etc/inferfleet/secrets/big.env" in lines(text, "EnvironmentFile")  # L-06
+    # L-06; required ("-" would make it optional): big binds beyond loopback, and without
+    # the file its server would start with no API key (L-58).
+    assert "/etc/inferfleet/secrets/big.env" in lines(text, "EnvironmentFile")
     assert lines(text, "TimeoutStopSec") == ["120s"]  # the fleet's value, above the grace
     assert lines(text, "Restart") == ["on-failure"] and lines(text, "User") == ["llm"]
 
@@ -285,3 +296,69 @@ def test_ordinary_container_keeps_its_image_defaults() -> None:
     assert not any(e.startswith("HOME=") for e in lines(text, "Environment"))
     assert lines(text, "PublishPort") == ["192.168.1.20:8888:8080"]  # its lan bind
     assert lines(text, "HealthCmd") == ["wget -q -O /dev/null http://127.0.0.1:8080/healthz"]
+
+
+def test_quadlet_health_has_a_fast_startup_check() -> None:
+    text = unit_of("homelab", "chat", "quadlet")
+    # Until it first passes, the same check every 2 s: systemd sees the start right after
+    # the load (Notify=healthy), not up to a HealthInterval later.
+    assert lines(text, "HealthStartupCmd") == lines(text, "HealthCmd") != []
+    assert lines(text, "HealthStartupInterval") == ["2s"]
+    assert lines(text, "Ulimit") == ["memlock=-1:-1"]  # GPUs pin host memory
+
+
+@pytest.mark.parametrize(("extra_args", "ulimit"), [([], []), (["--mlock"], ["memlock=-1:-1"])])
+def test_a_cpu_container_asks_for_unlimited_memlock_only_with_mlock(
+    tmp_path: Path, extra_args: list[str], ulimit: list[str]
+) -> None:
+    """Raising memlock needs CAP_SYS_RESOURCE, which a host may not grant (the tests'
+    machine does not): a CPU service without --mlock does not ask."""
+    fleet = {
+        "version": 1,
+        "hosts": {"h": {"address": "10.0.0.2", "ssh": {"user": "ops"}, "become": "sudo"}},
+        "runtimes": {"img": {"kind": "llama.cpp", "image": "localhost/l@sha256:" + "a" * 64}},
+        "models": {"m": {"source": {"path": str(tmp_path)},
+                         "files": [{"path": "m.gguf", "size": 1}]}},
+        "services": {"s": {"host": "h", "runtime": "img", "model": "m", "port": 8000,
+                           "ctx_per_slot": 1024, "backend": "quadlet",
+                           "extra_args": extra_args}},
+    }  # fmt: skip
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet))
+    (artifact,) = [a for a in render_fleet(load_fleet(path)) if a.kind == "quadlet"]
+    assert lines(artifact.content, "Ulimit") == ulimit
+    assert lines(artifact.content, "AddDevice") == []
+
+
+def test_gpu_passthrough_counts_a_vendors_devices_only(tmp_path: Path) -> None:
+    """A host that lists its CPU and an AMD card before its NVIDIA card: the NVIDIA card is
+    CUDA index 0 (CDI nvidia.com/gpu=0, llama.cpp's CUDA0), as doctor discovers it, not the
+    third entry; an explicit index wins."""
+    devices = [
+        {"name": "cpu0", "vendor": "cpu", "memory": "64GiB"},
+        {"name": "a0", "vendor": "amd", "memory": "48GiB"},
+        {"name": "n0", "vendor": "nvidia", "memory": "24GiB"},
+        {"name": "n1", "vendor": "nvidia", "memory": "24GiB", "index": 3},
+    ]
+    service = {"host": "h", "runtime": "img", "model": "m", "ctx_per_slot": 1024,
+               "backend": "quadlet"}  # fmt: skip
+    fleet = {
+        "version": 1,
+        "hosts": {"h": {"address": "10.0.0.2", "ssh": {"user": "ops"}, "become": "sudo",
+                        "devices": devices}},
+        "runtimes": {"img": {"kind": "llama.cpp", "image": "localhost/l@sha256:" + "a" * 64}},
+        "models": {"m": {"source": {"path": str(tmp_path)},
+                         "files": [{"path": "m.gguf", "size": 1}]}},
+        "services": {"nv": {**service, "port": 8000, "devices": ["n0"]},
+                     "nv3": {**service, "port": 8001, "devices": ["n1"]},
+                     "amd": {**service, "port": 8002, "devices": ["a0"]}},
+    }  # fmt: skip
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet))
+    units = {a.service: a.content for a in render_fleet(load_fleet(path)) if a.kind == "quadlet"}
+    assert lines(units["nv"], "AddDevice") == ["nvidia.com/gpu=0"]
+    assert "--device CUDA0" in lines(units["nv"], "Exec")[0]
+    assert lines(units["nv3"], "AddDevice") == ["nvidia.com/gpu=3"]
+    assert lines(units["amd"], "AddDevice") == ["/dev/kfd", "/dev/dri"]
+    assert "--device ROCm0" in lines(units["amd"], "Exec")[0]
+    assert all(lines(u, "GroupAdd") == ["keep-groups"] for u in units.values())

@@ -130,7 +130,7 @@ def test_systemd_analyze_reads_an_escaped_percent_path_back_without_a_word(
 ) -> None:
     loaded = _with("big", secrets_env="/etc/inferfleet/secrets/100%h.env")
     (unit,) = [a for a in render_fleet(loaded, "big") if a.path.endswith(".service")]
-    assert "EnvironmentFile=-/etc/inferfleet/secrets/100%%h.env" in unit.content
+    assert "EnvironmentFile=/etc/inferfleet/secrets/100%%h.env" in unit.content
     argv = next(
         systemd_words(ln.removeprefix("ExecStart="), command=True)
         for ln in unit.content.splitlines()

@@ -21,8 +21,9 @@ from inferfleet.fleetfile.fleet import PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, inspect
 
-if TYPE_CHECKING:  # the budget sits above the model files; only the type is named
+if TYPE_CHECKING:  # the budget and facts sit above the model files; only the types are named
     from inferfleet.budget.memreport import BootReport
+    from inferfleet.facts.hosts import RecordedHost
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class LocalSources:
 
     def boots(self, service_name: str) -> Sequence[BootReport] | None:
         """Recorded boots are read by the CLI's sources (they live in the repository)."""
+        return None
+
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """Recorded hosts are read by the CLI's sources (they live in the repository)."""
         return None
 
     def source_files(self, model_name: str) -> SourceListing | str:

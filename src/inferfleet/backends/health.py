@@ -39,6 +39,7 @@ from inferfleet.backends.ports import listeners, owned_by
 from inferfleet.errors import HealthError
 from inferfleet.fleetfile.exposure import url_for
 from inferfleet.io import process
+from inferfleet.io.become import NO_BECOME, Become
 
 if TYPE_CHECKING:
     import httpx
@@ -182,13 +183,15 @@ def wait_healthy(
     progress_every: float = PROGRESS_EVERY,
     tls: TlsTarget | None = None,
     owners: Callable[[], set[int]] | None = None,
+    become: Become = NO_BECOME,
 ) -> HealthResult:
     """Wait until the service's own process answers 200 on its health path.
 
     ``on_state(state, seconds)`` is called when the state changes and again
     every ``progress_every`` seconds while it does not (L-34). ``owners``: the
     processes of the service's container (not ``proc``'s descendants: conmon
-    detaches), asked once the port answers 200.
+    detaches), asked once the port answers 200. ``become``: how root names the
+    socket's owner when this user cannot see it (a rootful container, L-33).
     """
     # The HTTP stack is imported here, once the process exists: it loads while
     # the server does, instead of delaying the start.
@@ -219,7 +222,7 @@ def wait_healthy(
             polls += 1
             state = last.state
             if state == "ok" and not owned_by(
-                port, bind, proc.pid, () if owners is None else owners()
+                port, bind, proc.pid, () if owners is None else owners(), become=become
             ):
                 state = "foreign"  # 200, but not from our process (L-33)
             now = time.monotonic()
@@ -239,7 +242,9 @@ def wait_healthy(
             time.sleep(interval)
             if time.monotonic() - started > FAST_PHASE:
                 interval = min(interval * 1.5, SLOW_POLL)
-    raise _timeout_error(service, url, timeout, last, states, port, bind, proc, log_path, owners)
+    raise _timeout_error(
+        service, url, timeout, last, states, port, bind, proc, log_path, owners, become
+    )
 
 
 def _timeout_error(
@@ -253,10 +258,12 @@ def _timeout_error(
     proc: psutil.Process,
     log_path: Path | None,
     owners: Callable[[], set[int]] | None = None,
+    become: Become = NO_BECOME,
 ) -> HealthError:
     if states and states[-1] == "foreign":
         ours = {proc.pid} | (set() if owners is None else owners())
-        others = [ln.describe() for ln in listeners(port, bind) if ln.pid not in ours]
+        held = listeners(port, bind, become=become)
+        others = [ln.describe() for ln in held if ln.pid not in ours]
         message = (
             f"{url} answers 200, but the listening socket belongs to "
             f"{others[0] if others else 'another process'}, not to the service's pid {proc.pid}"

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
+
+from inferfleet.io.become import NO_BECOME, Become
+
+SS_TIMEOUT = 20.0
+_SS_PID = re.compile(r"pid=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -27,13 +33,18 @@ class Listener:
         return f"pid {self.pid} ({cmd[:160]}) on {self.address}:{self.port}"
 
 
-def listeners(port: int, bind: str | None = None) -> list[Listener]:
+def listeners(port: int, bind: str | None = None, *, become: Become = NO_BECOME) -> list[Listener]:
     """Listening TCP sockets on ``port`` that clash with ``bind`` (any, if None).
 
     The kernel answers the common question first: when a socket can be bound
     to ``bind:port`` nothing listens there, and that costs microseconds. Only
     when it cannot is every process's socket table read (tens of milliseconds
     on a busy host), to name who holds it.
+
+    A socket of another user's process has no visible owner (pid None): a
+    rootful container's, for a deployer that is not root. With ``become``
+    active (the host's ``become: sudo``) such sockets are named by ``ss -p``
+    run as root (L-33); without it they stay unnamed, and so never pass as ours.
     """
     if _bindable(port, bind):
         return []
@@ -44,6 +55,39 @@ def listeners(port: int, bind: str | None = None) -> list[Listener]:
         if bind is not None and not _overlaps(bind, conn.laddr.ip):
             continue
         found.append(Listener(conn.pid, conn.laddr.ip, conn.laddr.port))
+    if become.active and any(listener.pid is None for listener in found):
+        named = _listeners_as_root(port, bind, become)
+        if named is not None:
+            return named
+    return found
+
+
+def _listeners_as_root(port: int, bind: str | None, become: Become) -> list[Listener] | None:
+    """The listeners on ``port`` as root sees them (``ss -Htlnp`` through ``become``);
+    None when ss could not run (the unnamed sockets then stay unnamed)."""
+    done = become.run(["ss", "-Htlnp", f"sport = :{port}"], timeout=SS_TIMEOUT)
+    if done.returncode != 0:
+        return None
+    return parse_ss(done.stdout, port, bind)
+
+
+def parse_ss(text: str, port: int, bind: str | None = None) -> list[Listener]:
+    """Listeners on ``port`` from ``ss -Htlnp`` lines: one per owning pid (a socket
+    shared by a forked server has several), pid None for a socket with no owner named."""
+    found: list[Listener] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[0] != "LISTEN":
+            continue
+        address, _, number = fields[3].rpartition(":")
+        address = address.strip("[]").split("%")[0]
+        if not number.isdigit() or int(number) != port:
+            continue
+        address = "::" if address == "*" else address
+        if bind is not None and not _overlaps(bind, address):
+            continue
+        pids: list[int | None] = [int(p) for p in _SS_PID.findall(line)] or [None]
+        found.extend(Listener(pid, address, port) for pid in dict.fromkeys(pids))
     return found
 
 
@@ -91,9 +135,12 @@ def family_of(pid: int) -> set[int]:
         return set()
 
 
-def owned_by(port: int, bind: str, pid: int, also: Iterable[int] = ()) -> bool:
+def owned_by(
+    port: int, bind: str, pid: int, also: Iterable[int] = (), *, become: Become = NO_BECOME
+) -> bool:
     """True when every clashing listener on the port belongs to ``pid`` or its children
-    (or to ``also``: a container's processes, which are not its children, L-33)."""
-    found = listeners(port, bind)
+    (or to ``also``: a container's processes, which are not its children, L-33);
+    ``become``: how root names a socket this user cannot see the owner of."""
+    found = listeners(port, bind, become=become)
     family = family_of(pid) | set(also)
     return bool(found) and all(listener.pid in family for listener in found)

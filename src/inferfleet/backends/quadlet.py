@@ -27,7 +27,8 @@ def quadlet_dir(scope: str, home: str) -> Path:
 
 
 def generator_present() -> bool:
-    """Podman >= 4.4 ships the Quadlet generator; without it nothing is generated."""
+    """Podman >= 4.4 ships the Quadlet generator (the rendered files need 5.0); without it
+    nothing is generated."""
     return any(Path(p).exists() for p in GENERATORS)
 
 

@@ -25,6 +25,7 @@ from inferfleet.io.archive import Keeper
 from inferfleet.io.become import NO_BECOME, Become
 
 LINGER_DIR = Path("/var/lib/systemd/linger")
+JOB_BEGIN_WAIT = 30.0  # a queued restart job begins (the old server stopped) within this
 # `systemctl show` properties the gate and the facts read.
 STATE_PROPS = (
     "LoadState",
@@ -111,8 +112,22 @@ class Systemctl:
     def stop(self, unit: str) -> None:
         self._run("stop", unit)
 
-    def restart(self, unit: str) -> None:
-        self._run("restart", unit)
+    def restart(self, unit: str, *, block: bool = True) -> None:
+        """Restart ``unit``. ``block=False`` for a unit that is started only once healthy
+        (Quadlet's ``Notify=healthy``): a blocking restart would last the whole model load,
+        past any command timeout, with no progress shown; the job is queued (``--no-block``)
+        and this returns once it has begun, so the health gate reads the new start (L-34)."""
+        if block:
+            self._run("restart", unit)
+            return
+        self._run("restart", "--no-block", unit)
+        deadline = time.monotonic() + JOB_BEGIN_WAIT
+        while time.monotonic() < deadline:
+            shown = self._run("show", unit, "-p", "Job,ActiveState", check=False, timeout=30)
+            values = dict(ln.split("=", 1) for ln in shown.stdout.splitlines() if "=" in ln)
+            if values.get("ActiveState") == "activating" or not values.get("Job"):
+                return
+            time.sleep(0.05)
 
     def enable(self, unit: str) -> None:
         self._run("enable", "--quiet", unit)
@@ -200,30 +215,75 @@ def wait_unit_healthy(
         state = systemctl.show(unit)
     if state.main_pid <= 0:
         raise _unit_failed(systemctl, unit, service, state)
-    try:
-        proc = psutil.Process(state.main_pid)
-    except psutil.NoSuchProcess:
-        raise _unit_failed(systemctl, unit, service, systemctl.show(unit)) from None
-    remaining = max(1.0, timeout - (time.monotonic() - started))
-    try:
-        return gate.wait_healthy(
-            proc,
-            service=service,
-            bind=bind,
-            port=port,
-            path=path,
-            timeout=remaining,
-            log_path=None,
-            on_state=on_state,
-            owners=owners,
-        )
-    except HealthError as exc:
-        now = systemctl.show(unit)
-        if now.main_pid != state.main_pid or not now.running:
-            raise _unit_failed(systemctl, unit, service, now) from None
+    # A system unit's container is root's: its socket is named through sudo (L-33).
+    become = systemctl.become if systemctl.scope == "system" else NO_BECOME
+    while True:
+        try:
+            proc = psutil.Process(state.main_pid)
+        except psutil.NoSuchProcess:
+            raise _unit_failed(systemctl, unit, service, systemctl.show(unit)) from None
+        remaining = max(1.0, timeout - (time.monotonic() - started))
+        try:
+            result = gate.wait_healthy(
+                proc,
+                service=service,
+                bind=bind,
+                port=port,
+                path=path,
+                timeout=remaining,
+                log_path=None,
+                on_state=on_state,
+                owners=owners,
+                become=become,
+            )
+        except HealthError as exc:
+            now = systemctl.show(unit)
+            if handed_over(state, now, containers=owners is not None):
+                state = now  # podman run gave the unit's MainPID to conmon: follow it
+                continue
+            if now.main_pid != state.main_pid or not now.running:
+                raise _unit_failed(systemctl, unit, service, now) from None
+            raise HealthError(
+                exc.message, where=exc.where, hint=exc.hint, log_tail=systemctl.journal_tail(unit)
+            ) from None
+        if owners is not None:
+            _wait_started(systemctl, unit, service, started + timeout)
+        return result
+
+
+def _wait_started(systemctl: Systemctl, unit: str, service: str, deadline: float) -> None:
+    """A container unit is started once podman's own check passed (Quadlet's
+    ``Notify=healthy``, seconds after the server answers): wait for systemd to say so, so
+    a deployed unit is ``active`` when the deploy returns."""
+    state = systemctl.show(unit)
+    while state.active == "activating" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = systemctl.show(unit)
+    if state.active == "activating":
         raise HealthError(
-            exc.message, where=exc.where, hint=exc.hint, log_tail=systemctl.journal_tail(unit)
-        ) from None
+            f"the server answers, but unit {unit} is still starting: the container's own "
+            "health check (podman's, the unit's HealthCmd) has not passed",
+            where=f"service {service}",
+            hint="a health command the image lacks (curl, wget) never passes: set "
+            "container.health_cmd to one it has; `podman inspect --format "
+            f"'{{{{json .State.Health}}}}' {unit.removesuffix('.service')}` on the host shows "
+            "what the check answered",
+            log_tail=systemctl.journal_tail(unit),
+        )
+    if not state.running:
+        raise _unit_failed(systemctl, unit, service, state)
+
+
+def handed_over(before: UnitState, now: UnitState, *, containers: bool) -> bool:
+    """Whether a container unit's main process changed without a restart: Quadlet's
+    ``podman run --sdnotify`` is MainPID until it names conmon (``MAINPID=``) and exits."""
+    return (
+        containers
+        and now.main_pid > 0
+        and now.main_pid != before.main_pid
+        and now.restarts == before.restarts
+        and now.active in {"activating", "active"}
+    )
 
 
 def _unit_failed(systemctl: Systemctl, unit: str, service: str, state: UnitState) -> HealthError:

@@ -40,12 +40,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from inferfleet import paths
 from inferfleet.backends import health as gate
+from inferfleet.backends.host_facts import device_memory_used
 from inferfleet.backends.ports import listeners
 from inferfleet.client.target import Target
 from inferfleet.deploy import local
 from inferfleet.deploy.facts import gather, host_facts
 from inferfleet.deploy.state import decide
-from inferfleet.doctor.facts import device_memory_used
 from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.fleet import Host, Service
 from inferfleet.fleetfile.loader import LoadedFleet

@@ -18,9 +18,11 @@ from inferfleet.bench.battery import Battery, Prompt
 from inferfleet.bench.measure import RequestRecord
 from inferfleet.bench.runner import (
     Endpoint,
+    Interrupted,
     LevelResult,
     Load,
     detect_runtime,
+    plan_requests,
     request_extra,
     run_level,
     warm_up,
@@ -32,6 +34,8 @@ from inferfleet.errors import FleetError, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 
 Note = Callable[[str], None]
+# (arm, run, concurrency, requests in the level): a level starts (progress bars).
+OnLevel = Callable[[str, int, int, int], None]
 DEFAULT_MEMORY_SLACK = 256 << 20
 
 
@@ -72,6 +76,7 @@ class BenchResult:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     levels: list[LevelResult] = field(default_factory=list)
     aborted: str | None = None
+    interrupted: bool = False  # Ctrl-C: what finished before it is kept
     cold_loads: dict[str, ColdLoad] = field(default_factory=dict)  # arm -> a member's load
 
     @property
@@ -86,6 +91,7 @@ def run_bench(
     loaded: LoadedFleet | None,
     note: Note = lambda _text: None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    on_level: OnLevel | None = None,
 ) -> BenchResult:
     options.validate()
     names = [a.name for a in arms]
@@ -96,7 +102,15 @@ def run_bench(
         try:
             with _arm(arm, loaded, note, options) as run:
                 result.arms.append(run)
-                _measure(run, options, result, note, on_record)
+                _measure(run, options, result, note, on_record, on_level)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            # Ctrl-C keeps what was measured (a started arm's server is stopped on the way
+            # out of its `with`); the summary says where it stopped.
+            if isinstance(exc, Interrupted) and exc.level.records:
+                result.levels.append(exc.level)
+            result.interrupted = True
+            result.aborted = f"arm {arm.name}: interrupted (Ctrl-C); what finished before is kept"
+            break
         except MemoryNotBackError as exc:
             result.aborted = exc.render()
             break
@@ -138,9 +152,10 @@ def _measure(
     result: BenchResult,
     note: Note,
     on_record: Callable[[RequestRecord], None] | None,
+    on_level: OnLevel | None = None,
 ) -> None:
     target = with_model(run.target)
-    runtime = detect_runtime(target.base_url)
+    runtime = detect_runtime(target.base_url, key=target.key)
     assert target.model is not None
     endpoint = Endpoint(
         arm=run.name,
@@ -149,6 +164,7 @@ def _measure(
         api=options.api,
         runtime=runtime,
         extra=request_extra(runtime),
+        key=target.key,
     )
     result.endpoints[run.name] = endpoint
     prompts = list(options.prompts)
@@ -161,7 +177,10 @@ def _measure(
         warm_up(endpoint, prompts[0], timeout_s=options.load.timeout_s)
     for number in range(1, options.runs + 1):
         for concurrency in options.concurrency:
-            note(f"{run.name}: run {number}/{options.runs}, concurrency {concurrency}")
+            if on_level is not None:
+                on_level(run.name, number, concurrency, len(plan_requests(prompts, concurrency)))
+            else:
+                note(f"{run.name}: run {number}/{options.runs}, concurrency {concurrency}")
             level = run_level(
                 endpoint, prompts, concurrency, run=number, load=options.load, on_record=on_record
             )

@@ -37,5 +37,8 @@ def write(out: Path, summary: BenchDocument, records: list[RequestRecord]) -> li
         (staging / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
         (staging / "levels.csv").write_text(report.csv_text(summary), "utf-8")
         drawn = plots.draw_all(records, summary, staging / "plots") if records else []
-        (staging / "report.md").write_text(report.markdown(summary, plots=drawn), "utf-8")
+        note = plots.SKIPPED if records and not drawn else None
+        (staging / "report.md").write_text(
+            report.markdown(summary, plots=drawn, plots_note=note), "utf-8"
+        )
     return [out / name for name in FILES] + [out / "plots" / name for name in drawn]

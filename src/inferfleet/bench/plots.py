@@ -1,4 +1,9 @@
-"""PNG plots of a benchmark, drawn with matplotlib's Agg backend (no display)."""
+"""PNG plots of a benchmark, drawn with matplotlib's Agg backend (no display).
+
+matplotlib is the optional ``bench`` extra: hosts that only ``apply`` do not carry
+it, and a bench without it still measures and writes every figure; only the PNGs
+are skipped, and the report says how to get them.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +12,17 @@ from typing import Any
 
 from inferfleet.bench.measure import RequestRecord
 from inferfleet.documents import BenchDocument
-from inferfleet.errors import UsageError
 
 INSTALL_HINT = "pip install 'inferfleet[bench]' (or: pip install matplotlib)"
+SKIPPED = "plots skipped: matplotlib is not installed (pip install 'inferfleet[bench]')"
 
 
-def require() -> Any:
-    """matplotlib's pyplot on the Agg backend, or a UsageError saying how to install it.
-
-    matplotlib is the optional ``bench`` extra: hosts that only ``apply`` do not
-    carry it, and every other verb starts without importing it.
-    """
+def pyplot() -> Any | None:
+    """matplotlib's pyplot on the Agg backend, or None when matplotlib cannot be imported."""
     try:
         import matplotlib
-    except ImportError as exc:
-        raise UsageError(
-            f"`inferfleet bench` draws its plots with matplotlib, which is not installed ({exc})",
-            where="bench",
-            hint=INSTALL_HINT,
-        ) from None
+    except ImportError:
+        return None
     matplotlib.use("Agg")  # before pyplot: a CLI must never need a display
     import matplotlib.pyplot as plt
 
@@ -36,8 +33,7 @@ def _arms(summary: BenchDocument) -> list[str]:
     return [a["name"] for a in summary["arms"]]
 
 
-def rate_by_concurrency(summary: BenchDocument, path: Path) -> None:
-    plt = require()
+def rate_by_concurrency(plt: Any, summary: BenchDocument, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for arm in _arms(summary):
         levels = sorted(
@@ -62,8 +58,9 @@ def rate_by_concurrency(summary: BenchDocument, path: Path) -> None:
     plt.close(fig)
 
 
-def ttft_distribution(records: list[RequestRecord], summary: BenchDocument, path: Path) -> None:
-    plt = require()
+def ttft_distribution(
+    plt: Any, records: list[RequestRecord], summary: BenchDocument, path: Path
+) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for arm in _arms(summary):
         for c in summary["options"]["concurrency"]:
@@ -87,8 +84,7 @@ def ttft_distribution(records: list[RequestRecord], summary: BenchDocument, path
     plt.close(fig)
 
 
-def arm_comparison(summary: BenchDocument, path: Path) -> None:
-    plt = require()
+def arm_comparison(plt: Any, summary: BenchDocument, path: Path) -> None:
     arms = _arms(summary)
     levels = summary["options"]["concurrency"]
     by_key = {(lv["arm"], lv["concurrency"]): lv for lv in summary["levels"]}
@@ -121,8 +117,12 @@ def arm_comparison(summary: BenchDocument, path: Path) -> None:
 
 
 def draw_all(records: list[RequestRecord], summary: BenchDocument, folder: Path) -> list[str]:
+    """The plots drawn into ``folder`` (none when matplotlib is missing: :data:`SKIPPED`)."""
+    plt = pyplot()
+    if plt is None:
+        return []
     folder.mkdir(parents=True, exist_ok=True)
-    rate_by_concurrency(summary, folder / "rate_by_concurrency.png")
-    ttft_distribution(records, summary, folder / "ttft_distribution.png")
-    arm_comparison(summary, folder / "arm_comparison.png")
+    rate_by_concurrency(plt, summary, folder / "rate_by_concurrency.png")
+    ttft_distribution(plt, records, summary, folder / "ttft_distribution.png")
+    arm_comparison(plt, summary, folder / "arm_comparison.png")
     return ["rate_by_concurrency.png", "ttft_distribution.png", "arm_comparison.png"]

@@ -96,7 +96,7 @@ def csv_text(summary: BenchDocument) -> str:
     return buffer.getvalue()
 
 
-def markdown(summary: BenchDocument, *, plots: list[str]) -> str:
+def markdown(summary: BenchDocument, *, plots: list[str], plots_note: str | None = None) -> str:
     o = summary["options"]
     lines = [
         f"# Benchmark {summary['started_at']}",
@@ -193,6 +193,8 @@ def markdown(summary: BenchDocument, *, plots: list[str]) -> str:
         f"{cache['hits']} had cached tokens"
         + (f" (max {cache['max_cached_tokens']})." if cache["hits"] else "."),
     ]
+    if plots_note:
+        lines += ["", "## Plots", "", plots_note]
     if plots:
         lines += ["", "## Plots", ""]
         for name, caption in PLOTS:

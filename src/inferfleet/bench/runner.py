@@ -40,11 +40,12 @@ class Endpoint:
     api: Api
     runtime: str | None = None  # "llama.cpp" when /props says so
     extra: dict[str, Any] = field(default_factory=dict)  # added to every request body
+    key: str | None = field(default=None, repr=False)  # its API key, when it requires one
 
 
-def detect_runtime(base_url: str, *, timeout_s: float = 10.0) -> str | None:
+def detect_runtime(base_url: str, *, timeout_s: float = 10.0, key: str | None = None) -> str | None:
     """llama.cpp serves /props with its generation settings; others do not."""
-    with http.client(timeout=timeout_s, base_url=base_url) as client:
+    with http.client(timeout=timeout_s, base_url=base_url, key=key) as client:
         try:
             response = client.get("/props")
             data = response.json() if response.status_code == 200 else {}
@@ -153,16 +154,19 @@ def run_level(
     # alone (on a small CPU host, for seconds), and N connections opened at once can
     # overflow a server's listen backlog (a retry a second later).
     ready = threading.Barrier(concurrency)
+    stop = threading.Event()
 
     def worker() -> None:
         path = PATHS[endpoint.api]
-        with http.client(timeout=load.timeout_s, base_url=endpoint.base_url) as client:
+        with http.client(
+            timeout=load.timeout_s, base_url=endpoint.base_url, key=endpoint.key
+        ) as client:
             _connect(client)
             try:
                 ready.wait()
             except threading.BrokenBarrierError:
                 return  # another worker failed before the start; its error is raised
-            while True:
+            while not stop.is_set():
                 try:
                     prompt, salt = work.get_nowait()
                 except queue.Empty:
@@ -204,14 +208,35 @@ def run_level(
     threads = [threading.Thread(target=guarded, daemon=True) for _ in range(concurrency)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        # Ctrl-C keeps what was measured: no worker takes another prompt, the answers
+        # that finished make a partial level, and requests still streaming are dropped
+        # with their daemon threads (their figures would be cut short).
+        stop.set()
+        with lock:
+            done = list(records)
+        raise Interrupted(_level(endpoint.arm, concurrency, run, done)) from None
     if failures:
         raise failures[0]
+    return _level(endpoint.arm, concurrency, run, records)
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a level; ``level`` holds the requests that finished before it."""
+
+    def __init__(self, level: LevelResult) -> None:
+        super().__init__("interrupted")
+        self.level = level
+
+
+def _level(arm: str, concurrency: int, run: int, records: list[RequestRecord]) -> LevelResult:
     records.sort(key=lambda r: r.started_s)
     first_sent = min((r.started_s for r in records), default=0.0)
     last_done = max((r.finished_s for r in records), default=0.0)
-    return LevelResult(endpoint.arm, concurrency, run, round(last_done - first_sent, 4), records)
+    return LevelResult(arm, concurrency, run, round(last_done - first_sent, 4), records)
 
 
 def _connect(client: httpx.Client) -> None:
@@ -226,7 +251,7 @@ def _connect(client: httpx.Client) -> None:
 
 def warm_up(endpoint: Endpoint, prompt: Prompt, *, timeout_s: float) -> None:
     """One short request that is not measured: pages the weights in, fills caches."""
-    with http.client(timeout=timeout_s, base_url=endpoint.base_url) as client:
+    with http.client(timeout=timeout_s, base_url=endpoint.base_url, key=endpoint.key) as client:
         body = request_body(
             endpoint.api,
             model=endpoint.model,

@@ -217,4 +217,5 @@ def summarise(result: BenchResult) -> BenchDocument:
             "max_cached_tokens": max(cached, default=None),
         },
         "aborted": result.aborted,
+        "interrupted": result.interrupted,
     }

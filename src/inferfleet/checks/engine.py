@@ -16,7 +16,7 @@ import datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from inferfleet.artifacts.sources import LocalSources, SourceListing
 from inferfleet.artifacts.st_model import SafetensorsModel
@@ -32,6 +32,9 @@ from inferfleet.render.launch import resolve
 from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.runtimes.flags import Arg, FlagSource, parse_args
 from inferfleet.runtimes.registry import RuntimeTraits, traits
+
+if TYPE_CHECKING:
+    from inferfleet.facts.hosts import RecordedHost
 
 Severity = Literal["error", "warning"]
 
@@ -216,6 +219,10 @@ class ModelSources(Protocol):
         """The service's measured boots recorded in the repository, or None (L-27)."""
         ...
 
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """The GPUs ``doctor`` discovered on the host, recorded in the repository, or None."""
+        ...
+
 
 @dataclass
 class CheckContext:
@@ -279,6 +286,11 @@ class CheckContext:
         """The service's recorded boots: the fit rules price it by them (L-27)."""
         assert self.sources is not None
         return self.sources.boots(service_name)
+
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """The host's GPUs as recorded from ``doctor`` (``facts record --host``), or None."""
+        assert self.sources is not None
+        return self.sources.host_gpus(host_name)
 
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and headers, or why not (asked once per model)."""

@@ -2,15 +2,20 @@
 
 The policy itself lives in :mod:`inferfleet.render.exposure`, which the
 launch resolver also asks, so ``up``, ``apply`` and ``render`` refuse what the
-first three rules report. The last two judge the front door as declared
-(``gateway:``, ``proxy:``) and an exposure that opens nothing.
+first three rules report. The last three judge the routes of the front door as
+declared (``gateway:``, ``proxy:``) and of the fleet's Prometheus
+(``monitoring.prometheus``: a bridged container reaches its host only at the
+host gateway name, L-57), and an exposure that opens nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from inferfleet.checks.engine import CheckContext, Hit, rule
+from inferfleet.render import service_keys as keys
+from inferfleet.render.endpoints import HOST_GATEWAY, host_port
 from inferfleet.render.exposure import (
     Listener,
     ProblemKind,
@@ -60,34 +65,75 @@ def public_without_proxy(ctx: CheckContext) -> Iterator[Hit]:
     yield from _problems(ctx, "proxy")
 
 
-def _fronted(ctx: CheckContext) -> Iterator[tuple[str, str, str, Listener]]:
-    """(front, its host, field naming the route, listener it routes to) for every route."""
+@dataclass(frozen=True)
+class _Route:
+    front: str  # for messages: "the gateway", "the proxy", "Prometheus"
+    host: str  # where the front runs
+    field: str  # the fleet field naming the route
+    target: Listener
+    verb: str = "routes to"
+    bridged: bool = False  # the front runs in a container on a bridged network
+
+
+def _fronted(ctx: CheckContext) -> Iterator[_Route]:
+    """Every route from a front (gateway, proxy, the fleet's Prometheus) to a listener."""
     fleet = ctx.fleet
     by_name = {item.where: item for item in listeners(fleet)}
     if fleet.gateway is not None:
         for name in gateway_services(fleet):
-            yield "gateway", fleet.gateway.host, "gateway.services", by_name[f"services.{name}"]
+            yield _Route(
+                "the gateway", fleet.gateway.host, "gateway.services", by_name[f"services.{name}"]
+            )
     if fleet.proxy is not None:
         if fleet.gateway is not None:
-            yield "proxy", fleet.proxy.host, "proxy.host", by_name["gateway"]
+            yield _Route("the proxy", fleet.proxy.host, "proxy.host", by_name["gateway"])
         for index, name in enumerate(fleet.proxy.services):
             target = by_name[f"services.{name}"]
-            yield "proxy", fleet.proxy.host, f"proxy.services[{index}]", target
+            yield _Route("the proxy", fleet.proxy.host, f"proxy.services[{index}]", target)
+    site = fleet.monitoring.prometheus if fleet.monitoring is not None else None
+    if site is not None:
+        for name, service in fleet.services.items():
+            if service.metrics_on:
+                target = by_name[f"services.{name}"]
+                bridged = site.network == "container"
+                field = "monitoring.prometheus.host"
+                yield _Route("Prometheus", site.host, field, target, "scrapes", bridged)
 
 
 @rule("front-cannot-reach", "L-58", "error")
 def front_cannot_reach(ctx: CheckContext) -> Iterator[Hit]:
-    """the gateway or proxy routes to a listener on another host that binds loopback"""
-    for front, host, field, target in _fronted(ctx):
+    """a front door or Prometheus reaches a loopback listener on another host"""
+    for route in _fronted(ctx):
+        target, front, host = route.target, route.front, route.host
         if target.host == host or not is_loopback(target.bind):
             continue
         yield Hit(
             target.service,
-            field,
-            f"the {front} on host {host!r} routes to {target.what} on host {target.host!r}, "
+            route.field,
+            f"{front} on host {host!r} {route.verb} {target.what} on host {target.host!r}, "
             f"which binds {target.bind}: only its own host reaches it",
-            f"run the {front} on {target.host!r}, or bind {target.what} to its LAN address "
-            'with exposure: {level: lan, reason: "the ' + front + " on " + host + ' reaches it"}',
+            f"run {front} on {target.host!r}, or bind {target.what} to its LAN address "
+            'with exposure: {level: lan, reason: "' + front + " on " + host + ' reaches it"}',
+        )
+
+
+@rule("container-cannot-reach-loopback", "L-57", "error")
+def container_cannot_reach_loopback(ctx: CheckContext) -> Iterator[Hit]:
+    """a front in a bridged container reaches a listener on its own host that binds loopback"""
+    for route in _fronted(ctx):
+        target, front, host = route.target, route.front, route.host
+        if not route.bridged or target.host != host or not is_loopback(target.bind):
+            continue
+        yield Hit(
+            target.service,
+            route.field,
+            f"{front} runs in a bridged container on host {host!r} and {route.verb} "
+            f"{target.what}, which binds {target.bind}: inside the container that address "
+            f"is the container's own, and the host is reached only at {HOST_GATEWAY}",
+            f'bind {target.what} to 0.0.0.0 with exposure: {{level: lan, reason: "{front} '
+            f'in a container on {host} reaches it"}} (the rendered address is '
+            f"{host_port(HOST_GATEWAY, target.port)}), or run {front} on the host's "
+            "network (network: host)",
         )
 
 
@@ -103,4 +149,36 @@ def lan_loopback_bind(ctx: CheckContext) -> Iterator[Hit]:
                 "address: nothing on the LAN reaches it",
                 "bind the host's LAN address (or 0.0.0.0), or drop the exposure to keep it "
                 "on loopback",
+            )
+
+
+@rule("key-beyond-loopback", "L-58", "error")
+def key_beyond_loopback(ctx: CheckContext) -> Iterator[Hit]:
+    """a server reachable beyond loopback requires no API key (from its secrets_env)"""
+    fleet = ctx.fleet
+    for name, service in fleet.services.items():
+        if not keys.keyed(fleet, name):
+            continue
+        variable = keys.key_variable(fleet, name)
+        where = f"services.{name}"
+        if variable is None:
+            kind = fleet.runtimes[service.runtime or ""].kind
+            yield Hit(
+                name,
+                f"{where}.bind",
+                f"service {name!r} binds {service.bind}, beyond loopback, but {kind} reads its "
+                "API key from argv only (visible to every user of the host, L-06): anyone "
+                "who reaches the port uses it",
+                "bind 127.0.0.1 and reach it through the gateway or the auth proxy on its host",
+            )
+        elif service.secrets_env is None:
+            yield Hit(
+                name,
+                f"{where}.bind",
+                f"service {name!r} binds {service.bind}, beyond loopback, with no API key: "
+                "anyone who reaches the port uses it",
+                f"give it secrets_env: an untracked mode-600 file on its host with "
+                f"{variable}=<a long random key> (the server reads it; inferfleet, the gateway "
+                f"and the proxy send it from {keys.front_variable(name)}, see "
+                "docs/closed-by-default.md); or bind 127.0.0.1",
             )

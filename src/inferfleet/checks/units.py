@@ -1,4 +1,5 @@
-"""Deploy rules: units, containers, pinning, monitoring (L-38, L-39, L-42, L-56, L-57)."""
+"""Deploy rules: units, containers, pinning, devices, monitoring (L-27, L-38, L-39, L-42,
+L-56, L-57)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from collections.abc import Iterator
 from posixpath import normpath
 
 from inferfleet.checks.engine import CheckContext, Hit, Subject, rule, service_rule
+from inferfleet.doctor.findings import device_findings, pinned_findings
 from inferfleet.fleetfile.fleet import Service
+from inferfleet.render.endpoints import HOST_GATEWAY
 from inferfleet.render.launch import CACHE_MOUNT
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"https?://(\[[^\]]+\]|[^/:\s]+):(\d+)")
-HOST_GATEWAY = "host.containers.internal"
 
 
 def _image(ctx: CheckContext, service: Service) -> str | None:
@@ -70,7 +72,8 @@ def system_without_become(s: Subject) -> Iterator[Hit]:
             f"whose ssh user {user!r} is not root and has no become",
             f"set become: sudo on host {s.service.host!r} (and give {user} a NOPASSWD sudoers "
             f"entry there: `{user} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, "
-            "/usr/bin/podman, /usr/bin/install, /usr/bin/mv, /usr/bin/rm, /usr/bin/chmod`), "
+            "/usr/bin/podman, /usr/bin/install, /usr/bin/mv, /usr/bin/rm, /usr/bin/chmod, "
+            "/usr/bin/ss`), "
             "or use unit.scope: user",
         )
 
@@ -164,13 +167,18 @@ def metrics_off(s: Subject) -> Iterator[Hit]:
 
 
 def _host_network_ports(ctx: CheckContext, host: str) -> set[int]:
-    """Ports of services on ``host`` that listen on the host network (not DNATed)."""
+    """Ports of services on ``host`` that listen on the host network (not DNATed): its
+    processes and host-network containers, and the gateway and the proxy there (a process,
+    or LiteLLM's Quadlet container on the host's network)."""
     ports = set()
     for service in ctx.fleet.services.values():
         if service.host != host:
             continue
         if _image(ctx, service) is None or service.container.network == "host":
             ports.add(service.port)
+    for front in (ctx.fleet.gateway, ctx.fleet.proxy):
+        if front is not None and front.host == host:
+            ports.add(front.port)
     return ports
 
 
@@ -241,4 +249,50 @@ def binary_pinned(ctx: CheckContext) -> Iterator[Hit]:
                 f"{' and '.join(missing)}: any build at that path (a fork's) would run",
                 f"on the host, `inferfleet runtime pin {name}` prints the version and sha256 "
                 "to add; apply then refuses any other binary there",
+            )
+
+
+@rule("device-not-discovered", "L-27", "error")
+def device_discovered(ctx: CheckContext) -> Iterator[Hit]:
+    """a device the fleet declares is not among the GPUs doctor discovered on its host"""
+    fleet = ctx.fleet
+    for host_name, host in fleet.hosts.items():
+        declared = [(i, d) for i, d in enumerate(host.devices) if d.vendor != "cpu"]
+        if not declared:
+            continue
+        recorded = ctx.host_gpus(host_name)  # facts/hosts/HOST.json: `facts record --host`
+        if recorded is None:
+            continue  # nothing recorded: `doctor` on the host compares it live
+        where = f"facts/hosts/{host_name}.json"
+        again = f"then record it again (inferfleet facts record --host {host_name})"
+        if recorded.gpu_source is None:
+            tools = f" ({'; '.join(recorded.notes)})" if recorded.notes else ""
+            for index, device in declared:
+                yield Hit(
+                    None,
+                    f"hosts.{host_name}.devices[{index}]",
+                    f"device {device.name} ({device.vendor}) of host {host_name!r}: no GPU was "
+                    f"discovered there{tools} ({where})",
+                    "install the driver and its tool (nvidia-smi, amd-smi or rocm-smi) or "
+                    f"remove the device; {again}",
+                )
+            continue
+        positions = {d.name: i for i, d in declared}
+        for finding in device_findings(host.devices, recorded.gpus, host_name):
+            if finding.check != "device-missing":
+                continue  # memory and APU findings are doctor's (L-27, L-31)
+            name = finding.where.rsplit(".", 1)[1]
+            yield Hit(
+                None,
+                f"hosts.{host_name}.devices[{positions[name]}]",
+                f"{finding.message} ({where})",
+                f"{finding.fix}; {again}",
+            )
+        for finding in pinned_findings(fleet, host_name, recorded.gpus):
+            service = finding.where.split(".")[1]
+            yield Hit(
+                service,
+                finding.where,
+                f"{finding.message}: its GPU passthrough names a device the host lacks ({where})",
+                finding.fix,
             )

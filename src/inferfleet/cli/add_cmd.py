@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, fleet_file, no_fleet_file
+from inferfleet.cli.fleet_cmds import FleetOpt, OfflineOpt, fleet_file, go_offline, no_fleet_file
 from inferfleet.errors import EXIT_FAILED, HTTPError, UsageError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -50,8 +50,10 @@ def add(
     runtime: str | None = typer.Option(None, "--runtime", help="A llama.cpp runtime of the fleet."),
     file_opt: Path | None = FleetOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff, write nothing."),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Add a Hub model and a service for it (manifest pinned, checked, comments kept)."""
+    go_offline(offline)
     from inferfleet.checks.engine import run_checks
     from inferfleet.fleetfile.loader import load_fleet, parse_fleet
     from inferfleet.hub.auth import resolve_token

@@ -365,6 +365,10 @@ def main() -> None:
                 "This is a bug in inferfleet. Rerun with INFERFLEET_DEBUG=1 to see the traceback."
             )
         sys.exit(EXIT_FAILED)
+    finally:
+        offline = sys.modules.get("inferfleet.io.offline")  # loaded by a verb that went offline
+        if offline is not None:
+            offline.end_verb()
 
 
 def _print_error(exc: FleetError) -> None:

@@ -2,14 +2,20 @@
 
 Exit status 0 when every request succeeded, 1 when some failed or the run
 stopped early (the results are still written), 2 for bad arguments (nothing
-is measured and nothing is written). ``--json`` prints the summary
-(``inferfleet.bench/v1``).
+is measured and nothing is written), 130 after Ctrl-C (what finished before it
+is written). ``--json`` prints the summary (``inferfleet.bench/v1``).
+
+The default is a quick look (about a minute on the embedded example: two levels,
+two runs, four prompts, 128 tokens); ``--thorough`` measures every prompt at
+three levels, three runs, 256 tokens. Results land in the state folder's
+``bench/`` unless ``--out`` says otherwise, where ``status`` and the board read them.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +35,23 @@ from inferfleet.errors import EXIT_FAILED, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.quantities import format_size, parse_size
 from inferfleet.output import Output, esc
+from inferfleet.paths import state_dir
+
+EXIT_INTERRUPTED = 130  # the shell's own code for a Ctrl-C
+
+
+@dataclass(frozen=True)
+class Depth:
+    """What a bench measures unless told otherwise."""
+
+    concurrency: str
+    runs: int
+    prompts: int | None  # None: the whole battery
+    max_tokens: int
+
+
+QUICK = Depth("1,4", 2, 4, MIN_DECODE_TOKENS)  # 1 and the service's slots where declared
+THOROUGH = Depth("1,2,4", 3, None, 256)
 
 
 def register(app: typer.Typer) -> None:
@@ -55,16 +78,36 @@ def bench(
     arms_file: Path | None = typer.Option(
         None, "--arms", help="YAML file of arms: running services, URLs or servers to start."
     ),
-    concurrency: str = typer.Option("1,2,4", "--concurrency", "-c", help="Levels, e.g. 1,2,4."),
-    runs: int = typer.Option(3, "--runs", help="Runs per level (2+ for verdicts)."),
+    concurrency: str | None = typer.Option(
+        None,
+        "--concurrency",
+        "-c",
+        help="Levels, e.g. 1,2,4 (default 1 and the service's slots, else 1,4; --thorough 1,2,4).",
+    ),
+    runs: int | None = typer.Option(
+        None, "--runs", help="Runs per level, 2+ for verdicts (default 2; --thorough 3)."
+    ),
+    thorough: bool = typer.Option(
+        False,
+        "--thorough",
+        help="Every prompt, levels 1,2,4, three runs, 256 tokens (default: a quick look).",
+    ),
     out_dir: Path | None = typer.Option(
-        None, "--out", help="Results folder (new or empty); default ./bench-results/<time>."
+        None,
+        "--out",
+        help="Results folder (new or empty); default the state folder's bench/<time>, "
+        "where status reads it.",
     ),
     api: str = typer.Option("chat", "--api", help="chat or completions (base models)."),
-    max_tokens: int = typer.Option(
-        256, "--max-tokens", help=f"Tokens generated per request (at least {MIN_DECODE_TOKENS})."
+    max_tokens: int | None = typer.Option(
+        None,
+        "--max-tokens",
+        help=f"Tokens generated per request, at least {MIN_DECODE_TOKENS} (default "
+        f"{QUICK.max_tokens}; --thorough {THOROUGH.max_tokens}).",
     ),
-    prompts: int | None = typer.Option(None, "--prompts", help="Use the first N prompts only."),
+    prompts: int | None = typer.Option(
+        None, "--prompts", help="Use the first N prompts only (default 4; --thorough all)."
+    ),
     prompt_ids: str | None = typer.Option(None, "--prompt-ids", help="Comma-separated ids."),
     ignore_eos: bool | None = typer.Option(
         None,
@@ -89,7 +132,13 @@ def bench(
 ) -> None:
     """Benchmark endpoints on real, salted prompts with the server's own token counts."""
     out = Output(json_mode=json_out)
-    plots.require()  # the optional `bench` extra: say how to install it before any work
+    depth = THOROUGH if thorough else QUICK
+    levels_given = concurrency is not None
+    concurrency = concurrency or depth.concurrency
+    runs = depth.runs if runs is None else runs
+    max_tokens = depth.max_tokens if max_tokens is None else max_tokens
+    if prompts is None and prompt_ids is None:
+        prompts = depth.prompts
     if api not in ("chat", "completions"):
         raise UsageError(f"--api {api!r} is not chat or completions", hint="e.g. --api chat")
     if max_tokens < MIN_DECODE_TOKENS:
@@ -121,7 +170,7 @@ def bench(
         share_device=share_device,
     )
     options.validate()
-    out_path = out_dir or Path("bench-results") / time.strftime("%Y%m%dT%H%M%S")
+    out_path = out_dir or state_dir() / "bench" / time.strftime("%Y%m%dT%H%M%S")
     outputs.check_out_dir(out_path)
 
     cache: dict[str, LoadedFleet] = {}
@@ -151,17 +200,32 @@ def bench(
     if loaded is not None:
         _refuse_unreachable(loaded, arms)
 
+    bars = _Bars(out)
+
     def progress(rec: RequestRecord) -> None:
+        bars.advance()
         if not rec.ok:
             out.note(f"  [red]request failed[/red] {esc(rec.prompt_id)}: {esc(rec.error)}")
 
+    if not levels_given and not thorough:
+        # The quick look's second level is the service's slots where it declares them: more
+        # streams than slots only queue, fewer leave slots idle.
+        slots = {a.target.parallel for a in arms if a.target is not None and a.target.parallel}
+        if len(slots) == 1 and (only := slots.pop()) > 1:
+            options = replace(options, concurrency=(1, only))
     if ignore_eos is None:
         # L-48: an A/B lets the model stop where it would; past its end of text a drafter is
         # measured on text the model would not write. One endpoint's rates take every token.
         options = replace(options, load=replace(options.load, ignore_eos=len(arms) < 2))
-    result = run_bench(
-        arms, options, loaded=loaded, note=lambda text: out.note(esc(text)), on_record=progress
-    )
+    with bars:
+        result = run_bench(
+            arms,
+            options,
+            loaded=loaded,
+            note=lambda text: out.note(esc(text)),
+            on_record=progress,
+            on_level=bars.level if bars.live else None,
+        )
     summary = summarise(result)
     written = outputs.write(out_path, summary, result.records)
     failed = [r for r in result.records if not r.ok]
@@ -169,8 +233,49 @@ def bench(
         out.emit(summary)
     else:
         _show(out, summary, written)
+    if result.records and not any(p.parent.name == "plots" for p in written):
+        out.note(esc(plots.SKIPPED))
+    if result.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
     if failed or result.aborted:
         raise typer.Exit(EXIT_FAILED)
+
+
+class _Bars:
+    """A progress bar per level on a terminal's stderr (a pipe or --json gets the notes)."""
+
+    def __init__(self, out: Output) -> None:
+        self.live = out.human and sys.stderr.isatty()
+        self._progress: Any = None
+        self._task: Any = None
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._progress = Progress(
+                "{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=out.err,
+            )
+
+    def __enter__(self) -> _Bars:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def level(self, arm: str, run: int, concurrency: int, requests: int) -> None:
+        self._task = self._progress.add_task(
+            esc(f"{arm}: run {run}, concurrency {concurrency}"), total=requests
+        )
+
+    def advance(self) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task)
 
 
 def _refuse_unreachable(loaded: LoadedFleet, arms: list[PlannedArm]) -> None:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from inferfleet.cli.fleet_cmds import HostOpt, ServicesArg, WideOpt, scope
+from inferfleet.cli.fleet_cmds import HostOpt, OfflineOpt, ServicesArg, WideOpt, go_offline, scope
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
@@ -165,8 +165,10 @@ def deploy(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     file: Path | None = FileOpt,
     json_out: bool = JsonOpt,
+    offline: bool = OfflineOpt,
 ) -> None:
     """Push, then on each host: git pull --ff-only and inferfleet apply, gated per service."""
+    go_offline(offline)
     out = Output(json_mode=json_out)
     if not services and not service and not host and not drain:
         raise UsageError(
@@ -174,6 +176,7 @@ def deploy(
             hint="inferfleet deploy SERVICE ... or --host HOST ... (or --drain)",
         )
     side = rollout.Fleetside.of(_loaded(file))
+    side.offline = offline
     only, hosts = scope(side.fleet, [*(services or []), *service], host, out)
     names = side.hosts(hosts)
     service = only
@@ -360,8 +363,10 @@ def apply(
     ),
     events: bool = typer.Option(False, "--events", help="Progress as JSON lines (for deploy)."),
     json_out: bool = JsonOpt,
+    offline: bool = OfflineOpt,
 ) -> None:
     """On the host: gates, stop, install, start, health gate, marker; service by service."""
+    go_offline(offline)
     machine = events or facts
     out = Output(json_mode=json_out or machine)
     emit = _EventWriter() if machine else _human_emit(out)

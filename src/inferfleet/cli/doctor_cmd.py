@@ -92,8 +92,8 @@ def examine(
     ``extra`` are more folders to measure free disk at; ``extra_env`` more env files the
     host's user must be able to read (besides those the fleet names).
     """
+    from inferfleet.backends.host_facts import gather
     from inferfleet.doctor import findings as rules
-    from inferfleet.doctor.facts import gather
 
     needs: dict[str, int] = {}
     readers: dict[str, str] = {}

@@ -62,11 +62,20 @@ def record(
         help="A llama-server boot log of SERVICE (once or twice): its measured memory, "
         "recorded under facts/services/ (L-27).",
     ),
+    host: list[str] = typer.Option(
+        [],
+        "--host",
+        help="Record this host's GPUs as `doctor` discovers them (over ssh for a remote "
+        "host) under facts/hosts/, for `check` (repeatable; only hosts are recorded).",
+    ),
 ) -> None:
     """Record each model's header facts and files under facts/models/ (keyed by sha256),
-    and services' measured boots under facts/services/."""
+    services' measured boots under facts/services/ and hosts' GPUs under facts/hosts/."""
     out = Output()
     loaded = resolve_fleet(one_file(file, file_opt), out)
+    if host:
+        _record_hosts(loaded, host, out)
+        return
     names = model or list(loaded.fleet.models)
     unknown = [n for n in names if n not in loaded.fleet.models]
     if unknown:
@@ -243,3 +252,29 @@ def _record_folder(loaded: LoadedFleet, sources: ModelSources, name: str) -> str
         f"recorded model {esc(repr(name))}: {esc(str(where.relative_to(loaded.root)))} "
         f"({len(found.files)} weight file(s), from {esc(origin)})"
     )
+
+
+def _record_hosts(loaded: LoadedFleet, hosts: list[str], out: Output) -> None:
+    """Each host's GPU discovery (``doctor``'s, read there) under facts/hosts/."""
+    from inferfleet.cli.doctor_cmd import examine
+    from inferfleet.doctor.parse import Facts
+    from inferfleet.facts.hosts import FORMAT as HOST_FORMAT
+    from inferfleet.facts.hosts import RecordedHost, write_host
+
+    unknown = [h for h in hosts if h not in loaded.fleet.hosts]
+    if unknown:
+        raise UsageError(
+            f"no host named {', '.join(repr(h) for h in unknown)} in {loaded.path}",
+            hint=f"hosts: {', '.join(loaded.fleet.hosts) or 'none'}",
+        )
+    for name in dict.fromkeys(hosts):
+        facts = Facts.from_json(examine(loaded, name, [])["facts"])
+        record = RecordedHost(
+            HOST_FORMAT, name, facts.gpu_source, tuple(facts.gpus), tuple(facts.gpu_notes)
+        )
+        where = write_host(loaded.root, record)
+        found = ", ".join(f"{g.vendor}:{g.index} {g.name}" for g in facts.gpus) or "no GPU"
+        out.line(
+            f"recorded host {esc(repr(name))}: {esc(str(where.relative_to(loaded.root)))} "
+            f"({esc(found)}; from {esc(facts.gpu_source or 'no GPU tool')})"
+        )

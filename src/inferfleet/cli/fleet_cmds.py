@@ -37,6 +37,23 @@ FleetOpt = typer.Option(
     help="Fleet file (default: $INFERFLEET_FILE, ./fleet.yaml, or the nearest parent's).",
 )
 
+# Every verb that could reach the network beyond the fleet's hosts (the Hub, a package
+# index): nothing but what is here or cached (io/offline.py; HF_HUB_OFFLINE=1 alike).
+OfflineOpt = typer.Option(
+    False,
+    "--offline",
+    help="No network request beyond the fleet's hosts (as HF_HUB_OFFLINE=1; pip and uv "
+    "without their index): only what is here or cached.",
+)
+
+
+def go_offline(on: bool) -> None:
+    """``--offline`` for the rest of the verb (undone by ``main`` when it ends)."""
+    if on:
+        from inferfleet.io import offline
+
+        offline.go_offline()
+
 
 # The board's and the relay's --allow-host: names other than IPs and localhost are
 # refused unless listed, so a DNS-rebinding page cannot read them.

@@ -307,8 +307,9 @@ def inspect_cmd(
     from inferfleet.gguf.source import is_url
     from inferfleet.hub.errors import HubError
     from inferfleet.hub.fetch_plan import endpoint
-    from inferfleet.hub.model_ref import gguf_location, offline_mode
+    from inferfleet.hub.model_ref import gguf_location
     from inferfleet.hub.reach import unreachable
+    from inferfleet.io.offline import offline_mode
 
     out = Output(json_mode=json_mode)
     total = total_ctx(ctx, ctx_total, parallel)

@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from inferfleet.artifacts.manifest import Manifest
+from inferfleet.cli.fleet_cmds import OfflineOpt, go_offline
 from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
@@ -56,8 +57,10 @@ def llama_swap(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Check and report, write nothing; print the fleet file."
     ),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Import llama-swap's models as services (groups where they swap); argv checked per service."""
+    go_offline(offline)
     from inferfleet.importers.llamaswap import read_config
 
     out = Output()
@@ -75,8 +78,10 @@ def systemd(
     out_file: Path = OutOpt,
     host: str | None = HostOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Import systemd units that start llama-server as services (backend systemd)."""
+    go_offline(offline)
     from inferfleet.importers.systemd import read_units
 
     _import_files(units, out_file, host, dry_run, read_units)
@@ -88,8 +93,10 @@ def quadlet(
     out_file: Path = OutOpt,
     host: str | None = HostOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Import Quadlet .container files that run llama-server as services (backend quadlet)."""
+    go_offline(offline)
     from inferfleet.importers.quadlet import read_quadlets
 
     _import_files(files, out_file, host, dry_run, read_quadlets)
@@ -101,8 +108,10 @@ def compose(
     out_file: Path = OutOpt,
     host: str | None = HostOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Import a compose file's llama-server services as services (backend quadlet)."""
+    go_offline(offline)
     from inferfleet.importers.compose import read_compose
 
     _import_files([file], out_file, host, dry_run, lambda p, h, s: read_compose(p[0], h, s))
@@ -116,8 +125,10 @@ def host_cmd(
     ),
     out_file: Path = OutOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Import the llama-server, vLLM and SGLang processes running on a host (over ssh)."""
+    go_offline(offline)
     from inferfleet.deploy.ssh import connector_for
     from inferfleet.importers.host import read_host
 

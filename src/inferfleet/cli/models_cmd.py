@@ -20,7 +20,7 @@ from rich.progress import Progress, TaskID
 
 from inferfleet.artifacts.locate import model_dir, model_named
 from inferfleet.artifacts.verify import FilesRejected, gate
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, OfflineOpt, go_offline, resolve_fleet
 from inferfleet.cli.progress import bytes_progress
 from inferfleet.documents import (
     FetchedFile,
@@ -80,10 +80,13 @@ def manifest_cmd(
     endpoint_opt: str | None = EndpointOpt,
     token_file: Path | None = TokenFileOpt,
     json_out: bool = JsonOpt,
+    offline: bool = OfflineOpt,
 ) -> None:
     """List a repo's files at one commit (or a folder's files): size, hash and kind, path."""
+    go_offline(offline)
     from inferfleet.artifacts.folder_manifest import folder_manifest
-    from inferfleet.hub.model_ref import cached_snapshot, manifest_globs, offline, parse_ref
+    from inferfleet.hub.model_ref import cached_snapshot, manifest_globs, parse_ref
+    from inferfleet.io.offline import offline as offline_now
 
     out = Output(json_mode=json_out)
     local = Path(repo).expanduser()
@@ -106,7 +109,7 @@ def manifest_cmd(
         ref = replace(ref, revision=revision)
         includes = [*include, *manifest_globs(ref)]
         repo = ref.repo
-        if offline():
+        if offline_now():
             snapshot = cached_snapshot(ref)
             if snapshot is None:
                 raise HubError(
@@ -176,8 +179,10 @@ def fetch_cmd(
         "(implied for a model with hf_cache).",
     ),
     json_out: bool = JsonOpt,
+    offline: bool = OfflineOpt,
 ) -> None:
     """Download exactly the model's declared files, verified; resumes where it stopped."""
+    go_offline(offline)
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(file, out)
     plan = plan_model(loaded, name)

@@ -86,7 +86,7 @@ def render(
     ),
 ) -> None:
     """Write every artifact (units, env files, monitoring, client configs) to --out."""
-    from inferfleet.hub.model_ref import offline_mode
+    from inferfleet.io.offline import offline_mode
 
     with offline_mode(offline):
         _render(service, out_dir, file, facts, no_check, target, namespace, json_out)

@@ -14,8 +14,10 @@ from inferfleet.cli.fleet_cmds import (
     FleetOpt,
     HostOpt,
     JsonOpt,
+    OfflineOpt,
     ServicesArg,
     WideOpt,
+    go_offline,
     one_file,
     resolve_fleet,
     scope,
@@ -102,6 +104,7 @@ def up(
     no_contract: bool = typer.Option(
         False, "--no-contract", help="Skip the contract probe after the health gate."
     ),
+    offline: bool = OfflineOpt,
 ) -> None:
     """Bring this machine's services up: build, verify, start, health-gate, check.
 
@@ -109,6 +112,7 @@ def up(
     healthy but fails it keeps running, is
     shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
     """
+    go_offline(offline)
     from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.deploy import local
     from inferfleet.deploy.last_up import remember

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, WideOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import (
+    FleetOpt,
+    JsonOpt,
+    OfflineOpt,
+    WideOpt,
+    go_offline,
+    resolve_fleet,
+)
 from inferfleet.cli.progress import note_above, steps_progress
 from inferfleet.documents import (
     RuntimeDocument,
@@ -82,10 +89,12 @@ def install(
     runtime: str | None = typer.Option(None, "--runtime", help="Runtime name in the fleet file."),
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
+    offline: bool = OfflineOpt,
 ) -> None:
     """Build llama-server, or install a pinned vLLM package (or the gateway's LiteLLM: kind
     `gateway`) in its own venv, once; later calls are instant. pip reads PIP_INDEX_URL,
     PIP_FIND_LINKS and PIP_NO_INDEX as usual."""
+    go_offline(offline)
     out = Output(json_mode=json_out)
     if kind == GATEWAY_KIND:
         _install_gateway(file, out, json_out)

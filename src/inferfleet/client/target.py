@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
+from inferfleet.client.keys import service_key
 from inferfleet.errors import ContractError, UsageError
 from inferfleet.fleetfile.exposure import url_for
 from inferfleet.fleetfile.fleet import ClientFacts
@@ -33,6 +34,7 @@ class Target:
     parallel: int | None = None
     client: ClientFacts | None = None  # None: a bare URL declares nothing
     via: str = ""  # how base_url reaches it when not directly (deploy.tunnel)
+    key: str | None = field(default=None, repr=False)  # its API key, when it requires one
 
     @property
     def declared(self) -> bool:
@@ -80,6 +82,7 @@ def from_service(loaded: LoadedFleet, name: str) -> Target:
         ctx_per_slot=svc.ctx_per_slot,
         parallel=svc.parallel,
         client=svc.client,
+        key=service_key(loaded, name),
     )
 
 
@@ -97,7 +100,7 @@ def with_model(target: Target, *, timeout: float = 10.0) -> Target:
     """A target whose model id is known: a URL's is the first id ``/v1/models`` lists."""
     if target.model is not None:
         return target
-    with http.client(timeout=timeout, base_url=target.base_url) as client:
+    with http.client(timeout=timeout, base_url=target.base_url, key=target.key) as client:
         try:
             response = client.get("/v1/models")
         except httpx.HTTPError as exc:

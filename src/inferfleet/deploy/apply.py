@@ -340,13 +340,15 @@ def kept_states(
     if not kept:
         return {}
     # Only when something is kept: reading facts loads psutil and the HTTP client.
-    from inferfleet.deploy.facts import gather, host_facts
+    from inferfleet.deploy.facts import gather, host_facts, system_become
     from inferfleet.deploy.state import decide
 
     facts = host_facts(root)
+    become = system_become(at.fleet, plan.host)
     found: dict[str, ServiceState] = {}
     for name in kept:
-        read = gather(name, facts, state_dir, markers.get(name), endpoint=_endpoint(at, name))
+        endpoint = _endpoint(at, name)
+        read = gather(name, facts, state_dir, markers.get(name), endpoint=endpoint, become=become)
         found[name] = decide(read)
     return found
 
@@ -473,10 +475,11 @@ def host_report(
     if states:
         # What runs now, for the services asked about and those with markers
         # here; `plan` needs the markers only and skips this (and its imports).
-        from inferfleet.deploy.facts import gather, host_facts
+        from inferfleet.deploy.facts import gather, host_facts, system_become
         from inferfleet.deploy.state import decide
 
         facts = host_facts(fleet_file.parent)
+        become = system_become(at.fleet, host_name)
         names = sorted(set(services) | {n for n, m in markers.items() if m.host == host_name})
         report["facts"] = asdict(facts)
         report["states"] = {
@@ -488,10 +491,14 @@ def host_report(
                     markers.get(n),
                     endpoint=_endpoint(at, n),
                     settings=_settings_digests(at, n, facts, repo.root),
+                    become=become,
                 )
             ).to_json()
             for n in names
         }
+        from inferfleet.backends.host_facts import memory_used
+
+        report["memory"] = memory_used()  # what status shows per host
     return report
 
 

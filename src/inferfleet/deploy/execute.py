@@ -33,6 +33,7 @@ from inferfleet.backends.systemd import (
     wait_unit_healthy,
 )
 from inferfleet.checks.secret_scan import parse_env_file
+from inferfleet.client.keys import key_on_host
 from inferfleet.deploy import archived
 from inferfleet.deploy.actions import Action, retire_actions, service_actions
 from inferfleet.deploy.facts import gather
@@ -51,7 +52,7 @@ from inferfleet.deploy.planner import RETIRE, PlanItem
 from inferfleet.deploy.rpc import shape_reader, worker_states
 from inferfleet.deploy.starting import record_template, start_gated
 from inferfleet.deploy.state import HEALTHY, Emit, decide
-from inferfleet.errors import FleetError, HealthError
+from inferfleet.errors import FleetError, HealthError, UsageError
 from inferfleet.fleetfile.exposure import TCP_HEALTH
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.fleetfile.groups import members, unit_service
@@ -59,6 +60,7 @@ from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
+from inferfleet.render.service_keys import key_variable, keyed
 from inferfleet.render.settings import RenderedSettings, render_service_settings
 
 if TYPE_CHECKING:
@@ -175,7 +177,7 @@ def _apply_item(
     name = item.service
     if item.action == RETIRE:
         marker = markers[name]
-        state = decide(gather(name, ctx.facts, ctx.state_dir, marker))
+        state = decide(gather(name, ctx.facts, ctx.state_dir, marker, become=ctx.become("system")))
         actions = retire_actions(marker, state)
         if dry_run:
             return actions, None
@@ -200,6 +202,7 @@ def _apply_item(
             extra_paths=extra,
             endpoint=(service.bind, service.port, service.health.path),
             settings={dest: s.sha256 for dest, s in settings.items()},
+            become=ctx.become("system"),
         )
     )
     for dest in settings:
@@ -328,7 +331,7 @@ def _run_actions(
             # token names (backends/process.py): ours, so stopped by pid, not refused.
             reclaimed = ctx.processes.reclaim(desired.name)
             stopped = bool(reclaimed) or any(a.kind in {"stop", "stop-unit"} for a in actions)
-            wait_port_free(desired, stopped=stopped)
+            wait_port_free(desired, stopped=stopped, become=ctx.become(desired.scope))
         elif kind == "install":
             item = next(f for f in desired.files if f.path == action.target)
             mode = SETTINGS_MODE if item.kind in OWNER_ONLY_KINDS else INSTALL_MODE
@@ -342,7 +345,10 @@ def _run_actions(
             ran.verdict = run_contract(ctx, desired)
         elif kind == "restart":
             ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
-            ctx.systemctl(desired.scope).restart(desired.service_unit)
+            # A Quadlet unit is started once its container is healthy (Notify=healthy):
+            # queued, and the health gate below waits with progress (L-34).
+            quadlet_unit = desired.service.backend == "quadlet"
+            ctx.systemctl(desired.scope).restart(desired.service_unit, block=not quadlet_unit)
         elif kind == "health":
             ran.health_s = _unit_health(ctx, desired)
             ran.verdict = run_contract(ctx, desired)
@@ -425,6 +431,7 @@ def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
             service=name if label == name else f"{name} member {label}",
             parallel=member.parallel,
             client=member.client,
+            key=key_on_host(ctx.fleet, name, ctx.root),  # a keyed server's (L-58)
         )
         prefix = "" if label == name else f"{alias}: "
         checks += [Check(prefix + c.name, c.ok, c.detail) for c in found.checks]
@@ -533,10 +540,12 @@ def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
         desired,
         runtime_version="" if ctx.runtime_version is None else ctx.runtime_version(desired),
     )
+    secrets = _secrets_of(ctx, desired)
+    _require_key(ctx, desired, secrets)
     _record, health = start_gated(
         ctx.processes,
         template,
-        env=desired.process_env(os.environ, _secrets_of(ctx, desired)),
+        env=desired.process_env(os.environ, secrets),
         timeout=service.health.timeout,
         on_state=_health_hook(ctx, desired.name),
     )
@@ -549,6 +558,25 @@ def _secrets_of(ctx: Context, desired: ServiceLaunch) -> dict[str, str]:
     if declared is None:
         return {}
     return parse_env_file(Path(ctx.facts.expand(declared)))
+
+
+def _require_key(ctx: Context, desired: ServiceLaunch, secrets: Mapping[str, str]) -> None:
+    """A server beyond loopback whose secrets_env is meant to hold its API key starts with
+    it, or not at all (L-58). Without a secrets_env, `check` reports it
+    (key-beyond-loopback), as it reports every other rule a deploy does not run."""
+    variable = key_variable(ctx.fleet, desired.name)
+    declared = desired.service.secrets_env is not None
+    if not keyed(ctx.fleet, desired.name) or not declared or variable is None:
+        return
+    if secrets.get(variable):
+        return
+    raise UsageError(
+        f"service {desired.name!r} binds {desired.service.bind}, beyond loopback, and its "
+        f"secrets_env holds no {variable}: it would answer anyone who reaches the port",
+        where=f"services.{desired.name}.secrets_env",
+        hint=f"add {variable}=<a long random key> to its secrets_env file (mode 600); "
+        "the gateway, the proxy and inferfleet send it (docs/closed-by-default.md)",
+    )
 
 
 def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
@@ -584,6 +612,7 @@ def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
             ctx.state_dir,
             ctx.markers.read(desired.name),
             endpoint=(service.bind, service.port, service.health.path),
+            become=ctx.become("system"),
         )
     )
     if state.state != HEALTHY:

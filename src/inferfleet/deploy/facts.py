@@ -29,6 +29,8 @@ from inferfleet.deploy.state import (
     UnitFact,
 )
 from inferfleet.fleetfile.exposure import url_for
+from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.io.become import NO_BECOME, Become, for_scope
 from inferfleet.render.facts import HostFacts, unit_name
 
 PROBE_TIMEOUT = 2.0
@@ -68,6 +70,13 @@ def unit_paths(name: str, facts: HostFacts) -> dict[str, list[str]]:
 Endpoint = tuple[str, int, str]  # bind, port, health path
 
 
+def system_become(fleet: Fleet, host: str) -> Become:
+    """How facts of the host's system scope are read as root (its ``become``): a rootful
+    container is inspected, and its socket named, through sudo (L-33)."""
+    spec = fleet.hosts.get(host)
+    return for_scope(host, None if spec is None else spec.become, "system")
+
+
 def gather(
     name: str,
     facts: HostFacts,
@@ -77,8 +86,12 @@ def gather(
     extra_paths: Iterable[str] = (),
     endpoint: Endpoint | None = None,
     settings: Mapping[str, str] | None = None,
+    become: Become = NO_BECOME,
 ) -> ServiceFacts:
     """Read (never change) everything :func:`decide` needs about one service.
+
+    ``become``: how the host's system scope is read as root (:func:`system_become`):
+    a system unit's container is root's, invisible to a deployer that is not.
 
     ``settings`` are the service's settings files as rendered on this host
     (dest -> sha256 of the rendered content, L-54): each dest is read like
@@ -130,6 +143,7 @@ def gather(
             container = owner_pids(record)
 
     units: dict[str, UnitFact] = {}
+    reveal = NO_BECOME  # how a socket whose owner is not visible is named (L-33)
     if scopes_with_files and shutil.which("systemctl"):
         service_unit = f"{unit_name(name)}.service"
         for scope in sorted(scopes_with_files):
@@ -143,12 +157,14 @@ def gather(
                     where = (marker.bind, marker.port, marker.health_path)
                 if podman.present(facts.podman):
                     # A unit's container: its server is conmon's child, not MainPID's (L-33).
-                    container = podman.owner_pids(facts.podman, unit_name(name), name)
+                    root = become if scope == "system" else NO_BECOME
+                    container = podman.owner_pids(facts.podman, unit_name(name), name, root)
+                    reveal = root
 
     health: HealthFact | None = None
     if where is not None:
         bind, port, health_path = where
-        held = listeners(port, bind)
+        held = listeners(port, bind, become=reveal)
         family = (family_of(pid) | container) if pid is not None else set()
         strangers = [h for h in held if h.pid not in family]
         answer, status = "down", None

@@ -19,16 +19,16 @@ from pathlib import Path
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.verify import Checked, gate
 from inferfleet.backends import podman, quadlet
+from inferfleet.backends.host_facts import discover_gpus
 from inferfleet.backends.ports import listeners
 from inferfleet.backends.systemd import linger_enabled
 from inferfleet.deploy.errors import GateError
 from inferfleet.deploy.pins import verify_binary
-from inferfleet.doctor.facts import discover_gpus
 from inferfleet.doctor.findings import device_findings
 from inferfleet.doctor.parse import Gpu
 from inferfleet.errors import PortInUseError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Fleet, Runtime
-from inferfleet.io.become import for_scope
+from inferfleet.io.become import NO_BECOME, Become, for_scope
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.pipeline import ServiceLaunch
@@ -142,7 +142,7 @@ def run_gate(
             )
     elif kind == "quadlet" and not quadlet.generator_present():
         raise GateError(
-            "podman's Quadlet generator is not installed (podman 4.4 or later)",
+            "podman's Quadlet generator is not installed (podman 5.0 or later)",
             where=where,
             hint="install a podman that ships Quadlet, or use backend: systemd",
         )
@@ -239,18 +239,23 @@ def check_discovered(desired: ServiceLaunch, fleet: Fleet, where: str) -> None:
 
 
 def wait_port_free(
-    desired: ServiceLaunch, *, stopped: bool = True, timeout: float = PORT_WAIT_S
+    desired: ServiceLaunch,
+    *,
+    stopped: bool = True,
+    timeout: float = PORT_WAIT_S,
+    become: Become = NO_BECOME,
 ) -> None:
     """Nobody may hold the service's port before it starts (L-35); we never kill a stranger.
 
     After this service's own process or unit was stopped, its socket may take a
     moment to close: wait up to ``timeout``. When nothing was stopped, a holder
-    is a stranger from the start: refuse at once.
+    is a stranger from the start: refuse at once. ``become`` names a holder this
+    user cannot see (root's) in the message.
     """
     service = desired.service
     deadline = time.monotonic() + (timeout if stopped else 0.0)
     while True:
-        held = listeners(service.port, service.bind)
+        held = listeners(service.port, service.bind, become=become)
         if not held:
             return
         if time.monotonic() >= deadline:

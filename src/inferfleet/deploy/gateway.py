@@ -44,6 +44,7 @@ from inferfleet.io.become import for_scope
 from inferfleet.io.files import write_if_changed
 from inferfleet.render import gateway as render
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.service_keys import front_variable, keyed
 
 Note = Callable[[str], None]
 KEY_PREFIX = "sk-"
@@ -110,6 +111,24 @@ def read_keys(path: Path) -> dict[str, str]:
     return values
 
 
+def backend_keys(fleet: Fleet, keys: Mapping[str, str], path: Path) -> None:
+    """Every fronted service beyond loopback requires its key (L-58): the gateway's key
+    file holds it under ``INFERFLEET_KEY_<SERVICE>``, which its config names."""
+    missing = [
+        front_variable(name)
+        for name in render.check(fleet)
+        if keyed(fleet, name) and not keys.get(front_variable(name))
+    ]
+    if missing:
+        raise GatewayKeysError(
+            f"the gateway's key file {path} has no {', '.join(missing)}: the services it "
+            "fronts beyond loopback require their API key",
+            where=f"gateway.keys_env ({path})",
+            hint=f"add {missing[0]}=<the key of that service's secrets_env> to the file "
+            "(mode 600, untracked)",
+        )
+
+
 keys_digest = frontdoor.keys_digest
 
 
@@ -157,6 +176,7 @@ def deploy(
     gateway = render.required(fleet)
     launch = gateway_launch(fleet, facts, state_dir)
     keys = read_keys(Path(launch.keys_env))  # first: a bad key file installs and writes nothing
+    backend_keys(fleet, keys, Path(launch.keys_env))
     if launch.image is None:
         venv = install_engine(gateway, note)
         engine = f"{venv.package} {venv.version}"

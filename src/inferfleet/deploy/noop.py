@@ -236,11 +236,15 @@ def deploy_form(argv: Sequence[str]) -> DeployForm | None:
                 values[name] = args.pop(0)
             else:
                 return None
-        elif arg in ("--pull", "--events") and arg not in flags:
-            flags.add(arg)
+        elif arg in ("--pull", "--events", "--offline") and arg not in flags:
+            flags.add(arg)  # --offline: a no-op asks neither the Hub nor a package index
         else:
             return None
-    if flags != {"--pull", "--events"} or "--host" not in values or "--expect" not in values:
+    if (
+        flags - {"--offline"} != {"--pull", "--events"}
+        or "--host" not in values
+        or "--expect" not in values
+    ):
         return None
     if not values["--host"] or not values["--expect"]:
         return None

@@ -36,7 +36,7 @@ from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.systemd import Systemctl
 from inferfleet.deploy import execute, local
 from inferfleet.deploy.actions import stop_actions
-from inferfleet.deploy.facts import gather, host_facts
+from inferfleet.deploy.facts import gather, host_facts, system_become
 from inferfleet.deploy.holds import Hold, HoldStore, new_hold
 from inferfleet.deploy.lock import SERVICE_LOCK_WAIT_S, ServiceLock
 from inferfleet.deploy.markers import MarkerStore
@@ -117,6 +117,7 @@ def stop(
                     state_dir,
                     markers.read(name),
                     endpoint=(service.bind, service.port, service.health.path),
+                    become=system_become(loaded.fleet, host),
                 )
             )
             ctx = execute.Context(host, at.revision, at, loaded.root, facts, state_dir, emit)

@@ -145,6 +145,14 @@ def read_keys(fleet: Fleet, facts: HostFacts, data_dir: Path) -> tuple[dict[str,
     missing, open or weak key file, or a gateway key that is not one of the proxy's."""
     proxy = required(fleet)
     names = list(render.key_names(fleet))
+    if proxy.keys_env is None and names:
+        raise ProxyKeysError(
+            f"the proxy routes services beyond loopback that require a key ({', '.join(names)}) "
+            "but declares no keys_env to read it from",
+            where="proxy.keys_env",
+            hint="declare proxy.keys_env: an untracked mode-600 file on the proxy's host with "
+            f"{names[0]}=<the key of that service's secrets_env> (L-58)",
+        )
     if proxy.keys_env is None or not names:
         return caddy_tool.environment((), None, data_dir), frontdoor.keys_digest({})
     path = Path(render_gateway.key_file_path(proxy.keys_env, facts, where="proxy.keys_env"))
@@ -158,7 +166,8 @@ def read_keys(fleet: Fleet, facts: HostFacts, data_dir: Path) -> tuple[dict[str,
     )
     env = caddy_tool.environment(names, text, data_dir, where=where)
     keys = {name: env[name] for name in names}
-    _gateway_takes(fleet, facts, keys)
+    if proxy.auth == "bearer":  # the keys clients send (not the upstreams' own)
+        _gateway_takes(fleet, facts, {name: keys[name] for name in proxy.key_names})
     return env, frontdoor.keys_digest(keys)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, StringConstraints, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
 from inferfleet.deploy import planner
 from inferfleet.deploy.apply import failure_from_report, failure_json
@@ -77,6 +77,7 @@ class Fleetside:
     revision: str  # HEAD
     command: str = field(default_factory=remote_command)
     _head: FleetAtRevision | None = None
+    offline: bool = False  # each host's apply runs with --offline too
 
     @classmethod
     def of(cls, loaded: LoadedFleet) -> Fleetside:
@@ -130,6 +131,8 @@ class Fleetside:
         """
         if not conn.pulls:
             args = tuple(a for a in args if a != "--pull")
+        if self.offline:
+            args = (*args, "--offline")
         checkout = self.fleet.hosts[host].checkout
         missing = json.dumps(
             {
@@ -183,6 +186,7 @@ class HostReport:
     # A retired service asked about -> the revision it ran when retired (its archive entry).
     retired: dict[str, str] = field(default_factory=dict)
     holds: dict[str, Hold] = field(default_factory=dict)  # services held down there
+    memory: dict[str, int] = field(default_factory=dict)  # bytes in use per device there
 
     @classmethod
     def from_json(cls, doc: Any, *, host: str = "") -> HostReport:
@@ -214,7 +218,10 @@ class HostReport:
                 hint="run the same inferfleet version on the host as here (update its "
                 "checkout and reinstall there), then plan again",
             ) from None
-        return cls(raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired), holds)
+        return cls(
+            raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired), holds,
+            dict(raw.memory),
+        )  # fmt: skip
 
 
 def _printable_state(state: ServiceState) -> ServiceState:
@@ -240,6 +247,10 @@ class _RawReport(BaseModel):
     states: dict[str, dict[str, Any]] = {}
     retired: dict[str, Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40,64}$")]] = {}
     holds: dict[str, dict[str, Any]] = {}
+    memory: dict[
+        Annotated[str, StringConstraints(pattern=r"^(?:(?:nvidia|amd):[0-9]{1,3}|ram)$")],
+        Annotated[int, Field(ge=0, le=1 << 60)],
+    ] = {}
 
 
 _REPORT = TypeAdapter(_RawReport)

@@ -27,7 +27,8 @@ from inferfleet.fleetfile.fleet import Device, Fleet, Service
 # card reports 24564 MiB), and the fleet file's sizes are typed in round numbers.
 MEMORY_TOLERANCE = 0.03
 MIN_PYTHON = (3, 11)
-MIN_PODMAN_QUADLET = (4, 4)
+# Quadlet came in 4.4; the rendered .container files use Notify=healthy, podman 5.0's.
+MIN_PODMAN_QUADLET = (5, 0)
 GIB = 1024 * MIB
 
 
@@ -239,7 +240,8 @@ def host_findings(
             Finding("podman", "error",
                     f"{', '.join(quadlets)} use the quadlet backend but {host} has {have}"
                     + ("" if facts.quadlet else " and no Quadlet generator"), where,
-                    "install podman 4.4 or later (it ships Quadlet), or use backend: systemd")
+                    "install podman 5.0 or later (Quadlet with Notify=healthy, which the rendered "
+                    "units use), or use backend: systemd")
         )  # fmt: skip
     contained = [n for n, s in services if s.backend != "quadlet" and _image_of(fleet, s)]
     if contained and facts.podman is None:

@@ -104,3 +104,5 @@ class FactsDocument(TypedDict):
     retired: NotRequired[dict[str, str]]
     # Services held down there (stop --hold): service -> {service, reason, since, by}.
     holds: NotRequired[dict[str, dict[str, Any]]]
+    # Bytes in use per device there (nvidia:0, amd:1, ram), read with the states.
+    memory: NotRequired[dict[str, int]]

@@ -129,3 +129,4 @@ class BenchDocument(TypedDict):
     comparisons: list[dict[str, Any]]  # A/B verdicts with their noise (bench.stats)
     cache: BenchCache
     aborted: str | None
+    interrupted: bool  # Ctrl-C: the levels hold what finished before it

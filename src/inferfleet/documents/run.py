@@ -140,6 +140,9 @@ class StatusHost(TypedDict):
     lock: str | None
     services: int
     healthy: int
+    # Bytes in use per device where the host can tell (nvidia:0, amd:1 from nvidia-smi or
+    # sysfs; ram: MemTotal - MemAvailable); empty when nothing was read.
+    memory: dict[str, int]
 
 
 class StatusGateway(TypedDict):

@@ -45,6 +45,7 @@ from inferfleet.fleetfile.base import (
 from inferfleet.fleetfile.exposure import Exposure, Gateway, Proxy
 from inferfleet.fleetfile.groups import Group
 from inferfleet.fleetfile.kubernetes import KubernetesTarget
+from inferfleet.fleetfile.monitoring import Monitoring, PrometheusSite
 from inferfleet.fleetfile.quantities import ByteSize
 from inferfleet.fleetfile.service import (
     ClientFacts,
@@ -79,10 +80,12 @@ __all__ = [
     "Model",
     "ModelFile",
     "ModelSource",
+    "Monitoring",
     "NAME_PATTERN",
     "Name",
     "PackageSource",
     "PathSource",
+    "PrometheusSite",
     "Proxy",
     "Runtime",
     "RuntimeSource",
@@ -112,7 +115,11 @@ class Device(Strict):
     )
     unified_memory: bool = Field(False, description="An APU sharing system RAM (L-31).")
     index: int | None = Field(
-        None, ge=0, le=MAX_COUNT, description="Runtime device index, if not list order."
+        None,
+        ge=0,
+        le=MAX_COUNT,
+        description="Runtime device index (CUDA0, nvidia.com/gpu=0), if not the device's "
+        "position among this host's devices of its vendor.",
     )
 
 
@@ -409,6 +416,11 @@ class Fleet(Strict):
     services: dict[Name, Service] = Field(default_factory=dict)
     gateway: Gateway | None = Field(None, description="The fleet's one OpenAI-compatible endpoint.")
     proxy: Proxy | None = Field(None, description="The auth proxy in front of the gateway.")
+    monitoring: Monitoring | None = Field(
+        None,
+        description="Where the Prometheus that scrapes the fleet runs (its host, and whether "
+        "in a bridged container): the rendered scrape targets are what it reaches (L-57).",
+    )
     groups: dict[Name, Group] = Field(
         default_factory=dict, description="Swap groups: members behind one llama-server router."
     )

@@ -106,7 +106,7 @@ def _kubernetes_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> li
 
 
 def _front_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Ref]:
-    """The gateway's and the proxy's hosts and the services they front exist."""
+    """The gateway's, the proxy's and Prometheus' hosts and the services they front exist."""
     errors: list[Ref] = []
     llm = [n for n, s in fleet.services.items() if s.kind == "llm"]
     fronts: list[tuple[str, str, list[str], list[str], str]] = []
@@ -145,6 +145,15 @@ def _front_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Re
                         known(what, allowed),
                     )
                 )
+    site = fleet.monitoring.prometheus if fleet.monitoring is not None else None
+    if site is not None and site.host not in fleet.hosts:
+        errors.append(
+            (
+                ("monitoring", "prometheus", "host"),
+                f"Prometheus runs on host {site.host!r}, which is not in hosts",
+                known("hosts", list(fleet.hosts)),
+            )
+        )
     return errors
 
 

@@ -22,7 +22,7 @@ from inferfleet.artifacts.verify import Checked, raise_for_problems, refuse_asse
 from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.manifest import call_hub
-from inferfleet.hub.model_ref import offline
+from inferfleet.io.offline import offline
 
 
 @dataclass

@@ -60,6 +60,7 @@ from inferfleet.artifacts.st_model import CONFIG, SafetensorsModel
 from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.facts.boots import boots_path, read_boots
+from inferfleet.facts.hosts import RecordedHost, host_path, read_host
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
@@ -72,7 +73,6 @@ from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest, write_manifest
-from inferfleet.hub.model_ref import offline as hub_offline
 from inferfleet.hub.reach import unreachable
 from inferfleet.hub.st_headers import (
     CACHE_PATH,
@@ -80,6 +80,7 @@ from inferfleet.hub.st_headers import (
     read_hub_model,
 )
 from inferfleet.hub.wire import resolve_url
+from inferfleet.io.offline import offline as hub_offline
 from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state, write_cache, write_state
 
 CACHE_FORMAT = 1
@@ -509,6 +510,22 @@ class ModelSources:
             f"service {service_name!r}: priced by {len(found.boots)} measured boot(s) from {where}"
         )
         return list(found.boots)
+
+    def host_gpus(self, host_name: str) -> RecordedHost | None:
+        """The host's GPUs recorded in facts/hosts/ (``doctor``'s discovery there), or None."""
+        if not self.use_recorded:
+            return None
+        found = read_host(self.loaded.root, host_name)
+        if isinstance(found, str):
+            self.notes.append(f"host {host_name!r}: recorded GPUs not used: {found}")
+            return None
+        if found is not None:
+            where = host_path(self.loaded.root, host_name).relative_to(self.loaded.root)
+            self.notes.append(
+                f"host {host_name!r}: devices compared with the GPUs recorded in {where} "
+                f"({found.gpu_source or 'none discovered'})"
+            )
+        return found
 
     def recorded(self, model_name: str) -> RecordedModel | None:
         """The model's facts recorded in the repository, when they are for its declared file."""

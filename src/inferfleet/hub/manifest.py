@@ -23,12 +23,14 @@ from inferfleet.artifacts.manifest import (
     fragment_of,
     fragment_sets,
 )
+from inferfleet.errors import OfflineError
 from inferfleet.hub import wire
 from inferfleet.hub.auth import Token, auth_headers
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.reach import unreachable
 from inferfleet.io import http
 from inferfleet.io.files import atomic_write
+from inferfleet.io.offline import offline
 from inferfleet.io.retry import GaveUp, Retry, retrying
 
 T = TypeVar("T")
@@ -189,6 +191,12 @@ def call_hub(fn: Callable[[], Any], endpoint: str, repo: str, token: Token | Non
                 raise
             raise wire.Transient(f"{type(exc).__name__}: {exc}") from None
 
+    if offline():  # huggingface_hub read HF_HUB_OFFLINE at import: a verb's --offline is later
+        raise OfflineError(
+            f"{repo}: no request to the Hub while offline (--offline / HF_HUB_OFFLINE=1)",
+            hint="drop --offline / unset HF_HUB_OFFLINE to reach it, or use what is cached",
+            where=endpoint,
+        )
     why = unreachable(endpoint)
     if why is not None:  # final after one try: huggingface_hub's own backoff never starts
         raise HubError(

@@ -19,10 +19,7 @@ a clear error.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.base import hub_repo_problem, hub_revision_problem
 from inferfleet.hub.auth import Token
 from inferfleet.hub.errors import HubError
+from inferfleet.io.offline import offline
 
 _HF_URL = re.compile(r"^hf://(?P<repo>[^/@:]+/[^/@:]+)(?:/(?P<path>[^@]+))?(?:@(?P<rev>[^@]+))?$")
 _SHORT = re.compile(r"^(?P<repo>[^/@:]+/[^/@:]+)(?::(?P<path>[^@]+))?(?:@(?P<rev>[^@]+))?$")
@@ -67,31 +65,6 @@ def parse_ref(text: str) -> HubRef | None:
     if path is not None and not path.endswith(".gguf") and "/" not in path and "." not in path:
         return HubRef(match["repo"], revision, tag=path)
     return HubRef(match["repo"], revision, path=path)
-
-
-def offline() -> bool:
-    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, read as huggingface_hub
-    reads it (its ``_is_true``), but now: a verb's ``--offline`` sets it after that
-    library read it at import, and `check` need not import the library to know."""
-    now = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return now.strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
-@contextmanager
-def offline_mode(on: bool) -> Iterator[None]:
-    """A verb's ``--offline``: HF_HUB_OFFLINE=1 for its duration (every Hub read honours it)."""
-    if not on:
-        yield
-        return
-    before = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = before
 
 
 def gguf_location(text: str, *, endpoint: str) -> str:

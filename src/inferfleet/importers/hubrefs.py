@@ -15,8 +15,9 @@ from inferfleet.errors import FleetError
 from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.fetch_plan import endpoint
 from inferfleet.hub.manifest import build_manifest
-from inferfleet.hub.model_ref import manifest_globs, offline, parse_ref
+from inferfleet.hub.model_ref import manifest_globs, parse_ref
 from inferfleet.importers.result import Imported
+from inferfleet.io.offline import offline
 
 
 def resolve_hub_models(imported: Imported) -> dict[str, Manifest]:

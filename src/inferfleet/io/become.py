@@ -38,7 +38,7 @@ from inferfleet.io.files import atomic_write
 
 Method = Literal["sudo"] | None
 # What the sudoers entry must allow: every command a deploy runs through sudo.
-SUDO_COMMANDS = ("systemctl", "journalctl", "podman", "install", "mv", "rm", "chmod")
+SUDO_COMMANDS = ("systemctl", "journalctl", "podman", "install", "mv", "rm", "chmod", "ss")
 _PASSWORD = ("password is required", "a terminal is required", "no tty present")
 
 

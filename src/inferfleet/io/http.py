@@ -38,9 +38,10 @@ import certifi
 import httpx
 
 from inferfleet import __version__
-from inferfleet.errors import HTTPError, TransientError
+from inferfleet.errors import HTTPError, OfflineError, TransientError
 from inferfleet.io.http_errors import Asked
 from inferfleet.io.http_errors import raise_for_status as _raise_for_status
+from inferfleet.io.offline import offline
 
 USER_AGENT = f"inferfleet/{__version__}"
 MAX_REDIRECTS = 5
@@ -55,6 +56,7 @@ def client(
     base_url: str = "",
     plain_http: bool = False,
     verify: ssl.SSLContext | None = None,
+    key: str | None = None,
 ) -> httpx.Client:
     """A synchronous client with explicit timeouts; proxies only for ``remote``.
 
@@ -63,15 +65,33 @@ def client(
     an ``https://`` URL fails verification instead of being trusted.
     ``verify``: the certificates to trust instead of the environment's (a
     local CA's root, e.g. the auth proxy's).
+    ``key``: a fleet server's API key, sent with every request (L-58); only a
+    client of one server takes it.
     """
+    headers = {"User-Agent": USER_AGENT}
+    hooks = {"request": [_not_offline]} if purpose == "remote" else {}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
     return httpx.Client(
         base_url=base_url,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-        headers={"User-Agent": USER_AGENT},
+        headers=headers,
         follow_redirects=False,  # see send(): several lessons read the first answer (L-02)
         trust_env=purpose == "remote",
+        event_hooks=hooks,
         verify=verify or (_trusting_nothing() if plain_http else tls_context()),
     )
+
+
+def _not_offline(request: httpx.Request) -> None:
+    """Offline, a remote client sends nothing (:mod:`inferfleet.io.offline`): the one guard
+    every Hub, mirror and user-given URL passes, whichever path asked."""
+    if offline():
+        raise OfflineError(
+            f"no network request while offline: {request.method} {request.url.host}",
+            hint="drop --offline / unset HF_HUB_OFFLINE=1 to reach it, or use what is cached",
+            url=str(request.url.copy_with(query=None)),
+        )
 
 
 @functools.lru_cache(maxsize=1)

@@ -171,7 +171,7 @@ def concurrency(s: Session) -> CheckResult:
             stream=True,
             stream_options={"include_usage": True},
         )
-        with http.client(timeout=300.0, base_url=s.target.base_url) as client:
+        with http.client(timeout=300.0, base_url=s.target.base_url, key=s.target.key) as client:
             barrier.wait()
             result = stream(client, "/v1/completions", body)
         zero = clock_zero[0]

@@ -100,7 +100,7 @@ def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeRepo
         if on_result is not None:
             on_result(result)
 
-    with http.client(timeout=300.0, base_url=target.base_url) as client:
+    with http.client(timeout=300.0, base_url=target.base_url, key=target.key) as client:
         session = Session(target=target, exchange=Exchange(client), model=target.model)
         add(checks_api.health(session))
         if checks[-1].status == "fail":

@@ -81,17 +81,21 @@ def run_contract(
     service: str,
     parallel: int | None = None,
     client: ClientFacts | None = None,
+    key: str | None = None,
 ) -> ContractResult:
-    """The contract probe of one service: the minimal checks, then the full probe if asked."""
+    """The contract probe of one service: the minimal checks, then the full probe if asked.
+    ``key``: the server's API key when it requires one (L-58)."""
     try:
-        checks = run_minimal(base_url, alias=alias, ctx_per_slot=ctx_per_slot, service=service)
+        checks = run_minimal(
+            base_url, alias=alias, ctx_per_slot=ctx_per_slot, service=service, key=key
+        )
     except FleetError as exc:
         # The server is healthy (the gate passed) yet its API does not answer as
         # one: that is a broken contract with this evidence, not a crash.
         checks = [Check("contract probe", False, _short(exc.message))]
     full = wants_full_probe(client) and all(c.ok for c in checks)
     if full:
-        checks += _full_probe(base_url, alias, ctx_per_slot, parallel, service, client)
+        checks += _full_probe(base_url, alias, ctx_per_slot, parallel, service, client, key)
     return ContractResult(checks, full=full)
 
 
@@ -102,6 +106,7 @@ def _full_probe(
     parallel: int | None,
     service: str,
     client: ClientFacts | None,
+    key: str | None,
 ) -> list[Check]:
     from inferfleet.client.target import Target
     from inferfleet.probe.contract import run_probe
@@ -114,6 +119,7 @@ def _full_probe(
         ctx_per_slot=ctx_per_slot,
         parallel=parallel,
         client=client,
+        key=key,
     )
     try:
         report = run_probe(target)
@@ -127,11 +133,11 @@ def _full_probe(
 
 
 def run_minimal(
-    base_url: str, *, alias: str, ctx_per_slot: int | None, service: str
+    base_url: str, *, alias: str, ctx_per_slot: int | None, service: str, key: str | None = None
 ) -> list[Check]:
     """The three minimal checks, every one reported (a failed check does not raise)."""
     checks: list[Check] = []
-    with http.client(timeout=60.0, base_url=base_url) as client:
+    with http.client(timeout=60.0, base_url=base_url, key=key) as client:
         models = _json(client.get("/v1/models"), "GET /v1/models", service)
         try:
             info = reports.openai_models(models, alias)

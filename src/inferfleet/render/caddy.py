@@ -55,6 +55,8 @@ from urllib.parse import urlsplit
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.render.endpoints import dial_address, host_port
+from inferfleet.render.service_keys import front_variable, keyed
 
 # Copied from the outpost's answer into the request the upstream gets (the outposts'
 # own Caddy guides: goauthentik.io "Caddy" proxy server; authelia.com "Caddy").
@@ -165,33 +167,10 @@ def _unspecified(bind: str) -> bool:
     return ipaddress.ip_address(bind).is_unspecified
 
 
-def _host_port(address: str, port: int) -> str:
-    try:
-        version = ipaddress.ip_address(address).version
-    except ValueError:
-        return f"{address}:{port}"  # a name
-    return f"[{address}]:{port}" if version == 6 else f"{address}:{port}"
-
-
-def dial_address(fleet: Fleet, proxy_host: str, host: str, bind: str, port: int) -> str:
-    """``host:port`` the proxy on ``proxy_host`` dials for a listener on ``host``.
-
-    On its own host a server that listens on every address is dialled on
-    loopback; another host's is dialled at that host's address (as clients
-    reach it, :func:`inferfleet.render.endpoints.reachable_address`).
-    """
-    if _unspecified(bind):
-        if host == proxy_host:
-            loopback = "::1" if ipaddress.ip_address(bind).version == 6 else "127.0.0.1"
-            return _host_port(loopback, port)
-        return _host_port(fleet.hosts[host].address or host, port)
-    return _host_port(bind, port)
-
-
 def _site_addresses(proxy: Proxy) -> list[str]:
     """What the site answers for: its names, else its bind address (a certificate for the IP)."""
     if proxy.names:
-        return [f"https://{_host_port(name, proxy.port)}" for name in proxy.names]
+        return [f"https://{host_port(name, proxy.port)}" for name in proxy.names]
     if _unspecified(proxy.bind):
         raise UsageError(
             f"the proxy binds {proxy.bind} and declares no names: a TLS certificate needs "
@@ -200,7 +179,7 @@ def _site_addresses(proxy: Proxy) -> list[str]:
             hint="list the DNS names clients use (names: [ai.home.arpa]), or bind the "
             "proxy to the host's LAN address",
         )
-    return [f"https://{_host_port(proxy.bind, proxy.port)}"]
+    return [f"https://{host_port(proxy.bind, proxy.port)}"]
 
 
 def _global_options(proxy: Proxy) -> Block:
@@ -229,10 +208,16 @@ def _global_options(proxy: Proxy) -> Block:
     return Block("", body)
 
 
-def _reverse_proxy(head: list[str], upstream: str, health: str, timeout_s: float) -> Block:
+def _reverse_proxy(
+    head: list[str], upstream: str, health: str, timeout_s: float, key: str | None = None
+) -> Block:
+    # An upstream beyond loopback requires its own key (L-58): the client's (the proxy's)
+    # is replaced by it, read from Caddy's environment at run time.
+    auth = [] if key is None else [_line("header_up", "Authorization", Placeholder(key, "Bearer "))]
     return Block(
         _line("reverse_proxy", *head, upstream),
         [
+            *auth,
             "flush_interval -1",  # stream every chunk (SSE) as it comes
             Block(
                 "transport http",
@@ -307,12 +292,19 @@ def _routes(fleet: Fleet, proxy: Proxy) -> list[Block | str]:
                 hint="rename the service, or reach it through the gateway",
             )
         timeout = gateway.timeouts.get(name, gateway.timeout) if gateway else DEFAULT_TIMEOUT_S
-        upstream = dial_address(fleet, proxy.host, service.host, service.bind, service.port)
-        inner = _reverse_proxy([], upstream, service.health.path, timeout)
+        # The proxy is a process on its host (never in a container network): its host's
+        # loopback is its own (dial_address, L-57).
+        upstream = dial_address(
+            fleet, service.host, service.bind, service.port, from_host=proxy.host
+        )
+        key = front_variable(name) if keyed(fleet, name) else None
+        inner = _reverse_proxy([], upstream, service.health.path, timeout, key)
         routes.append(Block(_line("handle_path", f"/{name}/*"), [inner]))
     if gateway is not None:
         timeout = max([gateway.timeout, *gateway.timeouts.values()])
-        upstream = dial_address(fleet, proxy.host, gateway.host, gateway.bind, gateway.port)
+        upstream = dial_address(
+            fleet, gateway.host, gateway.bind, gateway.port, from_host=proxy.host
+        )
         routes.append(_reverse_proxy([], upstream, GATEWAY_HEALTH_PATH, timeout))
     else:
         routes.append(f"respond `{NOT_ROUTED}` 404")
@@ -350,8 +342,18 @@ def caddyfile(fleet: Fleet, host: str) -> str:
 
 
 def key_names(fleet: Fleet) -> Iterable[str]:
-    """The variables of ``keys_env`` the rendered Caddyfile reads (bearer auth), in order."""
+    """The variables of ``keys_env`` the rendered Caddyfile reads, in order: the keys
+    clients send (bearer auth), then each routed upstream's own key."""
     proxy = fleet.proxy
-    if proxy is None or proxy.auth != "bearer":
+    if proxy is None:
         return ()
-    return tuple(proxy.key_names)
+    clients = tuple(proxy.key_names) if proxy.auth == "bearer" else ()
+    return clients + upstream_key_names(fleet)
+
+
+def upstream_key_names(fleet: Fleet) -> tuple[str, ...]:
+    """The variables holding the keys of the routed services beyond loopback (L-58)."""
+    proxy = fleet.proxy
+    if proxy is None:
+        return ()
+    return tuple(front_variable(n) for n in proxy.services if keyed(fleet, n))

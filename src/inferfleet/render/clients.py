@@ -48,6 +48,7 @@ from inferfleet.render.endpoints import (
     via_proxy,
 )
 from inferfleet.render.exposure import gateway_services
+from inferfleet.render.service_keys import front_variable, keyed
 
 PROVIDERS_SCHEMA = "inferfleet.providers/v1"
 OPENCODE_SCHEMA = "https://opencode.ai/config.json"
@@ -65,10 +66,13 @@ NO_KEY = "none"
 
 def key_env(fleet: Fleet, name: str) -> str | None:
     """The variable a client keeps its key for ``name`` in: the auth proxy's when it
-    routes the service, the gateway's when that fronts it, else none (no key)."""
+    routes the service, the gateway's when that fronts it, the service's own when it is
+    reached directly beyond loopback (L-58), else none (no key)."""
     if via_proxy(fleet, name):
         return PROXY_KEY_ENV
-    return GATEWAY_KEY_ENV if name in gateway_services(fleet) else None
+    if name in gateway_services(fleet):
+        return GATEWAY_KEY_ENV
+    return front_variable(name) if keyed(fleet, name) else None
 
 
 def _reasons(service: Service) -> bool:
@@ -160,7 +164,13 @@ def openwebui(fleet: Fleet) -> dict[str, str]:
         if name in fronted:
             continue
         urls.append(client_base_url(fleet, name))
-        keys.append(OPENWEBUI_PROXY_PLACEHOLDER if via_proxy(fleet, name) else NO_KEY)
+        keys.append(
+            OPENWEBUI_PROXY_PLACEHOLDER
+            if via_proxy(fleet, name)
+            else f"REPLACE-WITH-{front_variable(name)}"
+            if keyed(fleet, name)
+            else NO_KEY
+        )
     return {"OPENAI_API_BASE_URLS": ";".join(urls), "OPENAI_API_KEYS": ";".join(keys)}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Final
 
 from inferfleet.fleetfile.fleet import Fleet, Service
 from inferfleet.render.exposure import gateway_services
@@ -36,6 +37,48 @@ def reachable_address(fleet: Fleet, service: Service) -> str:
         host = fleet.hosts[service.host]
         return host.address or service.host
     return service.bind if bind.version == 4 else f"[{service.bind}]"
+
+
+# The name podman writes into every bridged container's /etc/hosts for its host (L-57): a
+# container on a bridged network reaches a service on its own host only there, not at the
+# host's loopback (the container's own) nor at its LAN address (not forwarded into the
+# container network; only published ports are DNATed). The one place this name is written.
+HOST_GATEWAY: Final = "host.containers.internal"
+
+
+def host_port(address: str, port: int) -> str:
+    """``address:port``, an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def dial_address(
+    fleet: Fleet,
+    host: str,
+    bind: str,
+    port: int,
+    *,
+    from_host: str | None,
+    bridged: bool = False,
+) -> str:
+    """``host:port`` at which a consumer on ``from_host`` reaches a listener on ``host``
+    bound to ``bind``: the gateway's backends, the proxy's upstreams, Prometheus' targets.
+
+    - From a bridged container on the listener's own host: the host gateway name
+      (L-57); a loopback bind is unreachable from there, which ``check`` reports
+      (``container-cannot-reach-loopback``).
+    - From the listener's own host (a process, or a container on the host's
+      network): loopback for a wildcard bind, else the bind.
+    - From another host, or ``from_host`` None (as the fleet reaches it): the
+      host's address for a wildcard bind, else the bind.
+    """
+    if from_host == host and bridged:
+        return host_port(HOST_GATEWAY, port)
+    if ipaddress.ip_address(bind).is_unspecified:
+        if from_host == host:
+            bind = "::1" if ipaddress.ip_address(bind).version == 6 else "127.0.0.1"
+        else:
+            bind = fleet.hosts[host].address or host
+    return host_port(bind, port)
 
 
 def judged_on_host(fleet: Fleet, service: Service) -> bool:

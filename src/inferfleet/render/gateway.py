@@ -35,9 +35,11 @@ import yaml
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Gateway
-from inferfleet.render.clients import model_entry
+from inferfleet.render.clients import NO_KEY, model_entry
+from inferfleet.render.endpoints import dial_address
 from inferfleet.render.exposure import gateway_services, listen_address
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.service_keys import front_variable, keyed
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 from inferfleet.runtimes.pinned import VENV_PYTHON, package_venv_relpath
 
@@ -108,18 +110,13 @@ def check(fleet: Fleet) -> list[str]:
 def backend_url(fleet: Fleet, name: str) -> str:
     """Where the gateway reaches service ``name``: the address it listens on (its exposure
     decides it, L-58); a wildcard bind is reached on the host's address, or on loopback
-    when the gateway runs on that same host."""
+    when the gateway runs on that same host. The gateway is a process or a Quadlet
+    container on the host's network (:func:`quadlet_unit`), never in a container network:
+    its host's loopback is its own (:func:`inferfleet.render.endpoints.dial_address`, L-57)."""
     service = fleet.services[name]
     bind = listen_address(fleet, name)
-    gateway = required(fleet)
-    if bind in {"0.0.0.0", "::"}:
-        if gateway.host == service.host:
-            bind = "127.0.0.1" if bind == "0.0.0.0" else "::1"
-        else:
-            host = fleet.hosts[service.host]
-            bind = host.address or service.host
-    address = f"[{bind}]" if ":" in bind else bind
-    return f"http://{address}:{service.port}/v1"
+    address = dial_address(fleet, service.host, bind, service.port, from_host=required(fleet).host)
+    return f"http://{address}/v1"
 
 
 def timeout_s(gateway: Gateway, name: str) -> float:
@@ -132,7 +129,10 @@ def config(fleet: Fleet) -> dict[str, Any]:
     models = []
     for name in check(fleet):
         seconds = timeout_s(gateway, name)
-        entry = model_entry(fleet, name, api_base=backend_url(fleet, name))
+        # A backend beyond loopback requires its key (client.keys): LiteLLM reads it from
+        # its environment at start, out of keys_env, never written here.
+        key = f"os.environ/{front_variable(name)}" if keyed(fleet, name) else NO_KEY
+        entry = model_entry(fleet, name, api_base=backend_url(fleet, name), api_key=key)
         # Per model: LiteLLM waits this long for a whole answer, and as long for a stream's
         # next chunk; a long generation on a busy slot takes minutes.
         entry["litellm_params"]["timeout"] = seconds

@@ -9,6 +9,9 @@ for any service in the fleet whose runtime series are missing.
 Runtimes name their series differently; recording rules map each runtime's
 names (from its adapter) onto ``inferfleet:*`` so alerts and the dashboard
 are written once.
+
+Targets are the addresses the fleet's Prometheus reaches (``monitoring.prometheus``:
+its host, and whether it runs in a bridged container, L-57).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 import yaml
 
 from inferfleet.fleetfile.fleet import Fleet
-from inferfleet.render.endpoints import endpoint, llm_services
+from inferfleet.render.endpoints import dial_address, endpoint, llm_services
+from inferfleet.render.service_keys import keyed, scrape_key_file
 from inferfleet.runtimes.registry import traits
 
 JOB_PREFIX = "inferfleet-"
@@ -30,6 +34,25 @@ BY = "service, host, runtime"
 
 def dump(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+
+
+def scrape_target(fleet: Fleet, name: str) -> str:
+    """``host:port`` at which the fleet's Prometheus reaches service ``name``.
+
+    Where it runs is ``monitoring.prometheus``: on the service's own host in a
+    bridged container, the host gateway name, never the host's LAN address nor
+    loopback (L-57); without it, as another host of the fleet reaches the service.
+    """
+    service = fleet.services[name]
+    site = fleet.monitoring.prometheus if fleet.monitoring is not None else None
+    return dial_address(
+        fleet,
+        service.host,
+        service.bind,
+        service.port,
+        from_host=None if site is None else site.host,
+        bridged=site is not None and site.network == "container",
+    )
 
 
 def scrape_jobs(fleet: Fleet) -> list[dict[str, Any]]:
@@ -52,7 +75,11 @@ def scrape_jobs(fleet: Fleet) -> list[dict[str, Any]]:
             # while it is unloaded, by design.
             labels["group"] = service.group
             job["params"] = {"model": [ep.alias], "autoload": ["false"]}
-        job["static_configs"] = [{"targets": [ep.address], "labels": labels}]
+        if keyed(fleet, name):
+            # Its /metrics requires its key (L-58): read from a file next to this config
+            # (untracked, mode 600), never written here.
+            job["authorization"] = {"type": "Bearer", "credentials_file": scrape_key_file(name)}
+        job["static_configs"] = [{"targets": [scrape_target(fleet, name)], "labels": labels}]
         jobs.append(job)
     return jobs
 

@@ -9,7 +9,8 @@ Defaults that encode lessons:
 - L-39: ``HOME`` on that writable mount.
 - L-38: ``Notify=healthy`` with a health command and a start period sized to
   the model load, ``Restart=always``, ``WantedBy=``; the start timeout covers
-  the load (L-34).
+  the load (L-34). A startup check (same command, every 2 s until it first
+  passes) makes systemd see the unit started right after the load.
 - L-36: ``ContainerName=`` is fixed and Quadlet runs ``podman run --replace
   --rm``, so a container left by a killed restart never blocks the name.
 """
@@ -30,6 +31,9 @@ from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 HEALTH_INTERVAL = "30s"
 HEALTH_RETRIES = 3
 HEALTH_TIMEOUT = "10s"
+# Until the first pass, the check runs this often: Notify=healthy then reports the unit
+# started seconds after the model loads, not up to a whole HealthInterval later.
+HEALTH_STARTUP_INTERVAL = "2s"
 
 
 def health_command(resolved: Resolved) -> str | None:
@@ -79,7 +83,9 @@ def container_unit(resolved: Resolved) -> UnitFile:
         unit.add(c, "User", escape_value(service.container.user))
     if service.container.shm_size is not None:
         unit.add(c, "ShmSize", podman_size(service.container.shm_size))
-    if resolved.traits is not None:
+    if resolved.traits is not None and (resolved.devices or "--mlock" in resolved.argv):
+        # GPU runtimes pin host memory for transfers; --mlock locks the weights. Raising
+        # the limit needs CAP_SYS_RESOURCE, so a CPU service without --mlock does not ask.
         unit.add(c, "Ulimit", "memlock=-1:-1")
     health = health_command(resolved)
     if health is not None:
@@ -91,6 +97,8 @@ def container_unit(resolved: Resolved) -> UnitFile:
         # that do not count.
         unit.add(c, "HealthStartPeriod", f"{service.health.timeout:g}s")
         unit.add(c, "HealthOnFailure", "kill")
+        unit.add(c, "HealthStartupCmd", health)
+        unit.add(c, "HealthStartupInterval", HEALTH_STARTUP_INTERVAL)
         unit.add(c, "Notify", "healthy")
     unit.add(c, "StopTimeout", f"{resolved.stop_grace_s:g}")
     for mount in resolved.mounts:

@@ -17,6 +17,7 @@ Defaults that encode lessons:
 from __future__ import annotations
 
 from inferfleet.render.launch import CONTAINER_LABEL, Resolved
+from inferfleet.render.service_keys import requires_key
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 
 LIMIT_NOFILE = 65536
@@ -81,8 +82,11 @@ def service_unit(resolved: Resolved) -> UnitFile:
     unit.add("Service", "EnvironmentFile", escape_value(resolved.env_file))
     if service.secrets_env is not None:
         # Optional ("-"): a host without secrets still starts; the file is mode 600 (L-06).
+        # A server beyond loopback reads its API key there: without the file it does not
+        # start at all, rather than answer anyone (L-58).
         secrets = resolved.facts.expand(service.secrets_env)
-        unit.add("Service", "EnvironmentFile", "-" + escape_value(secrets))
+        optional = "" if requires_key(service) else "-"
+        unit.add("Service", "EnvironmentFile", optional + escape_value(secrets))
     if resolved.in_container:
         _podman_exec(unit, resolved)
     else:

@@ -107,13 +107,30 @@ class RuntimeTraits:
     kv_pool_budget: bool = False
     info_path: str | None = None  # the GET that answers its release version
     default_port: int = 8080  # where it listens when its command line names no port
+    # The variable it reads its API key from (never argv, L-06); None: argv only.
+    key_env: str | None = None
+
+
+def vendor_positions(host: Host) -> dict[str, tuple[int, Device]]:
+    """Each accelerator of the host by name, with its position among the host's devices of
+    its vendor: the runtime's index when the fleet gives none (``CUDA0``, ``nvidia.com/gpu=0``
+    count NVIDIA GPUs only; a ``cpu`` entry or another vendor's card before it does not
+    shift it), as ``doctor`` matches declared devices to discovered ones."""
+    counts: dict[str, int] = {}
+    found: dict[str, tuple[int, Device]] = {}
+    for device in host.devices:
+        if device.vendor == "cpu":
+            continue
+        found[device.name] = (counts.get(device.vendor, 0), device)
+        counts[device.vendor] = counts.get(device.vendor, 0) + 1
+    return found
 
 
 def gpu_devices(service: Service, host: Host) -> list[tuple[int, Device]]:
-    """The service's devices that are accelerators, with their list index on the host."""
-    by_name = {d.name: (i, d) for i, d in enumerate(host.devices)}
-    picked = [by_name[name] for name in service.devices if name in by_name]
-    return [(i, d) for i, d in picked if d.vendor != "cpu"]
+    """The service's devices that are accelerators, each with its position among the host's
+    devices of its vendor (:func:`vendor_positions`)."""
+    by_name = vendor_positions(host)
+    return [by_name[name] for name in service.devices if name in by_name]
 
 
 def device_index(position: int, device: Device) -> int:

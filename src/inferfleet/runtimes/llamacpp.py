@@ -32,6 +32,7 @@ from inferfleet.runtimes.base import (
     device_index,
     gpu_devices,
     require_ctx,
+    vendor_positions,
 )
 from inferfleet.runtimes.flags import Arg, FieldFlag, FlagTable
 
@@ -176,12 +177,11 @@ _DEVICE_PREFIX = {"nvidia": "CUDA", "amd": "ROCm", "intel": "SYCL"}
 
 def device_name(host: Host, name: str) -> str:
     """llama.cpp's name of a host device (``CUDA0``), or ``CPU``."""
-    for index, device in enumerate(host.devices):
-        if device.name == name:
-            if device.vendor == "cpu":
-                return "CPU"
-            return f"{_DEVICE_PREFIX[device.vendor]}{device_index(index, device)}"
-    if name == "CPU":
+    found = vendor_positions(host).get(name)
+    if found is not None:
+        position, device = found
+        return f"{_DEVICE_PREFIX[device.vendor]}{device_index(position, device)}"
+    if name == "CPU" or any(d.name == name and d.vendor == "cpu" for d in host.devices):
         return "CPU"
     raise AdapterError(
         f"{name!r} is not a device of this host",
@@ -367,4 +367,5 @@ TRAITS = RuntimeTraits(
     gguf=True,
     slots_endpoint=True,
     pinned_build=True,
+    key_env="LLAMA_API_KEY",  # b11434 --help: "(env: LLAMA_API_KEY)"
 )

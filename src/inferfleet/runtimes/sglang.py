@@ -141,4 +141,5 @@ TRAITS = replace(
     kv_pool_budget=False,
     info_path="/get_server_info",
     default_port=30000,
+    key_env=None,  # --api-key in argv only: it stays on loopback (client.keys)
 )

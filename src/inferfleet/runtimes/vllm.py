@@ -245,4 +245,5 @@ TRAITS = RuntimeTraits(
     kv_pool_budget=True,
     info_path="/version",
     default_port=8000,
+    key_env="VLLM_API_KEY",  # guards its /v1 routes when --api-key is not given
 )

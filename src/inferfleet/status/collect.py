@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferfleet import paths
+from inferfleet.client.keys import service_key
 from inferfleet.deploy.holds import Hold
 from inferfleet.deploy.rpc import worker_states
 from inferfleet.errors import FleetError, UsageError
@@ -242,7 +243,11 @@ class Collector:
             # Never asked from here: this machine's loopback is not the host's (L-33).
             return Reading("unknown", "judged on its host: not read over HTTP from here")
         runtime = None if service.runtime is None else fleet.runtimes[service.runtime].kind
-        with http.client(timeout=self.options.timeout) as client:
+        # A keyed server (every one beyond loopback, L-58) answers /metrics, /slots and
+        # /props with its key only.
+        with http.client(
+            timeout=self.options.timeout, key=service_key(self.loaded, name)
+        ) as client:
             return read(
                 client,
                 base_url(self.loaded, name),

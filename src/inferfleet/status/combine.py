@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet import paths
-from inferfleet.deploy.facts import gather, host_facts
+from inferfleet.deploy.facts import gather, host_facts, system_become
 from inferfleet.deploy.markers import MarkerStore
 from inferfleet.deploy.state import STOPPED
 from inferfleet.deploy.state import decide as decide_state
@@ -55,6 +55,7 @@ class Local:
                 state_dir,
                 marker,
                 endpoint=(service.bind, service.port, service.health.path),
+                become=system_become(loaded.fleet, service.host),
             )
         )
         name_of_state = state.state
@@ -295,4 +296,5 @@ def host_row(
         lock=view.lock,
         services=len(rows),
         healthy=sum(1 for r in rows if r.state == "healthy"),
+        memory=dict(view.memory),
     )

@@ -31,6 +31,11 @@ class Reading:
     notes: list[str] = field(default_factory=list)
 
 
+# A keyed server (L-58) whose key this machine does not have: the service's secrets_env
+# on its own host, else INFERFLEET_KEY_<SERVICE> in the environment (client.keys).
+KEY_HINT = " (it requires its API key: set INFERFLEET_KEY_<SERVICE> here, L-58)"
+
+
 def read(
     client: httpx.Client,
     base: str,
@@ -79,6 +84,8 @@ def _get(client: httpx.Client, base: str, path: str, parser: Any, notes: list[st
         hint = (
             " (the server runs with --no-slots)"
             if path == "/slots" and answer.status_code == 501
+            else KEY_HINT
+            if answer.status_code == 401
             else ""
         )
         notes.append(f"{path}: HTTP {answer.status_code}{hint}")
@@ -101,6 +108,8 @@ def _metrics(
         # L-56: the server was started without its metrics flag; Prometheus loses it silently.
         notes.append("/metrics: HTTP 501: started without its metrics flag (L-56)")
         return None, "HTTP 501 (L-56)"
+    if answer.status_code == 401:
+        notes.append(f"/metrics: HTTP 401{KEY_HINT}")
     if answer.status_code != 200:
         return None, f"HTTP {answer.status_code}"
     try:

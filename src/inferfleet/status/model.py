@@ -122,6 +122,7 @@ class HostRow:
     lock: str | None = None  # a deploy holding the host's lock
     services: int = 0
     healthy: int = 0
+    memory: dict[str, int] = field(default_factory=dict)  # bytes in use: nvidia:0, amd:1, ram
 
     def to_json(self) -> StatusHost:
         return document_of(StatusHost, self)

@@ -70,7 +70,7 @@ def proxy_key(loaded: LoadedFleet) -> str | None:
     proxy = loaded.fleet.proxy
     if proxy is None or not loaded.fleet.hosts[proxy.host].is_local(proxy.host):
         return None
-    names = list(render.key_names(loaded.fleet))
+    names = list(proxy.key_names) if proxy.auth == "bearer" else []  # what clients send
     if not names:
         return None
     state_dir = paths.state_dir(loaded.fleet.hosts[proxy.host])

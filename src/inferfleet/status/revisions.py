@@ -49,6 +49,8 @@ class HostView:
     error: str | None = None
     over_ssh: bool = False
     holds: dict[str, Hold] = field(default_factory=dict)  # services held down (stop --hold)
+    # Bytes in use per device (nvidia:0, amd:1, ram) where the host can tell.
+    memory: dict[str, int] = field(default_factory=dict)
 
 
 def repo_state(loaded: LoadedFleet) -> RepoState:
@@ -65,7 +67,13 @@ def local_facts(host: Host) -> HostView:
     """This machine's markers, read from its state dir."""
     try:
         state_dir = paths.state_dir(host)
-        return HostView(markers=MarkerStore(state_dir).all(), holds=HoldStore(state_dir).all())
+        from inferfleet.backends.host_facts import memory_used
+
+        return HostView(
+            markers=MarkerStore(state_dir).all(),
+            holds=HoldStore(state_dir).all(),
+            memory=memory_used(),
+        )
     except FleetError as exc:
         return HostView(error=exc.render())
 
@@ -85,6 +93,7 @@ def remote_facts(
         lock=report.lock,
         over_ssh=True,
         holds=report.holds,
+        memory=report.memory,
     )
 
 

@@ -62,9 +62,17 @@ HOST_COLUMNS: list[Column] = [
     Col("address", drop=2),
     "reached",
     "healthy",
+    Col("memory used", drop=3),
     Col("checkout", drop=1),
     "detail",
 ]
+
+
+def memory_cell(memory: dict[str, int]) -> str:
+    """``nvidia:0 20.1 GiB, ram 6.2 GiB``: bytes in use per device, where the host told."""
+    if not memory:
+        return "-"
+    return ", ".join(f"{name} {used / (1 << 30):.1f} GiB" for name, used in memory.items())
 
 
 def _styled(text: str, style: str | None) -> str:
@@ -168,6 +176,7 @@ def show(out: Output, status: FleetStatus) -> None:
             esc(h.address),
             _styled(h.reach, REACH_STYLE.get(h.reach)),
             f"{h.healthy}/{h.services}",
+            esc(memory_cell(h.memory)),
             esc((h.checkout_head or "-")[:10]),
             esc(h.detail + (f"; deploy lock held by {h.lock}" if h.lock else "")),
         ]

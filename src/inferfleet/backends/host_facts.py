@@ -146,6 +146,17 @@ def device_memory_used(root: Path = Path("/"), *, tools: bool = True) -> dict[st
     return used
 
 
+def memory_used(root: Path = Path("/"), *, tools: bool = True) -> dict[str, int]:
+    """What ``status`` shows per host: bytes in use on each GPU the host can tell about
+    (:func:`device_memory_used`) and in its RAM (``ram``: MemTotal - MemAvailable, the
+    memory of a CPU host's models)."""
+    used = device_memory_used(root, tools=tools)
+    mem = parse.meminfo(_read(root / "proc" / "meminfo"))
+    if mem.ram:
+        used["ram"] = max(0, mem.ram - mem.available)
+    return used
+
+
 def _with_gtt(gpu: Gpu, sysfs: list[Gpu], apu_host: bool | None) -> Gpu:
     """A tool's GPU with the GTT aperture sysfs reports for the same position."""
     same = [s for s in sysfs if s.index == gpu.index]

@@ -1,0 +1,494 @@
+"""Quadlet under a real systemd: the homelab example's container service (``chat``), rootful,
+deployed as a non-root ssh user with ``become: sudo``.
+
+The host is a booted Debian 13 root filesystem (deploy_nspawn.booted_podman_host:
+podman 5.4 with Quadlet; Debian 12's podman predates Quadlet and ``Notify=healthy``)
+with its own sshd and a user ``ops`` whose sudoers entry is inferfleet's line.
+``deploy`` from here reaches it over real ssh; ``apply`` there installs the
+``.container`` file into ``/etc/containers/systemd`` through sudo, systemd's
+Quadlet generator makes the unit, podman (crun) runs the real llama-server in
+the test image (tests/helpers/containers.py, imported into the host's podman and
+pinned by the digest it reports) with the real Gemma 3 270M mounted read-only.
+The unit's main process is conmon, the server is root's: the gate names the
+socket's owner through ``sudo ss`` and accepts it only as the labelled container's
+(L-33); a stranger of root's on the port is refused, before the start and by the gate.
+
+The service is the example's ``chat`` with what needs GPUs and vLLM substituted
+(:data:`SUBSTITUTED`): its backend, container options and the host's ``become``
+are the example's. One host for the module (a boot costs seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from deploy_nspawn import Machine, SshLogin, booted_podman_host, sudo_host
+from deploy_repo import FleetRepo, git
+from helpers import ROOT, free_port
+from helpers.containers import IMAGES, Image, Podman, llama_image
+from helpers.real_model import GEMMA, gemma
+from test_become_nspawn import ENTRY, close_ssh, deploy_as
+
+from inferfleet.backends.ports import parse_ss
+from inferfleet.cli.fleet_cmds import embedded_example
+
+pytestmark = [pytest.mark.containers, pytest.mark.slow, pytest.mark.e2e, pytest.mark.needs_root]
+
+NAME = "chat"
+UNIT = "inferfleet-chat.service"
+CONTAINER = "inferfleet-chat"
+QUADLET = "/etc/containers/systemd/inferfleet-chat.container"
+MODEL = "gemma3-270m"
+# The example's chat serves a 30B model with vLLM on two AMD GPUs; what needs them is
+# replaced by the test model on llama.cpp (the test image), and the 20-minute load
+# ceiling and the client facts of that model by the test model's.
+SUBSTITUTED = {
+    "host", "runtime", "model", "alias", "port", "ctx_per_slot", "parallel", "devices",
+    "tensor_parallel", "gpu_memory_utilization", "tool_parser", "paths", "health", "client",
+}  # fmt: skip
+# Loopback only (L-58): the stranger and the probes reach the host's ports from here.
+BIND = "127.0.0.1"
+
+
+def in_host(machine: Machine) -> Podman:
+    """podman of the booted host (root's storage there)."""
+
+    def run(
+        *args: str, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        argv = ["nsenter", "-t", str(machine.leader), "-a", "podman", *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"podman {' '.join(args)} in {machine.name}: {done.stderr}")
+        return done
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def box(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Machine, Path, SshLogin, Image]]:
+    shared = tmp_path_factory.mktemp("nspawn-quadlet")
+    gemma()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    # The model lives under /root too (the cache): ops may pass through, and read it.
+    binds = [(str(IMAGES), str(IMAGES), False), (str(GEMMA.parent), str(GEMMA.parent), True)]
+    with sudo_host(shared, "ifq", binds=binds, boot=booted_podman_host) as (machine, login):
+        yield machine, shared, login, llama_image(in_host(machine))
+
+
+def chat_repo(
+    shared: Path, login: SshLogin, image: Image, port: int, prefix: str, *, user: bool = False
+) -> FleetRepo:
+    """A fleet repo whose one service is the homelab example's chat on host ``sd`` (the box),
+    deployed as ``ops`` through sudo (the example's atlas says ``become: sudo``); ``user``:
+    a user unit of ``ops`` instead (rootless podman, linger on)."""
+    homelab = yaml.safe_load((ROOT / "examples" / "homelab" / "fleet.yaml").read_text())
+    example = yaml.safe_load(embedded_example().read_text())
+    chat, atlas = homelab["services"][NAME], homelab["hosts"]["atlas"]
+    served = example["services"]["gemma"]
+    service = {key: value for key, value in chat.items() if key not in SUBSTITUTED}
+    assert service["backend"] == "quadlet" and "container" in service
+    service.update(
+        host="sd", runtime="llama-img", model=MODEL, alias=served["alias"], bind=BIND, port=port,
+        ctx_per_slot=1024, parallel=1, health={"timeout": "3m"}, client=served["client"],
+    )  # fmt: skip
+    # Host networking: a bridge needs a writable /proc/sys in the box and turns ip_forward
+    # on for this machine (machine-notes); the example publishes 127.0.0.1:8000 instead.
+    service["container"] = {**chat["container"], "network": "host"}
+    if user:
+        service["unit"] = {"scope": "user"}
+    folder = shared / prefix
+    state = folder / "hosts" / "sd" / "state"
+    data = {
+        "version": 1,
+        "hosts": {"sd": {"address": login.alias, "ssh": {"user": login.user},
+                         "become": atlas["become"],
+                         "checkout": str(folder / "hosts" / "sd" / "fleet"),
+                         "state_dir": str(state)}},
+        "runtimes": {"llama-img": {"kind": "llama.cpp", "image": image.pinned}},
+        "models": {MODEL: {**example["models"][MODEL], "source": {"path": str(GEMMA.parent)}}},
+        "services": {NAME: service},
+    }  # fmt: skip
+    if user:
+        data["hosts"]["sd"]["linger"] = True  # type: ignore[index]
+    repo = FleetRepo.create(folder, data, hosts=["sd"])
+    repo.states = {"sd": state}
+    return repo
+
+
+def n_ctx(port: int) -> int:
+    models = httpx.get(f"http://{BIND}:{port}/v1/models", timeout=10).json()
+    return int(models["data"][0]["meta"]["n_ctx"])
+
+
+def health(port: int) -> int | None:
+    try:
+        return httpx.get(f"http://{BIND}:{port}/health", timeout=3).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def container(machine: Machine) -> tuple[int, int] | None:
+    """(conmon pid, server pid) of the chat container in the box's pid namespace."""
+    done = in_host(machine)(
+        "container", "inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", CONTAINER,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return None
+    conmon, pid = (int(x) for x in done.stdout.split())
+    return (conmon, pid) if pid > 0 else None
+
+
+def listener(machine: Machine, port: int) -> int | None:
+    """Who listens on the port, as root in the box sees it."""
+    found = parse_ss(machine.enter("ss", "-Htlnp", f"sport = :{port}"), port)
+    return found[0].pid if found else None
+
+
+def deploy(cli: Callable[..., Any], fleet: str) -> dict[str, Any]:
+    done = cli("deploy", "sd", "-y", "--file", fleet, "--json")
+    assert done.code == 0, done.stderr + done.stdout
+    (run,) = json.loads(done.stdout)["hosts"]
+    return dict(run["result"])
+
+
+def test_quadlet_chat_deploys_gated_changes_rolls_back_stops_starts_and_retires(
+    box: tuple[Machine, Path, SshLogin, Image], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine, shared, login, image = box
+    port = free_port()
+    repo = chat_repo(shared, login, image, port, "chat")
+    control = deploy_as(login, repo, shared / "chat", monkeypatch)
+    fleet = str(repo.fleet_file)
+    try:
+        first_rev = repo.head()
+        first = deploy(cli, fleet)
+        assert [(d["service"], d["outcome"]) for d in first["done"]] == [(NAME, "deployed")]
+        kinds = [a["kind"] for a in first["actions"]]
+        assert kinds[-4:] == ["daemon-reload", "restart", "health", "marker"], kinds
+        quadlet = machine.enter("cat", QUADLET)
+        for line in (f"Image={image.pinned}", "Network=host", "ShmSize=16g", "Notify=healthy",
+                     "Label=inferfleet.service=chat"):  # fmt: skip
+            assert line in quadlet.splitlines(), quadlet
+        shown = machine.systemctl_show(UNIT, "ActiveState", "SubState", "MainPID")
+        assert (shown["ActiveState"], shown["SubState"]) == ("active", "running")
+        pids = container(machine)
+        assert pids is not None
+        # The unit's main process is conmon; the server is the container's, root's, and
+        # the gate asked root who holds the port (L-33).
+        assert int(shown["MainPID"]) == pids[0]
+        assert listener(machine, port) == pids[1]
+        journal = machine.enter("journalctl", "--no-pager", "-q", "_COMM=sudo", check=False)
+        assert f"COMMAND=/usr/bin/ss -Htlnp 'sport = :{port}'" in journal, journal[-2000:]
+        marker = repo.marker("sd", NAME)
+        assert marker is not None and marker["backend"] == "quadlet"
+        assert marker["contract"] == "passed"  # the contract probe ran against the container
+        assert n_ctx(port) == 1024
+
+        # Unchanged: nothing is done; status reads it healthy (its container through sudo).
+        again = deploy(cli, fleet)
+        assert again["done"] == [] and again["actions"] == []
+        status = cli("status", "--file", fleet, "--json")
+        assert status.code == 0, status.stderr + status.stdout
+        [row] = json.loads(status.stdout)["services"]
+        assert (row["service"], row["state"]) == (NAME, "healthy"), row
+
+        # The unit's journal holds the container's output, read through sudo.
+        logs = cli("logs", NAME, "--file", fleet, "-n", "400")
+        assert logs.code == 0, logs.stderr + logs.stdout
+        assert f"listening on http://{BIND}:{port}" in logs.stdout, logs.stdout[-2000:]
+
+        # A change restarts it: a new container with the new argv.
+        repo.data["services"][NAME]["ctx_per_slot"] = 2048
+        repo.commit("chat: 2048 per slot")
+        changed = deploy(cli, fleet)
+        assert [d["outcome"] for d in changed["done"]] == ["deployed"]
+        assert "restart" in [a["kind"] for a in changed["actions"]]
+        assert container(machine) not in (None, pids)
+        assert n_ctx(port) == 2048
+
+        # stop / start.
+        stopped = cli("stop", NAME, "--file", fleet)
+        assert stopped.code == 0, stopped.stderr + stopped.stdout
+        assert machine.systemctl_show(UNIT, "ActiveState") == {"ActiveState": "inactive"}
+        assert container(machine) is None and health(port) is None
+        started = cli("start", NAME, "--file", fleet)
+        assert started.code == 0, started.stderr + started.stdout
+        assert machine.systemctl_show(UNIT, "ActiveState") == {"ActiveState": "active"}
+        assert health(port) == 200 and n_ctx(port) == 2048
+
+        # Rolled back to the first revision: its file, its window.
+        back = cli("rollback", NAME, "--host", "sd", "--file", fleet, "--to", first_rev)
+        assert back.code == 0, back.stderr + back.stdout
+        assert n_ctx(port) == 1024
+        marker = repo.marker("sd", NAME)
+        assert marker is not None and marker["revision"] == first_rev
+
+        # Retired: stopped, the Quadlet file archived and removed, no container left.
+        del repo.data["services"][NAME]
+        repo.commit("retire chat")
+        retired = deploy(cli, fleet)
+        assert [d["outcome"] for d in retired["done"]] == ["retired"]
+        assert machine.enter("ls", "/etc/containers/systemd/").count("chat") == 0
+        assert container(machine) is None and health(port) is None
+        (entry,) = [
+            p for p in (repo.states["sd"] / "archive").iterdir() if p.name.endswith("-retire")
+        ]
+        index = json.loads((entry / "index.json").read_text())
+        assert QUADLET in [f["path"] for f in index["files"]]
+    finally:
+        close_ssh(login, control)
+        machine.enter("systemctl", "stop", UNIT, check=False)
+
+
+STRANGER_UNIT = "ifq-stranger.service"
+STRANGER = """\
+import http.server, os, pathlib, sys
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok)
+pathlib.Path(sys.argv[2]).write_text(str(os.getpid()))
+server.serve_forever()
+"""
+
+# The gate as apply runs it on the host (as ops): the chat unit's container against a port.
+GATE = """\
+import json, sys
+from inferfleet.backends import podman
+from inferfleet.backends.systemd import Systemctl, wait_unit_healthy
+from inferfleet.errors import HealthError
+from inferfleet.io.become import Become
+become = Become("sd", "sudo")
+owners = lambda: podman.owner_pids("/usr/bin/podman", "inferfleet-chat", "chat", become)
+answers = {}
+for name, port, timeout in (("stranger", int(sys.argv[1]), 3.0), ("ours", int(sys.argv[2]), 30.0)):
+    try:
+        wait_unit_healthy(Systemctl("system", become), "inferfleet-chat.service", service="chat",
+                          bind="127.0.0.1", port=port, path="/health", timeout=timeout,
+                          owners=owners)
+        answers[name] = "ok"
+    except HealthError as exc:
+        answers[name] = exc.message
+print(json.dumps(answers))
+"""
+
+
+def test_a_stranger_of_roots_on_the_port_is_refused_before_the_start_and_by_the_gate(
+    box: tuple[Machine, Path, SshLogin, Image], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine, shared, login, image = box
+    held = free_port()
+    script, pidfile = shared / "stranger.py", shared / "stranger.pid"
+    script.write_text(STRANGER)
+    pidfile.unlink(missing_ok=True)
+    # Root's server in the box: its socket's owner is not visible to ops.
+    machine.enter("systemd-run", f"--unit={STRANGER_UNIT}", "--collect", "--quiet",
+                  sys.executable, str(script), str(held), str(pidfile))  # fmt: skip
+    repo = chat_repo(shared, login, image, held, "stranger")
+    control = deploy_as(login, repo, shared / "stranger", monkeypatch)
+    fleet = str(repo.fleet_file)
+    try:
+        for _ in range(100):
+            if pidfile.exists() and health(held) == 200:
+                break
+            time.sleep(0.05)
+        stranger = int(pidfile.read_text())
+
+        # Before the start: the port is held; named through sudo; nothing installed.
+        refused = cli("deploy", "sd", "-y", "--file", fleet)
+        assert refused.code == 1, refused.stdout
+        said = " ".join((refused.stderr + refused.stdout).split())
+        assert f"port {held} is already held by pid {stranger}" in said, said
+        assert machine.enter("ls", "/etc/containers/systemd/", check=False).count("chat") == 0
+        assert repo.marker("sd", NAME) is None
+
+        # The gate: chat runs on a port of its own; the stranger answers 200 on the probed
+        # one. The container's processes are ours, the stranger is not (L-33).
+        ours = free_port()
+        repo.data["services"][NAME]["port"] = ours
+        repo.commit("chat: a free port")
+        assert [d["outcome"] for d in deploy(cli, fleet)["done"]] == ["deployed"]
+        gate = shared / "gate.py"
+        gate.write_text(GATE)
+        ran = subprocess.run(
+            ["ssh", "-F", str(login.config), "-o", f"ControlPath={control}/%C", login.alias,
+             f"PYTHONPATH={ROOT / 'src'} {sys.executable} {gate} {held} {ours}"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        answers = json.loads(ran.stdout)
+        assert "answers 200, but the listening socket belongs to pid" in answers["stranger"]
+        assert f"pid {stranger} (" in answers["stranger"], answers
+        assert answers["ours"] == "ok", answers
+
+        del repo.data["services"][NAME]
+        repo.commit("retire chat")
+        assert [d["outcome"] for d in deploy(cli, fleet)["done"]] == ["retired"]
+    finally:
+        close_ssh(login, control)
+        machine.enter("systemctl", "stop", UNIT, check=False)
+        machine.enter("systemctl", "stop", STRANGER_UNIT, check=False)
+
+
+def user_manager(machine: Machine, login: SshLogin) -> list[str]:
+    """Start ``ops``'s systemd user manager (linger on, L-38) and make its podman rootless-
+    ready; returns the argv prefix that runs a command as ``ops`` in its session there."""
+    uid = login.uid
+    drop_in = f"/etc/systemd/system/user@{uid}.service.d"
+    machine.enter("mkdir", "-p", "/var/lib/systemd/linger", drop_in)
+    machine.enter("touch", f"/var/lib/systemd/linger/{login.user}")
+    # The minimal rootfs has no pam_systemd to give the user manager its runtime dir.
+    setting = f"[Service]\\nEnvironment=XDG_RUNTIME_DIR=/run/user/{uid}\\n"
+    machine.enter("sh", "-c", f"printf '{setting}' > {drop_in}/runtime-dir.conf")
+    machine.enter("systemctl", "daemon-reload")
+    # podman's user units wait for the system's network-online.target, which no network
+    # manager brings up in the box.
+    machine.enter("systemctl", "start", f"user-runtime-dir@{uid}.service", f"user@{uid}.service",
+                  "network-online.target")  # fmt: skip
+    ops = ["runuser", "-u", login.user, "--", "env", "-i", f"HOME=/home/{login.user}",
+           f"XDG_RUNTIME_DIR=/run/user/{uid}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+           f"PYTHONPATH={ROOT / 'src'}"]  # fmt: skip
+    # The home is on the box's overlayfs, where podman's overlay driver cannot stack.
+    machine.enter(
+        *ops,
+        "sh",
+        "-c",
+        "mkdir -p ~/.config/containers && "
+        "printf '[storage]\\ndriver = \"vfs\"\\n' > ~/.config/containers/storage.conf",
+    )
+    return ops
+
+
+def test_a_rootless_quadlet_chat_as_a_user_unit(
+    box: tuple[Machine, Path, SshLogin, Image],
+) -> None:
+    """The user scope: ops's own systemd and rootless podman; every verb run there as ops
+    (as the host runs it, ``--host``). The container's processes are ops's: the gate sees
+    the socket's owner without sudo."""
+    machine, shared, login, _image = box
+    ops = user_manager(machine, login)
+
+    def podman_as_ops(
+        *args: str, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        argv = ["nsenter", "-t", str(machine.leader), "-a", *ops, "podman", *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"podman {' '.join(args)} as ops: {done.stderr}")
+        return done
+
+    image = llama_image(podman_as_ops)  # ops's own storage
+    port = free_port()
+    repo = chat_repo(shared, login, image, port, "rootless", user=True)
+    subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}",
+                    str(shared / "rootless" / "hosts")], check=True)  # fmt: skip
+    subprocess.run(["chmod", "-R", "a+rX", str(repo.remote)], check=True)
+    fleet = str(repo.checkouts["sd"] / "fleet.yaml")
+    quadlet = f"/home/{login.user}/.config/containers/systemd/inferfleet-chat.container"
+
+    def there(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["nsenter", "-t", str(machine.leader), "-a", *ops, sys.executable, str(ENTRY),
+             *args, "--file", fleet, "--host", "sd"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    def apply() -> dict[str, Any]:
+        git(repo.operator, "push", "-q")
+        done = there("apply", "--pull", "--expect", repo.head(), "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    def unit(*props: str) -> dict[str, str]:
+        text = machine.enter(*ops, "systemctl", "--user", "show", UNIT, "-p", ",".join(props))
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    try:
+        assert [d["outcome"] for d in apply()["done"]] == ["deployed"]
+        shown = unit("ActiveState", "MainPID")
+        assert shown["ActiveState"] == "active"
+        found = podman_as_ops(
+            "container", "inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", CONTAINER
+        ).stdout.split()
+        conmon, server = int(found[0]), int(found[1])
+        assert int(shown["MainPID"]) == conmon and listener(machine, port) == server
+        assert machine.enter("stat", "-c", "%U", f"/proc/{server}").strip() != "root"
+        assert "Notify=healthy" in machine.enter("cat", quadlet)
+        marker = repo.marker("sd", NAME)
+        assert marker is not None and marker["scope"] == "user"
+        assert marker["contract"] == "passed" and n_ctx(port) == 1024
+
+        repo.data["services"][NAME]["ctx_per_slot"] = 2048
+        repo.commit("chat: 2048 per slot")
+        assert [d["outcome"] for d in apply()["done"]] == ["deployed"]
+        assert n_ctx(port) == 2048
+
+        logs = there("logs", NAME, "-n", "400")
+        assert logs.returncode == 0, logs.stderr
+        assert f"listening on http://{BIND}:{port}" in logs.stdout
+
+        stopped = there("stop", NAME)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert unit("ActiveState") == {"ActiveState": "inactive"} and health(port) is None
+        started = there("start", NAME)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert unit("ActiveState") == {"ActiveState": "active"} and health(port) == 200
+
+        del repo.data["services"][NAME]
+        repo.commit("retire chat")
+        assert [d["outcome"] for d in apply()["done"]] == ["retired"]
+        assert machine.enter("ls", "-a", f"/home/{login.user}/.config/containers/systemd",
+                             check=False).count("chat") == 0  # fmt: skip
+        assert health(port) is None
+    finally:
+        machine.enter(*ops, "systemctl", "--user", "stop", UNIT, check=False)
+
+
+def test_a_health_command_the_image_lacks_fails_the_gate_with_the_journal(
+    box: tuple[Machine, Path, SshLogin, Image], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server answers, but podman's own check (HealthCmd) cannot run in the image: systemd
+    never sees the unit started (Notify=healthy). The gate says so instead of passing a unit
+    that is still starting."""
+    machine, shared, login, image = box
+    port = free_port()
+    repo = chat_repo(shared, login, image, port, "lacking")
+    service = repo.data["services"][NAME]
+    service["container"]["health_cmd"] = f"wget -q -O /dev/null http://{BIND}:{port}/health"
+    service["health"] = {"timeout": "15s"}
+    repo.commit("chat: a health command of wget")
+    control = deploy_as(login, repo, shared / "lacking", monkeypatch)
+    try:
+        failed = cli("deploy", "sd", "-y", "--file", str(repo.fleet_file), "--json")
+        assert failed.code == 1, failed.stdout
+        (run,) = json.loads(failed.stdout)["hosts"]
+        error = run["result"]["failed"]
+        assert "is still starting: the container's own health check" in error["message"]
+        assert "container.health_cmd" in error["hint"]
+        inspect = f"podman inspect --format '{{{{json .State.Health}}}}' {CONTAINER}"
+        assert inspect in error["hint"], error["hint"]
+        assert "load_model: loading model" in error["log_tail"]  # the server itself ran
+        said = machine.enter("podman", "inspect", "--format", "{{json .State.Health}}", CONTAINER)
+        assert "wget" in said, said  # what podman's check answered
+        assert repo.marker("sd", NAME) is None
+    finally:
+        close_ssh(login, control)
+        machine.enter("systemctl", "stop", UNIT, check=False)
+        machine.enter("rm", "-f", QUADLET, check=False)
+        machine.enter("systemctl", "daemon-reload", check=False)
