@@ -1,23 +1,12 @@
 """How a service is sized: one decision for ``budget``, ``check`` and the Kubernetes export.
 
-A service's memory is worked out one of four ways, and which one depends only
-on the fleet file (its runtime and its model's declared files), never on
-which verb asks:
-
-- ``llama.cpp``: a GGUF served by llama.cpp on this host: the full budget
-  (:func:`inferfleet.budget.fleet.fleet_request` and
-  :func:`inferfleet.budget.plan.plan`);
-- ``rpc-split``: the same model split over RPC workers (L-25's window, the
-  split's layers per device: :mod:`inferfleet.budget.rpc`);
-- ``kv-pool``: a safetensors model on vLLM: weights plus the KV pool vLLM
-  builds (:func:`inferfleet.budget.vllm_service.vllm_budget`), in the host's
-  RAM on vLLM's CPU build (no GPU device);
-- ``engine-share``: any other exclusive engine (SGLang, a GGUF on vLLM): its
-  declared share of each device it takes (L-32), nothing more is known.
-
-Services that run no model (containers) are ``none``, with the reason.
-Whatever the way, the window per slot, the slots, the pool (per slot x slots,
-L-25) and the KV cache types are the fleet file's.
+It depends only on the fleet file (the runtime, the model's declared files), never on
+the verb: ``llama.cpp`` (a GGUF: :func:`inferfleet.budget.fleet.fleet_request`, then
+``plan``); ``rpc-split`` (split over RPC workers, :mod:`inferfleet.budget.rpc`);
+``kv-pool`` (a safetensors model on vLLM: weights plus its KV pool, in the host's RAM
+on vLLM's CPU build); ``engine-share`` (another exclusive engine: its share of each
+device, L-32); ``none`` (no model). The window per slot, the slots, the pool (per
+slot x slots, L-25) and the KV cache types are the fleet file's whatever the way.
 """
 
 from __future__ import annotations

@@ -243,9 +243,12 @@ def _member_window(client: httpx.Client, alias: str) -> tuple[bool | None, int |
             member = client.get(member_path("/props", alias))
             found = reports.llamacpp_props(member.json()) if member.is_success else None
         except (httpx.HTTPError, ValueError):  # AnswerError is a ValueError
+            # A router that just switched members may drop the kept-alive connection:
+            # ask again rather than skip the window.
             continue
         if found is not None and found.ctx_per_slot is not None:
             return True, found.ctx_per_slot
+    # Still no answer: reported as a window not read, never skipped (L-25).
     return True, None
 
 
