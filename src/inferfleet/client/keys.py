@@ -13,6 +13,7 @@ from pathlib import Path
 from inferfleet.checks.secret_scan import parse_env_file
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.groups import unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render.service_keys import front_variable, key_variable
 
@@ -27,8 +28,9 @@ def service_key(
     root's) the environment's ``INFERFLEET_KEY_<SERVICE>``.
     """
     fleet = loaded.fleet
-    service = fleet.services.get(name)
-    if service is None:
+    try:
+        service = unit_service(fleet, name)
+    except KeyError:
         return None
     local = fleet.hosts[service.host].is_local(service.host)
     return key_on_host(fleet, name, loaded.root, environ) if local else _environ(name, environ)
@@ -40,7 +42,8 @@ def key_on_host(
     """Service ``name``'s key as its own host reads it: its ``secrets_env`` file (paths
     relative to ``root``, the fleet file's folder), else ``INFERFLEET_KEY_<SERVICE>``."""
     variable = key_variable(fleet, name)
-    declared = fleet.services[name].secrets_env
+    declared = unit_service(fleet, name).secrets_env  # a group: its router's
+
     if variable is not None and declared is not None:
         path = Path(declared).expanduser()  # this machine is the host: its home
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from inferfleet.fleetfile.fleet import Fleet, Service
+from inferfleet.fleetfile.groups import unit_service
 from inferfleet.render.exposure import is_loopback
 from inferfleet.runtimes.registry import traits
 
@@ -29,16 +30,17 @@ SCRAPE_KEY_DIR = "keys"
 
 
 def key_variable(fleet: Fleet, name: str) -> str | None:
-    """The variable service ``name``'s server reads its key from (None: it reads none)."""
-    service = fleet.services[name]
+    """The variable unit ``name``'s server reads its key from (None: it reads none); a
+    group's router and an RPC worker are judged as the service they run as."""
+    service = unit_service(fleet, name)
     if service.kind != "llm" or service.runtime is None:
         return None
     return traits(fleet.runtimes[service.runtime].kind).key_env
 
 
 def keyed(fleet: Fleet, name: str) -> bool:
-    """Whether service ``name`` requires a key: an LLM server bound beyond loopback."""
-    return requires_key(fleet.services[name])
+    """Whether unit ``name`` requires a key: an LLM server bound beyond loopback."""
+    return requires_key(unit_service(fleet, name))
 
 
 def requires_key(service: Service) -> bool:
