@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import ctrl_c_reaches_it
 from helpers.asgi_server import openai_app, serving
 from helpers.real_server import fleet_data, write_fleet
@@ -133,6 +134,7 @@ def test_the_quick_look_of_a_service_uses_its_slots_as_the_second_level(
         result = cli("bench", "gemma", "--file", str(fleet), "--api", "completions", "--json")
         assert result.code == 0, result.stderr
         assert json.loads(result.stdout)["options"]["concurrency"] == [1, 3]
+        # A second bench within the same second gets a folder of its own, next to the first.
         given = cli(
             "bench",
             "gemma",
@@ -148,6 +150,8 @@ def test_the_quick_look_of_a_service_uses_its_slots_as_the_second_level(
         )
     assert given.code == 0, given.stderr
     assert json.loads(given.stdout)["options"]["concurrency"] == [2]  # an explicit level wins
+    state = Path(os.environ["INFERFLEET_STATE_DIR"])
+    assert len(list((state / "bench").glob("*/summary.json"))) == 2
 
 
 def test_thorough_measures_every_prompt_at_three_levels(cli: Any, tmp_path: Path) -> None:
@@ -234,3 +238,20 @@ def test_without_matplotlib_the_bench_measures_and_skips_only_the_plots(
     assert "pip install 'inferfleet[bench]'" in done.stderr
     assert (out / "summary.json").is_file() and not (out / "plots").exists()
     assert "plots skipped" in (out / "report.md").read_text()
+
+
+def test_two_benches_in_one_second_get_a_folder_each(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Seen in a full run: the second bench of a test in the same second was refused
+    # ("already exists"), as a script running two benches back to back would be.
+    from inferfleet.cli import bench_cmd
+
+    monkeypatch.setattr(bench_cmd.time, "strftime", lambda _fmt: "20261204T120000")
+    first = bench_cmd._fresh_results_dir()
+    first.mkdir(parents=True)
+    (first / "summary.json").write_text("{}")
+    second = bench_cmd._fresh_results_dir()
+    assert second.name == "20261204T120000-2" and not second.exists()
+    second.mkdir()
+    assert bench_cmd._fresh_results_dir().name == "20261204T120000-3"

@@ -170,7 +170,7 @@ def bench(
         share_device=share_device,
     )
     options.validate()
-    out_path = out_dir or state_dir() / "bench" / time.strftime("%Y%m%dT%H%M%S")
+    out_path = out_dir or _fresh_results_dir()
     outputs.check_out_dir(out_path)
 
     cache: dict[str, LoadedFleet] = {}
@@ -239,6 +239,17 @@ def bench(
         raise typer.Exit(EXIT_INTERRUPTED)
     if failed or result.aborted:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _fresh_results_dir() -> Path:
+    """The state folder's ``bench/<time>``; a second bench in the same second gets
+    ``<time>-2`` (results of different runs are never mixed)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    folder = state_dir() / "bench"
+    candidate, number = folder / stamp, 2
+    while candidate.exists():
+        candidate, number = folder / f"{stamp}-{number}", number + 1
+    return candidate
 
 
 class _Bars:
