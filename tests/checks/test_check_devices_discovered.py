@@ -123,6 +123,12 @@ def test_without_a_record_nothing_is_judged_and_a_damaged_one_is_said(
     assert hits(doc) == []
     assert any("recorded GPUs not used" in n and "it records host 'other'" in n
                for n in doc["notes"]), doc["notes"]  # fmt: skip
+    # A FIFO in a clone where the record should be: said at once, never waited on.
+    record.unlink()
+    os.mkfifo(record)
+    code, doc = check_doc(cli, path)
+    assert hits(doc) == []
+    assert any("recorded GPUs not used" in n and "a FIFO" in n for n in doc["notes"]), doc["notes"]
 
 
 def test_recording_an_unknown_host_is_a_usage_error_and_writes_nothing(

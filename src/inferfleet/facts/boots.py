@@ -18,7 +18,8 @@ from pydantic import TypeAdapter
 
 from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state, write_state
+from inferfleet.facts.stored import read_record
+from inferfleet.io.state_files import MAX_STATE_BYTES, write_state
 
 FORMAT = 1
 MAX_BOOTS = 2  # two boots fix the non-KV line (L-27); more say nothing new
@@ -55,10 +56,6 @@ def read_boots(
     """The service's recorded boots when they were measured with this model file; None
     when none are recorded; why not (damaged, another service's, another file)."""
     where = boots_path(root, service)
-    try:
-        raw = where.read_bytes()
-    except OSError:
-        return None
 
     def check(record: RecordedBoots) -> str | None:
         if record.format != FORMAT:
@@ -69,18 +66,15 @@ def read_boots(
             return f"{len(record.boots)} boots; one or two are recorded"
         return None
 
-    try:
-        record = parse_state(
-            raw,
-            RecordedBoots,
-            path=where,
-            what="recorded boots",
-            error=FleetError,
-            hint=f"record them again: inferfleet facts record --from-log {service}=LOG",
-            check=check,
-        )
-    except FleetError as exc:
-        return exc.render()
+    record = read_record(
+        where,
+        RecordedBoots,
+        what="recorded boots",
+        hint=f"record them again: inferfleet facts record --from-log {service}=LOG",
+        check=check,
+    )
+    if record is None or isinstance(record, str):
+        return record
     if record.model != model:
         return f"{where} was measured with model {record.model!r}; the service serves {model!r}"
     if sha256 is None:

@@ -16,9 +16,8 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from inferfleet.doctor.parse import Gpu
-from inferfleet.errors import FleetError
+from inferfleet.facts.stored import read_record
 from inferfleet.io.files import atomic_write
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
 
 FORMAT = 1
 
@@ -48,29 +47,18 @@ def read_host(root: Path, host: str) -> RecordedHost | str | None:
     """The host's recorded discovery; None when none is recorded; why not when it is
     damaged or another host's."""
     where = host_path(root, host)
-    try:
-        raw = where.read_bytes()
-    except OSError:
-        return None
 
     def check(record: RecordedHost) -> str | None:
         if record.format != FORMAT:
             return f"format {record.format}, this inferfleet writes {FORMAT}"
         if record.host != host:
             return f"it records host {record.host!r}"
-        if len(raw) > MAX_STATE_BYTES:
-            return f"{len(raw):,} bytes"
         return None
 
-    try:
-        return parse_state(
-            raw,
-            RecordedHost,
-            path=where,
-            what="recorded host facts",
-            error=FleetError,
-            hint=f"record them again: inferfleet facts record --host {host}",
-            check=check,
-        )
-    except FleetError as exc:
-        return exc.render()
+    return read_record(
+        where,
+        RecordedHost,
+        what="recorded host facts",
+        hint=f"record them again: inferfleet facts record --host {host}",
+        check=check,
+    )

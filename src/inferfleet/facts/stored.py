@@ -1,0 +1,34 @@
+"""Reading a record under ``facts/``: bounded, never blocking, the reason when unusable.
+
+The records live in the fleet repository, so they come from outside: a clone
+may hold a FIFO, a device or a huge file where a record should be. Each is
+read through :func:`inferfleet.bounded.read_bounded` (regular files only,
+size checked before reading) and parsed with :func:`parse_state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from inferfleet.bounded import read_bounded
+from inferfleet.errors import FleetError
+from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
+
+T = TypeVar("T")
+
+
+def read_record(
+    where: Path, shape: type[T], *, what: str, hint: str, check: Callable[[T], str | None]
+) -> T | str | None:
+    """The record at ``where``; None when there is none; why not when it is unusable."""
+    if not where.exists() and not where.is_symlink():
+        return None
+    try:
+        raw = read_bounded(where, MAX_STATE_BYTES, what=what, error=FleetError, hint=hint)
+        return parse_state(
+            raw, shape, path=where, what=what, error=FleetError, hint=hint, check=check
+        )
+    except FleetError as exc:
+        return exc.render()
