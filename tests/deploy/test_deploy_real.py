@@ -99,7 +99,8 @@ def test_real_llama_server_deploys_to_two_hosts(cli, fleet, lab: Lab, real_parts
     # A documentation-only commit plans nothing and restarts nothing (L-40).
     repo.commit("docs", {"README.md": "# our fleet\n\nRunbook.\n", "docs/ops.md": "notes\n"})
     plan = json.loads(cli("plan", "--file", file, "--json").stdout)
-    assert [i["action"] for h in plan["hosts"] for i in h["items"]] == ["keep", "keep"]
+    items = [i for h in plan["hosts"] for i in h["items"]]
+    assert [i["action"] for i in items] == ["keep", "keep"], items  # with the reasons
     quiet = cli("deploy", "h1", "h2", "-y", "--file", file, "--json")
     assert quiet.code == 0, quiet.stderr
     assert all(h["result"]["done"] == [] for h in json.loads(quiet.stdout)["hosts"])

@@ -61,8 +61,8 @@ class StopResult:
 
 
 def alive(record: ServiceRecord) -> psutil.Process | None:
-    """The recorded process if it still runs AND is the same process (create time)."""
-    return pids.same_process(record.pid, record.create_time)
+    """The recorded process if it still runs AND is the same process (its start)."""
+    return pids.same_process(record.pid, record.create_time, record.born)
 
 
 def container_of(record: ServiceRecord) -> tuple[str, str] | None:
@@ -122,11 +122,14 @@ class ProcessBackend:
         proc = process.spawn_detached(
             record_fields.argv, log_path=log, env={**env, START_TOKEN: intent.token}
         )
+        born = pids.birth(proc.pid)
         record = ServiceRecord(
             **{
                 **record_fields.__dict__,
                 "pid": proc.pid,
                 "create_time": proc.create_time(),
+                "since_boot": 0.0 if born is None else born.since_boot,
+                "boot_id": "" if born is None else born.boot_id,
                 "log": str(log),
                 "started_at": time.time(),
             }

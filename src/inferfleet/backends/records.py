@@ -1,8 +1,9 @@
 """Service records: what the process backend started, kept in the state dir.
 
 A record is the only way we find a server again: pid plus the process's
-create time (a pid alone may by now belong to an unrelated process), argv,
-port and log. Written with :func:`~inferfleet.io.files.atomic_write`.
+start (a pid alone may by now belong to an unrelated process; the start is
+kept as the kernel counts it, see :mod:`inferfleet.io.pids`), argv, port
+and log. Written with :func:`~inferfleet.io.files.atomic_write`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from inferfleet.errors import BackendError
 from inferfleet.io.files import atomic_write
+from inferfleet.io.pids import Birth
 from inferfleet.io.state_files import read_state
 
 RECORD_VERSION = 1
@@ -39,6 +41,13 @@ class ServiceRecord:
     healthy_after_s: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
     version: int = RECORD_VERSION
+    # Its identity no clock step moves (io/pids.py); empty in a record written before.
+    since_boot: float = 0.0
+    boot_id: str = ""
+
+    @property
+    def born(self) -> Birth | None:
+        return Birth.recorded(self.since_boot, self.boot_id)
 
 
 class RecordStore:

@@ -47,6 +47,9 @@ class Holder:
     since: float
     what: str
     create_time: float = 0.0  # of the holding process: a pid alone may be reused
+    # Its identity no clock step moves (io/pids.py); empty in a record written before.
+    since_boot: float = 0.0
+    boot_id: str = ""
 
     def describe(self, now: float | None = None) -> str:
         age = (now if now is not None else time.time()) - self.since
@@ -60,6 +63,7 @@ class Holder:
 
 def current_holder_fields(what: str) -> Holder:
     client = os.environ.get("SSH_CLIENT", "").split()
+    born = pids.own_birth()
     return Holder(
         pid=os.getpid(),
         user=getpass.getuser(),
@@ -68,6 +72,8 @@ def current_holder_fields(what: str) -> Holder:
         since=time.time(),
         what=what,
         create_time=pids.own_create_time(),
+        since_boot=0.0 if born is None else born.since_boot,
+        boot_id="" if born is None else born.boot_id,
     )
 
 
@@ -153,7 +159,8 @@ class FileLock:
         if holder is None:
             return None
         # The kernel lock died with its process; a leftover record is not a holder.
-        return holder if pids.same_process(holder.pid, holder.create_time) else None
+        born = pids.Birth.recorded(holder.since_boot, holder.boot_id)
+        return holder if pids.same_process(holder.pid, holder.create_time, born) else None
 
     def _read_record(self) -> Holder | None:
         """The holder's record; None when absent or damaged.

@@ -1,15 +1,29 @@
-"""Pid identity: a pid plus its process's create time names one process.
+"""Pid identity: a pid plus when its process started names one process.
 
 A pid alone is not an identity: once its process ends the kernel hands the
 number to the next process that starts. Whatever inferfleet records about a
-process (a service record, the deploy lock's holder) keeps the create time
-too, and is matched here, the one place that decides "still the same
-process" (L-43: a stale record must never get an unrelated process signalled).
+process (a service record, the deploy lock's holder) keeps its start too,
+and is matched here, the one place that decides "still the same process"
+(L-43: a stale record must never get an unrelated process signalled).
+
+The start is kept twice. ``create_time`` is wall-clock seconds, for people
+and for uptimes. The identity is the :class:`Birth`: the kernel's start in
+clock ticks since boot, and the boot it happened in. psutil's public
+``create_time`` adds a boot time the kernel recomputes from the wall clock on
+every read, so an NTP step between recording a server and looking at it
+again (a host without a real-time clock, a VM resumed from a snapshot)
+moved it by the step, and a live server was judged gone: its record removed,
+its port then "held by a stranger" (psutil #2541 describes the same). The
+ticks since boot never move.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -20,15 +34,78 @@ import psutil
 CREATE_TIME_SLACK = 1.0
 
 
-def same_process(pid: int, create_time: float) -> psutil.Process | None:
-    """The running process ``pid`` if it was created at ``create_time``, else None.
+# Two readings of one start in ticks agree exactly; this only absorbs float printing.
+SINCE_BOOT_SLACK = 0.001
 
+
+@dataclass(frozen=True)
+class Birth:
+    """When a process started, in a form no clock step can move."""
+
+    since_boot: float  # seconds from boot to its start (the kernel's ticks)
+    boot_id: str  # the boot it started in (a reboot reuses small pids and tick counts)
+
+    @classmethod
+    def recorded(cls, since_boot: float, boot: str) -> Birth | None:
+        """A state file's two fields as a birth; None from a file written before births."""
+        return cls(since_boot, boot) if boot else None
+
+
+@functools.cache
+def boot_id() -> str:
+    """This boot's id (the kernel's random boot_id); "" where the kernel has none."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text()[:64].strip()
+    except OSError:
+        return ""
+
+
+def since_boot(pid: int) -> float | None:
+    """Seconds from boot to ``pid``'s start, from the kernel's ticks; None if it is gone.
+
+    Read from ``/proc/PID/stat`` (its 22nd field) because psutil offers it only
+    through a private call; the program name (field 2) may hold spaces and
+    parentheses, so the fields are counted after its last ``)``.
+    """
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()[:4096]
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 1 :].split()
+    try:
+        return int(fields[19]) / _clock_ticks()
+    except (IndexError, ValueError):
+        return None
+
+
+@functools.cache
+def _clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def birth(pid: int) -> Birth | None:
+    """``pid``'s birth, to record beside it; None if it is gone."""
+    started = since_boot(pid)
+    return None if started is None else Birth(started, boot_id())
+
+
+def same_process(pid: int, create_time: float, born: Birth | None = None) -> psutil.Process | None:
+    """The running process ``pid`` if it is the one recorded, else None.
+
+    ``born`` (when recorded) decides; without it (a record written before
+    births were kept) the wall-clock ``create_time`` does, within a slack.
     A zombie (exited, not yet reaped) is not running: it holds no port and
     answers nothing, so it is None as well.
     """
     try:
         proc = psutil.Process(pid)
-        if abs(proc.create_time() - create_time) > CREATE_TIME_SLACK:
+        if born is not None and born.boot_id:
+            if born.boot_id != boot_id():
+                return None  # recorded in an earlier boot: every process of it is gone
+            started = since_boot(pid)
+            if started is None or abs(started - born.since_boot) > SINCE_BOOT_SLACK:
+                return None  # the pid was reused by an unrelated process
+        elif abs(proc.create_time() - create_time) > CREATE_TIME_SLACK:
             return None  # the pid was reused by an unrelated process
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
@@ -48,6 +125,11 @@ def create_time(pid: int) -> float | None:
 def own_create_time() -> float:
     """This process's create time, to record beside our own pid."""
     return psutil.Process().create_time()
+
+
+def own_birth() -> Birth | None:
+    """This process's birth, to record beside our own pid."""
+    return birth(os.getpid())
 
 
 def uptime(pid: int, *, now: float | None = None) -> float | None:
