@@ -135,18 +135,21 @@ def running_server(
     *,
     drop_flags: tuple[str, ...] = (),
     extra: tuple[str, ...] = (),
+    secrets: dict[str, str] | None = None,
     **service: Any,
 ) -> Iterator[Running]:
     """The example service, ctx 4096 per slot x 2 slots, spawned from its prepared argv
-    (less ``drop_flags``, plus ``extra`` at the end, as extra_args would be; ``service``:
-    keys of the service replaced, paths relative to ``folder``)."""
+    (less ``drop_flags``, plus ``extra`` at the end, as extra_args would be; ``secrets``:
+    what its secrets_env would hold; ``service``: keys of the service replaced, paths
+    relative to ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     fleet = write_fleet(folder / "fleet.yaml", fleet_data(port, **service))
     prepared = local.prepare(load_fleet(fleet), SERVICE, local.Hooks())
     argv = [a for a in prepared.argv if a not in drop_flags] + list(extra)
     log = folder / "llama-server.log"
-    proc = process.spawn_detached(argv, log_path=log, env=prepared.process_env(os.environ))
+    env = prepared.process_env(os.environ, secrets)
+    proc = process.spawn_detached(argv, log_path=log, env=env)
     try:
         gate.wait_healthy(
             proc,

@@ -28,7 +28,7 @@ from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm,
 from inferfleet.bench.measure import MIN_DECODE_TOKENS, RequestRecord
 from inferfleet.bench.runner import Load
 from inferfleet.bench.summary import summarise
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, KeyEnvOpt, key_from_env, resolve_fleet
 from inferfleet.client.target import Target, from_service, from_url, resolve
 from inferfleet.documents import BenchDocument
 from inferfleet.errors import EXIT_FAILED, UsageError
@@ -127,6 +127,7 @@ def bench(
         "--share-device",
         help="Start arms even while another service of the fleet runs on their device (L-52).",
     ),
+    key_env: str | None = KeyEnvOpt,
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -183,6 +184,8 @@ def bench(
     arms: list[PlannedArm] = []
     if target is not None:
         resolved = resolve(target, file, fleet)
+        if key_env is not None:
+            resolved = replace(resolved, key=key_from_env(key_env))
         arms.append(PlannedArm(resolved.label, target=resolved))
     if arms_file is not None:
         for spec in load_arms(arms_file):

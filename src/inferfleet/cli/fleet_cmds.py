@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 from importlib import resources
 from pathlib import Path
@@ -45,6 +47,32 @@ OfflineOpt = typer.Option(
     help="No network request beyond the fleet's hosts (as HF_HUB_OFFLINE=1; pip and uv "
     "without their index): only what is here or cached.",
 )
+
+
+KeyEnvOpt = typer.Option(
+    None,
+    "--key-env",
+    help="Send the API key held in this environment variable (a server that requires one, "
+    "L-58; never the key itself on the command line, L-06).",
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def key_from_env(name: str) -> str:
+    """The API key in environment variable ``name``, or a UsageError that says what to set."""
+    if not _ENV_NAME.fullmatch(name):
+        raise UsageError(
+            f"--key-env {name!r} is not an environment variable name",
+            hint="e.g. --key-env LLAMA_API_KEY (letters, digits and _, not a digit first)",
+        )
+    value = os.environ.get(name, "")
+    if not value or not value.isprintable() or value != value.strip():
+        raise UsageError(
+            f"--key-env {name}: the environment has no usable key in {name}"
+            + (" (empty)" if not value else " (spaces or control characters)"),
+            hint=f"export {name}=... (the server's key) and run the command again",
+        )
+    return value
 
 
 def go_offline(on: bool) -> None:

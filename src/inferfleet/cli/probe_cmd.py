@@ -6,12 +6,13 @@ failures), 2 for bad arguments. ``--json`` prints ``inferfleet.probe/v1``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, KeyEnvOpt, key_from_env, resolve_fleet
 from inferfleet.client.target import resolve
 from inferfleet.errors import EXIT_FAILED
 from inferfleet.output import Output, esc
@@ -35,6 +36,7 @@ def probe(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Show the evidence of every check, not only failures."
     ),
+    key_env: str | None = KeyEnvOpt,
 ) -> None:
     """Check an endpoint's contract: APIs, slots and window, tools, reasoning, vision, metrics."""
     from inferfleet.deploy.tunnel import reachable
@@ -47,6 +49,8 @@ def probe(
         return loaded[-1]
 
     resolved = resolve(target, file, load)
+    if key_env is not None:
+        resolved = replace(resolved, key=key_from_env(key_env))
     # A service only its host can reach is probed through ssh, never at this machine's
     # own loopback (L-33).
     with reachable(loaded[0] if loaded else None, resolved) as reached:
