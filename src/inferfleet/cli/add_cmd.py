@@ -11,14 +11,14 @@ it passes. ``--dry-run`` prints the diff instead.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from inferfleet.cli.edits import write_checked
 from inferfleet.cli.fleet_cmds import FleetOpt, OfflineOpt, fleet_file, go_offline, no_fleet_file
-from inferfleet.errors import EXIT_FAILED, HTTPError, UsageError
+from inferfleet.errors import HTTPError, UsageError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.errors import HubError
@@ -54,7 +54,6 @@ def add(
 ) -> None:
     """Add a Hub model and a service for it (manifest pinned, checked, comments kept)."""
     go_offline(offline)
-    from inferfleet.checks.engine import run_checks
     from inferfleet.fleetfile.loader import load_fleet, parse_fleet
     from inferfleet.hub.auth import resolve_token
     from inferfleet.hub.fetch_plan import endpoint
@@ -63,7 +62,6 @@ def add(
     from inferfleet.importers.fleetedit import merge
     from inferfleet.importers.llamacpp import model_name
     from inferfleet.importers.result import Imported, ImportedService, Where
-    from inferfleet.io.files import atomic_write
 
     out = Output()
     file = fleet_file(file_opt, out)
@@ -135,34 +133,9 @@ def add(
     if ctx is None:
         ctx = _fit(with_window(SOLVE_STEP)[1], service_name, host)
         out.line(f"--fit: {ctx} tokens per slot x {parallel} fit the devices of {esc(host)}")
-    text, new = with_window(ctx)
-    from inferfleet.install import runtime_flags
-
-    # What the addition breaks: findings the fleet did not have before (L-xx rules).
-    flags = runtime_flags.flag_source()
-    before = {(f.rule, f.message) for f in run_checks(loaded, flags=flags).errors}
-    report = run_checks(new, flags=flags)
-    added = [f for f in report.errors if (f.rule, f.message) not in before]
-    for finding in added:
-        out.line(
-            f"[red]error[/red] {esc(finding.rule)} ({esc(finding.lesson)}): {esc(finding.message)}"
-        )
-    diff = "".join(
-        difflib.unified_diff(
-            loaded.source.splitlines(keepends=True),
-            text.splitlines(keepends=True),
-            str(file),
-            f"{file} (with {service_name})",
-        )
-    )
-    if (dry_run or added) and out.human:
-        out.console.print(diff, markup=False, highlight=False, end="")
-    if added:
-        out.line(f"[red]not written[/red]: `check` fails on the result; {esc(file)} unchanged")
-        raise typer.Exit(EXIT_FAILED)
-    if dry_run:
+    text = with_window(ctx)[0]
+    if not write_checked(loaded, text, out, dry_run=dry_run, what=f"with {service_name}"):
         return
-    atomic_write(file, text)
     total = sum(f["size"] for f in model["files"])
     out.line(
         f"[green]added[/green] {esc(service_name)} to {esc(file)}: {len(files)} file(s), "

@@ -289,3 +289,126 @@ def pin(
     out.note(f"{esc(binary)}: put this in {esc(loaded.path)} (L-42)")
     sys.stdout.write(snippet)
     sys.stdout.flush()
+
+
+# The server program's file name -> the runtime kind it is, when --kind is not given.
+_KIND_OF_PROGRAM = {"llama-server": "llama.cpp", "vllm": "vllm"}
+_KIND_SLUG = {"llama.cpp": "llama-cpp", "vllm": "vllm", "sglang": "sglang"}
+
+
+@app.command("adopt")
+def adopt(
+    path: Path = typer.Argument(
+        ..., help="A server binary already built or installed here (llama-server, a venv's vllm)."
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="The runtime's name in the fleet file (default: from its version)."
+    ),
+    kind: str | None = typer.Option(
+        None, "--kind", help="llama.cpp, vllm or sglang (default: from the program's name)."
+    ),
+    use_for: list[str] = typer.Option(
+        [], "--use-for", metavar="SERVICE", help="Switch this service to it (repeatable)."
+    ),
+    file_opt: Path | None = FleetOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff, write nothing."),
+) -> None:
+    """Pin a binary you already have as a runtime of the fleet file (L-42), comments kept.
+
+    Runs `PATH --version`, hashes the file and adds `binary:`, `version:` and
+    `sha256:` under `runtimes:`; `up` and `apply` then refuse to start it when
+    the binary on the host changes. `--use-for` points services at it. The
+    fleet file is written only when `check` finds nothing new on the result.
+    """
+    import re
+    import time
+
+    from inferfleet.cli.edits import write_checked
+    from inferfleet.cli.fleet_cmds import fleet_file, no_fleet_file
+    from inferfleet.deploy.pins import pin_of
+    from inferfleet.errors import FleetError
+    from inferfleet.fleetfile.loader import load_fleet
+    from inferfleet.importers.fleetedit import edit
+
+    out = Output()
+    file = fleet_file(file_opt, out)
+    if file is None:
+        raise no_fleet_file()
+    loaded = load_fleet(file)
+    binary = path.absolute()
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        raise UsageError(
+            f"{binary} is not an executable file",
+            hint="give the path of the server program itself (e.g. build/bin/llama-server)",
+        )
+    kinds = sorted(_KIND_SLUG)
+    chosen = kind or _KIND_OF_PROGRAM.get(binary.name)
+    if chosen not in _KIND_SLUG:
+        said = f"--kind {kind!r} is not a runtime kind" if kind else f"{binary.name!r}: which kind?"
+        raise UsageError(said, hint=f"pass --kind, one of: {', '.join(kinds)}")
+    for service in use_for:
+        held = loaded.fleet.services.get(service)
+        if held is None:
+            raise UsageError(
+                f"--use-for {service!r}: no such service in {file}",
+                hint=f"services: {', '.join(sorted(loaded.fleet.services)) or '(none)'}",
+            )
+        if held.runtime is None:
+            raise UsageError(
+                f"--use-for {service!r}: it has no runtime of its own (its group's router runs it)",
+                hint="adopt the binary, then set the runtime where the group's members say it",
+            )
+        current = loaded.fleet.runtimes[held.runtime].kind
+        if current != chosen:
+            raise UsageError(
+                f"--use-for {service!r}: it runs a {current} runtime, this is {chosen}",
+                hint="a service keeps its kind of runtime (its flags are that runtime's)",
+            )
+    try:
+        pinned_now = pin_of(chosen, binary.resolve())
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read {binary}: {exc.strerror or exc}", hint="run it as a user that can"
+        ) from None
+    except FleetError as exc:  # it does not report a version of that kind
+        raise UsageError(exc.message, where=exc.where, hint=exc.hint) from None
+    taken = loaded.fleet.runtimes
+    if name is None:
+        # llama-server: "0.6.0-dev (build 11434, commit b11434)": the build number names it.
+        number = re.search(r"build (\d+)", pinned_now.version) or re.match(
+            r"v?(\d+(?:\.\d+)*)", pinned_now.version
+        )
+        base = f"{_KIND_SLUG[chosen]}-{number.group(1) if number else 'adopted'}"
+        name, count = base, 1
+        while name in taken:
+            count += 1
+            name = f"{base}-{count}"
+    stamp = time.strftime("%Y-%m-%d")
+    note = f"adopted from {binary} on {stamp} (inferfleet runtime adopt)"
+    block = {
+        "kind": chosen,
+        "binary": str(binary),
+        "version": pinned_now.version,
+        "sha256": pinned_now.sha256,
+    }
+    try:
+        text = edit(
+            loaded.source,
+            file=str(file),
+            blocks={("runtimes", name): block},
+            values={("services", s, "runtime"): name for s in use_for},
+            note=note,
+        )
+    except FleetError as exc:
+        raise UsageError(exc.message, where=exc.where, hint=exc.hint) from None
+    if not write_checked(loaded, text, out, dry_run=dry_run, what=f"with runtime {name}"):
+        return
+    switched = f"; {', '.join(use_for)} now run it" if use_for else ""
+    out.line(
+        f"[green]adopted[/green] {esc(binary)} as runtime {esc(name)} in {esc(file)}: "
+        f"{chosen} {esc(pinned_now.version)}, sha256 {pinned_now.sha256[:12]}…{esc(switched)}"
+    )
+    out.note(
+        "every host that runs it needs this same binary at that path: `up` and `apply` "
+        "refuse another sha256 or version (L-42)"
+    )

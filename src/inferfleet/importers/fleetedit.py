@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -24,12 +25,34 @@ from inferfleet.importers.yamlsource import key_line
 SECTIONS = ("hosts", "runtimes", "models", "services", "groups")
 
 
-def _yaml() -> YAML:
+def _yaml(existing: str | None = None) -> YAML:
+    """A round-trip YAML writing lists as ``existing`` has them (``- x`` under its key, or
+    indented): ruamel keeps comments but lays every list out one way, so an edit would
+    otherwise move lines it did not change."""
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
-    yaml.indent(mapping=2, sequence=4, offset=2)
+    sequence, offset = 4, 2
+    if existing:
+        from ruamel.yaml.util import load_yaml_guess_indent
+
+        try:
+            _data, guessed, dash = load_yaml_guess_indent(existing)
+        except YAMLError:
+            guessed = dash = None  # the load that follows names the error
+        if guessed is not None and dash is not None:
+            sequence, offset = guessed, dash
+    yaml.indent(mapping=_mapping_indent(existing or ""), sequence=sequence, offset=offset)
     yaml.width = 4096  # a long value (an image by digest) stays on its line
     return yaml
+
+
+def _mapping_indent(text: str) -> int:
+    """How far ``text`` indents a nested key (2 when it has none)."""
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        if body and body[0] not in "#-" and len(body) < len(line):
+            return len(line) - len(body)
+    return 2
 
 
 def _plain(value: Any) -> Any:
@@ -64,7 +87,7 @@ def merge(
     existing: str | None, imported: Imported, *, origin: str, file: str, verb: str = "imported"
 ) -> str:
     """The fleet file's text with ``imported`` added; a clash of names is a SpecError."""
-    yaml = _yaml()
+    yaml = _yaml(existing)
     try:
         doc = yaml.load(existing) if existing else None
     except YAMLError as exc:
@@ -154,3 +177,75 @@ def _add_shared(held: CommentedMap | None, blocks: dict[str, dict[str, Any]]) ->
         held[target] = quoted(block)
         renamed[name] = target
     return renamed
+
+
+def edit(
+    existing: str,
+    *,
+    file: str,
+    blocks: Mapping[tuple[str, str], dict[str, Any]] | None = None,
+    values: Mapping[tuple[str, ...], Any] | None = None,
+    note: str = "",
+) -> str:
+    """The fleet file's text with new named ``blocks`` added and ``values`` set in place.
+
+    ``blocks``: (section, name) -> block, a new entry of that section (a name
+    already there is a SpecError: adopting never replaces what the fleet
+    says). ``values``: a key path -> value under an entry that exists
+    (``("services", "chat", "runtime")``); only those keys change, every other
+    line and comment stays. ``note`` is written as a comment above each new
+    block and after each value set.
+    """
+    yaml = _yaml(existing)
+    try:
+        doc = yaml.load(existing)
+    except YAMLError as exc:
+        raise SpecError(f"the fleet file is not valid YAML: {exc}", path=file) from None
+    if not isinstance(doc, CommentedMap):
+        raise SpecError("the fleet file is not a mapping", path=file, line=1)
+    for (section, name), block in (blocks or {}).items():
+        held = doc.get(section)
+        if held is None:
+            held = doc[section] = CommentedMap()
+        if not isinstance(held, CommentedMap):
+            raise SpecError(f"{section} is not a mapping", path=file, line=key_line(doc, section))
+        if name in held:
+            raise SpecError(
+                f"{section}.{name} is already in the fleet file",
+                path=file,
+                line=key_line(held, name),
+                hint="choose another name (--name), or remove that entry first",
+            )
+        held[name] = quoted(block)
+        if note:
+            held.yaml_set_comment_before_after_key(name, before=note, indent=2)
+    for path, value in (values or {}).items():
+        node: Any = doc
+        for depth, key in enumerate(path[:-1]):
+            if not isinstance(node, CommentedMap) or key not in node:
+                where = ".".join(path[: depth + 1])
+                raise SpecError(f"{where} is not in the fleet file", path=file)
+            node = node[key]
+        if not isinstance(node, CommentedMap):
+            raise SpecError(f"{'.'.join(path[:-1])} is not a mapping", path=file)
+        node[path[-1]] = quoted(value)
+        if note:
+            _note_after(node, path[-1], note)
+    stream = io.StringIO()
+    yaml.dump(doc, stream)
+    return stream.getvalue()
+
+
+def _note_after(node: CommentedMap, key: Any, note: str) -> None:
+    """``note`` as the comment after ``key``'s value; a comment already there is kept first.
+
+    ruamel keeps the full-line comments that follow a value in the same token
+    as its end-of-line comment: only the token's first line is touched.
+    """
+    slot = node.ca.items.get(key)
+    token = slot[2] if slot is not None and len(slot) > 2 else None
+    if token is None:
+        node.yaml_add_eol_comment(f"# {note}", key)
+        return
+    first, newline, rest = token.value.partition("\n")
+    token.value = f"{first.rstrip()}; {note}{newline}{rest}"
