@@ -171,7 +171,9 @@ def test_L52_an_arm_on_a_device_another_service_runs_on_is_refused(
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
         # Told to share, the arm starts next to it (and is stopped by pid).
         loaded = load_fleet(fleet)
-        with started(loaded, arm("other"), lambda _n: None, memory_slack=SLACK, share_device=True):
+        with started(
+            loaded, arm("other"), lambda _n: None, memory_slack=CONTROL_SLACK, share_device=True
+        ):
             assert psutil.pid_exists(production.pid)
         with (
             pytest.raises(UsageError),

@@ -175,11 +175,16 @@ def test_arms_started_by_the_bench_are_stopped_and_compared(
         "2",
         "--max-tokens",
         "128",
+        # What the other processes of a busy CI machine take meanwhile is not this arm's
+        # (331 MiB in 30 s was seen); the arm's own server is proven gone by its pid below.
+        "--memory-slack",
+        "768MiB",
         "--out",
         str(out),
     )
     # Exit 1 without stderr means a request failed: show which (the levels carry the errors).
-    assert code == 0, stderr or json.dumps(doc.get("levels"), indent=1)[:4000]
+    failed = [{k: v for k, v in lv.items() if k in {"arm", "ok", "errors"}} for lv in doc["levels"]]
+    assert code == 0, stderr or f"aborted: {doc.get('aborted')}; levels: {failed}"
     assert doc["aborted"] is None
     assert [a["name"] for a in doc["arms"]] == ["two-slots", "one-slot"]
     for arm in doc["arms"]:
