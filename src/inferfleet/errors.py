@@ -19,6 +19,7 @@ from typing import TypedDict, Unpack
 EXIT_OK = 0
 EXIT_FAILED = 1  # an operation failed (gate, health, process)
 EXIT_USAGE = 2  # bad input: fleet file, arguments
+EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's own code for it
 # A deploy reached a healthy server that fails its contract probe: it runs, and
 # its marker says "contract: failing" until a later apply passes.
 EXIT_CONTRACT = 3

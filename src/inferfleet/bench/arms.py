@@ -187,7 +187,7 @@ def arm_fleet(loaded: LoadedFleet, spec: StartSpec, arm: str) -> tuple[LoadedFle
     return replace(loaded, fleet=fleet.model_copy(update={"services": services})), service
 
 
-def _running_pid(loaded: LoadedFleet, name: str) -> int | None:
+def running_pid(loaded: LoadedFleet, name: str) -> int | None:
     """The pid of the fleet service ``name`` when it runs on this machine, else None."""
     service = loaded.fleet.services[name]
     state = decide(
@@ -209,7 +209,7 @@ def uses(service: Service, host: Host) -> set[str]:
 
 def _refuse_if_running(loaded: LoadedFleet, name: str, arm: Service, *, share_device: bool) -> None:
     """Refuse while production runs, or another service shares the arm's device (L-52)."""
-    pid = _running_pid(loaded, name)
+    pid = running_pid(loaded, name)
     if pid is not None:
         raise UsageError(
             f"service {name!r} is running (pid {pid}); benchmarks run with the "
@@ -225,7 +225,7 @@ def _refuse_if_running(loaded: LoadedFleet, name: str, arm: Service, *, share_de
         if other == name or spec.host != arm.host or spec.kind != "llm":
             continue
         shared = mine & uses(spec, fleet.hosts[spec.host])
-        if shared and (pid := _running_pid(loaded, other)) is not None:
+        if shared and (pid := running_pid(loaded, other)) is not None:
             raise UsageError(
                 f"service {other!r} is running (pid {pid}) on {', '.join(sorted(shared))}, "
                 f"which the arm of {name!r} would use: the numbers would measure the "

@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from inferfleet import __version__
-from inferfleet.errors import EXIT_FAILED, FleetError
+from inferfleet.errors import EXIT_FAILED, EXIT_INTERRUPTED, FleetError
 
 if TYPE_CHECKING:
     import typer
@@ -150,6 +150,12 @@ VERBS: dict[str, Verb] = {
         "bench_cmd",
         "register",
         "Benchmark endpoints on real, salted prompts with the server's own token counts.",
+    ),
+    "tune": Verb(
+        "tune_cmd",
+        "register",
+        "Search a service's settings by measurement (priced, gated, salted; successive "
+        "halving within a budget); the winner only beyond the noise, --write sets it.",
     ),
     "budget": Verb(
         "budget_cmd",
@@ -350,7 +356,7 @@ def main() -> None:
         from rich.console import Console
 
         Console(stderr=True).print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - last resort: no traceback unless asked
         from rich.console import Console
         from rich.markup import escape

@@ -31,13 +31,11 @@ from inferfleet.bench.summary import summarise
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, KeyEnvOpt, key_from_env, resolve_fleet
 from inferfleet.client.target import Target, from_service, from_url, resolve
 from inferfleet.documents import BenchDocument
-from inferfleet.errors import EXIT_FAILED, UsageError
+from inferfleet.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.fleetfile.quantities import format_size, parse_size
 from inferfleet.output import Output, esc
 from inferfleet.paths import state_dir
-
-EXIT_INTERRUPTED = 130  # the shell's own code for a Ctrl-C
 
 
 @dataclass(frozen=True)

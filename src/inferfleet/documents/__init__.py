@@ -56,6 +56,7 @@ DOCUMENT_TYPES: tuple[type, ...] = (
     StatusDocument,
     ProbeDocument,
     BenchDocument,
+    TuneDocument,
     PlanDocument,
     DeployPlanDocument,
     DeployDocument,

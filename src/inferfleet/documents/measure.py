@@ -130,3 +130,59 @@ class BenchDocument(TypedDict):
     cache: BenchCache
     aborted: str | None
     interrupted: bool  # Ctrl-C: the levels hold what finished before it
+
+
+class TuneCandidate(TypedDict):
+    id: str  # "baseline" (the service as declared) or cNNN
+    baseline: bool
+    settings: dict[str, int | float | str | None]  # knob -> value (None: the runtime's default)
+    status: str  # measured | rejected | unfit | not reached
+    reason: str  # why it was not booted (unfit) or not used (rejected)
+    runs: list[float]  # the objective per run, in its last rung
+    median: float | None
+    min: float | None
+    max: float | None
+    rung: int  # the last rung it was measured in (-1: never)
+    seconds: float  # spent on it, boots included
+
+
+class TuneWinner(TypedDict):
+    id: str
+    settings: dict[str, int | float | str | None]
+    median: float | None
+    baseline_median: float | None
+    diff_pct: float | None
+    noise_pct: float | None  # the larger run-to-run spread of the two (L-48)
+
+
+class TuneRestored(TypedDict):
+    pid_before: int
+    pid: int | None
+    same_argv: bool  # the service runs again with the argv it ran with before the search
+    error: str | None
+
+
+class TuneDocument(TypedDict):
+    """``tune --json`` and the ``summary.json`` it writes."""
+
+    schema: Literal["inferfleet.tune/v1"]
+    inferfleet: str
+    service: str
+    objective: str  # decode | prefill | ttft | throughput@N
+    metric: str
+    higher_better: bool
+    concurrency: int
+    started_at: str
+    finished_at: str
+    budget_s: float
+    elapsed_s: float
+    space: dict[str, list[int | float | str]]
+    candidates: list[TuneCandidate]
+    counts: dict[str, int]  # candidates per status
+    rungs: int
+    stopped_by_budget: bool
+    aborted: str | None
+    interrupted: bool
+    verdict: str | None  # the best challenger against the baseline (bench.stats.compare)
+    winner: TuneWinner | None  # only beyond the noise
+    restored: TuneRestored | None  # None: the service was not running before the search
