@@ -45,6 +45,7 @@ PRODUCED: set[str] = set()
 NOT_PRODUCED_HERE = {
     "inferfleet.up/v1",  # a real llama-server (tests/e2e)
     "inferfleet.bench/v1",  # a real llama-server (validated in tests/bench/test_bench_real.py)
+    "inferfleet.tune/v1",  # real llama-servers (validated in tests/tune/test_tune_real.py)
     "inferfleet.plan/v1",  # hosts reached over ssh (tests/deploy)
     "inferfleet.deploy-plan/v1",
     "inferfleet.deploy/v1",
