@@ -154,8 +154,7 @@ VERBS: dict[str, Verb] = {
     "tune": Verb(
         "tune_cmd",
         "register",
-        "Search a service's settings by measurement (priced, gated, salted; successive "
-        "halving within a budget); the winner only beyond the noise, --write sets it.",
+        "Find the service's best settings by measurement, and propose them as a change.",
     ),
     "budget": Verb(
         "budget_cmd",
