@@ -9,6 +9,7 @@ from pathlib import Path
 from helpers.bench_summaries import summary, write
 
 from inferfleet.status.bench import BenchReader, scan
+from inferfleet.status.view import bench_text
 
 ADDRESSES = ["http://127.0.0.1:8080", "127.0.0.1:8080"]
 
@@ -56,7 +57,23 @@ def test_levels_are_sorted_and_aggregate_is_kept_apart(tmp_path: Path) -> None:
         "decode_tps": 38.0,
         "aggregate_tps": 38.0,
         "ttft_ms": 100.0,
+        "draft_acceptance": None,
     }
+
+
+def test_a_drafters_acceptance_is_shown_beside_its_rate(tmp_path: Path) -> None:
+    doc = summary("2026-01-01T00:00:00Z", levels={1: (52.0, 52.0, 90.0)})
+    doc["levels"][0]["draft"] = {"requests": 4, "proposed": 400, "accepted": 288,
+                                 "acceptance": 0.72}  # fmt: skip
+    write(tmp_path, "run", doc)
+    figures = scan(tmp_path).figures("gemma", ADDRESSES)
+    assert figures is not None and figures.levels[0].draft_acceptance == 0.72
+    assert bench_text(figures) == "52 tok/s @1, 72% of drafts accepted (2026-01-01)"
+    # What a hand-edited summary claims beyond a share is not shown.
+    doc["levels"][0]["draft"]["acceptance"] = 7.2
+    write(tmp_path, "run", doc)
+    figures = scan(tmp_path).figures("gemma", ADDRESSES)
+    assert figures is not None and figures.levels[0].draft_acceptance is None
 
 
 def test_unreadable_and_foreign_summaries_are_skipped_with_a_note(tmp_path: Path) -> None:

@@ -91,6 +91,7 @@ class BenchLevelFigures(TypedDict):
     decode_tps: float | None
     aggregate_tps: float | None
     ttft_ms: float | None
+    draft_acceptance: float | None  # accepted / drafted tokens, where a drafter ran
 
 
 class BenchFiguresInfo(TypedDict):

@@ -234,6 +234,51 @@ def timings(s: Session) -> CheckResult:
     return CheckResult("timings", title, "L-50", "pass", "; ".join(kinds), (evidence,))
 
 
+def draft(s: Session) -> CheckResult:
+    """A drafter's acceptance as the server counted it (llama.cpp ``timings``: ``draft_n``,
+    ``draft_n_accepted``), beside the decode rate of the same answers: a drafter is judged
+    by both, a lower acceptance can still decode faster (L-13, L-48)."""
+    title = "draft acceptance"
+    drafted = [
+        (where, data)
+        for where, data, _ in s.timings_seen
+        if _count(data.get("draft_n")) is not None
+        and _count(data.get("draft_n_accepted")) is not None
+    ]
+    if not drafted:
+        return CheckResult(
+            "draft", title, "L-13", "skip", "the server reports no drafted tokens (no drafter runs)"
+        )
+    proposed = sum(_count(d.get("draft_n")) or 0 for _, d in drafted)
+    accepted = sum(_count(d.get("draft_n_accepted")) or 0 for _, d in drafted)
+    rates = [
+        float(d["predicted_per_second"])
+        for _, d in drafted
+        if isinstance(d.get("predicted_per_second"), int | float)
+    ]
+    where, sample = drafted[-1]
+    evidence = Evidence(
+        "(from the answers above)", "", 200, excerpt({"timings": sample, "where": where})
+    )
+    if accepted > proposed:
+        return CheckResult(
+            "draft", title, "L-13", "fail",
+            f"the server counts {accepted} accepted of {proposed} drafted tokens",
+            (evidence,),
+        )  # fmt: skip
+    share = f"{accepted / proposed:.0%}" if proposed else "none drafted"
+    rate = f" at {sorted(rates)[len(rates) // 2]:.1f} tok/s decode" if rates else ""
+    summary = (
+        f"{accepted} of {proposed} drafted tokens accepted ({share}){rate} over "
+        f"{len(drafted)} answers; judge the drafter by both"
+    )
+    return CheckResult("draft", title, "L-13", "pass", summary, (evidence,))
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def metrics(s: Session) -> CheckResult:
     # A router serves a member's metrics with ?model= (HTTP 400 without it).
     path = member_path("/metrics", s.model) if s.router and s.model is not None else "/metrics"

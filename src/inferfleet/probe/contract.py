@@ -118,6 +118,7 @@ def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeRepo
             add(checks_api.plain(session, api))
             add(checks_api.streamed(session, api))
         add(checks_api.timings(session))
+        add(checks_api.draft(session))
         add(checks_slots.context(session))
         add(checks_slots.overflow(session))
         add(checks_slots.concurrency(session))

@@ -32,6 +32,9 @@ class BenchLevel:
     decode_tps: float | None  # per stream, median (L-53)
     aggregate_tps: float | None  # all streams together, median of runs (L-53)
     ttft_ms: float | None
+    # Share of drafted tokens the target accepted, where a drafter ran: judged next to the
+    # decode rate, never alone (a lower acceptance can still decode faster, L-48).
+    draft_acceptance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ def _figures(summary: Summary, arm: str) -> BenchFigures | None:
                 _median(level.get("decode_tps")),
                 _median(level.get("aggregate_tps")),
                 _median(level.get("ttft_ms")),
+                _acceptance(level.get("draft")),
             )
         )
     if not levels:
@@ -174,6 +178,13 @@ def _figures(summary: Summary, arm: str) -> BenchFigures | None:
         max_tokens=max_tokens if isinstance(max_tokens, int) else None,
         levels=sorted(levels, key=lambda lv: lv.concurrency),
     )
+
+
+def _acceptance(draft: Any) -> float | None:
+    value = draft.get("acceptance") if isinstance(draft, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return None
+    return float(value)
 
 
 def _median(spread: Any) -> float | None:

@@ -96,11 +96,14 @@ def revision_text(revision: Revision) -> str:
 
 
 def bench_text(figures: BenchFigures | None) -> str:
-    """Per-stream decode at concurrency 1 and the aggregate at the highest level (L-53)."""
+    """Per-stream decode at concurrency 1 (with the drafter's acceptance beside it, where one
+    ran) and the aggregate at the highest level (L-53)."""
     if figures is None or not figures.levels:
         return "-"
     first, last = figures.levels[0], figures.levels[-1]
     text = f"{_number(first.decode_tps)} tok/s @{first.concurrency}"
+    if first.draft_acceptance is not None:
+        text += f", {first.draft_acceptance:.0%} of drafts accepted"
     if last is not first:
         text += f", {_number(last.aggregate_tps)} agg @{last.concurrency}"
     return f"{text} ({figures.finished_at[:10]})"

@@ -198,6 +198,10 @@
       const b = svc.bench;
       rows.push(["last bench", b ? num(b.levels[0].decode_tps) + " tok/s per stream, TTFT " +
         ms(b.levels[0].ttft_ms) : "no results", b ? b.summary : undefined]);
+      const accepted = b ? b.levels[0].draft_acceptance : null;
+      if (accepted !== null && accepted !== undefined) {
+        rows.push(["drafts accepted", Math.round(accepted * 100) + " % (judge it with the rate)"]);
+      }
     }
     card.appendChild(facts(rows));
     if (svc.bench) card.appendChild(chart(svc.bench));
