@@ -33,7 +33,9 @@ HEADER = "# Our one box. Every setting has its reason (L-25).\n"
 def commented_fleet(path: Path, port: int) -> Path:
     """The example fleet on ``port`` with a header comment and one after the runtime line."""
     text = yaml.safe_dump(fleet_data(port), sort_keys=False)
-    text = text.replace("    runtime: llama-cpp\n", "    runtime: llama-cpp  # the pinned build\n", 1)
+    text = text.replace(
+        "    runtime: llama-cpp\n", "    runtime: llama-cpp  # the pinned build\n", 1
+    )
     path.write_text(HEADER + text)
     return path
 
