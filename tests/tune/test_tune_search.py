@@ -210,3 +210,19 @@ def test_a_bad_space_file_is_a_usage_error(tmp_path: Path, data: object, said: s
         combine(default_space(SERVICE, "llama.cpp", HOST, (2, 2)), load_space(file),
                 "llama.cpp", str(file))  # fmt: skip
     assert said in caught.value.render()
+
+
+def test_the_vllm_space_and_a_drafter_knob() -> None:
+    vllm = SERVICE.model_copy(update={"parallel": 2, "extra_args": []})
+    space = default_space(vllm, "vllm", HOST, (2, 2))
+    assert space.knobs == {"max_num_batched_tokens": (2048, 8192),
+                           "chunked_prefill": ("on", "off"), "max_num_seqs": (2, 4)}  # fmt: skip
+    assert current(vllm, "max_num_seqs") == 2  # the service's slots are vLLM's --max-num-seqs
+    made = apply(vllm, {"max_num_seqs": 4, "chunked_prefill": "off"})
+    assert made == {"parallel": 4, "extra_args": ["--no-enable-chunked-prefill"]}
+    assert space.memory  # next to another service, refused (L-52)
+    # Another drafter is a key of the speculative block; the baseline has none.
+    assert current(SERVICE, "draft_model") is None
+    assert apply(SERVICE, {"draft_model": "small", "draft_max": 8}) == {
+        "speculative": {"draft_model": "small", "draft_max": 8}
+    }

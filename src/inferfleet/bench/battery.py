@@ -28,10 +28,23 @@ class Prompt:
     author: str
     source: str
     licence: str
+    # A replayed request (bench/replay.py): its own conversation and answer length.
+    messages: tuple[tuple[str, str], ...] | None = None
+    max_tokens: int | None = None
 
     def salted(self, salt: str) -> str:
         """The request text: salt first, so the very first tokens differ (L-47)."""
+        if not self.task:
+            return f"{salt} {self.text}"
         return f"{salt} {self.task}\n\n{self.text}"
+
+    def chat_messages(self, salt: str) -> list[dict[str, str]]:
+        """The chat request's messages, salted at the very start of the first (L-47)."""
+        if self.messages is None:
+            return [{"role": "user", "content": self.salted(salt)}]
+        turns = [{"role": role, "content": text} for role, text in self.messages]
+        turns[0]["content"] = f"{salt} {turns[0]['content']}"
+        return turns
 
 
 @dataclass(frozen=True)

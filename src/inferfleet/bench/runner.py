@@ -176,9 +176,10 @@ def run_level(
                     endpoint.api,
                     model=endpoint.model,
                     text=prompt.salted(salt),
-                    max_tokens=load.max_tokens,
+                    max_tokens=min(prompt.max_tokens or load.max_tokens, load.max_tokens),
                     ignore_eos=load.ignore_eos,
                     extra=endpoint.extra,
+                    messages=prompt.chat_messages(salt) if prompt.messages else None,
                 )
                 result = stream(client, path, body)
                 ctx = Context(

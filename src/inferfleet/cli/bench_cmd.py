@@ -26,6 +26,7 @@ from inferfleet.bench.arms import load_arms
 from inferfleet.bench.battery import load_battery
 from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm, run_bench
 from inferfleet.bench.measure import MIN_DECODE_TOKENS, RequestRecord
+from inferfleet.bench.replay import load_replay
 from inferfleet.bench.runner import Load
 from inferfleet.bench.summary import summarise
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, KeyEnvOpt, key_from_env, resolve_fleet
@@ -107,6 +108,13 @@ def bench(
         None, "--prompts", help="Use the first N prompts only (default 4; --thorough all)."
     ),
     prompt_ids: str | None = typer.Option(None, "--prompt-ids", help="Comma-separated ids."),
+    replay: Path | None = typer.Option(
+        None,
+        "--replay",
+        help="JSONL of chat requests (a client's bodies, LiteLLM's logging payloads) "
+        "replayed instead of the battery, all of them unless --prompts; each keeps its "
+        "max_tokens up to --max-tokens.",
+    ),
     ignore_eos: bool | None = typer.Option(
         None,
         "--ignore-eos/--no-ignore-eos",
@@ -136,7 +144,7 @@ def bench(
     concurrency = concurrency or depth.concurrency
     runs = depth.runs if runs is None else runs
     max_tokens = depth.max_tokens if max_tokens is None else max_tokens
-    if prompts is None and prompt_ids is None:
+    if prompts is None and prompt_ids is None and replay is None:
         prompts = depth.prompts
     if api not in ("chat", "completions"):
         raise UsageError(f"--api {api!r} is not chat or completions", hint="e.g. --api chat")
@@ -154,7 +162,7 @@ def bench(
         raise UsageError(
             "name a SERVICE or URL, or give --arms FILE", hint="inferfleet bench gemma"
         )
-    battery = load_battery()
+    battery = load_battery() if replay is None else load_replay(replay)
     ids = [p.strip() for p in prompt_ids.split(",") if p.strip()] if prompt_ids else None
     chosen = battery.select(ids, prompts)
     options = Options(
@@ -216,8 +224,10 @@ def bench(
             options = replace(options, concurrency=(1, only))
     if ignore_eos is None:
         # L-48: an A/B lets the model stop where it would; past its end of text a drafter is
-        # measured on text the model would not write. One endpoint's rates take every token.
-        options = replace(options, load=replace(options.load, ignore_eos=len(arms) < 2))
+        # measured on text the model would not write. One endpoint's rates take every token;
+        # replayed traffic ends where the model ends it, as it did in production.
+        every_token = len(arms) < 2 and replay is None
+        options = replace(options, load=replace(options.load, ignore_eos=every_token))
     with bars:
         result = run_bench(
             arms,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from inferfleet.bench.replay import load_replay
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.documents import TuneDocument
 from inferfleet.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
@@ -36,6 +37,11 @@ def tune(
         None, "--prompts", min=1, max=64, help="Prompts per run (default: one per stream)."
     ),
     max_tokens: int = typer.Option(128, "--max-tokens", min=16, help="Tokens per answer (L-49)."),
+    replay: Path | None = typer.Option(
+        None,
+        "--replay",
+        help="JSONL of chat requests measured instead of the battery (see bench --replay).",
+    ),
     take_over: bool = typer.Option(
         False, "--take-over", help="Stop the service for the search even while it serves traffic."
     ),
@@ -112,7 +118,10 @@ def tune(
             f"contention ({', '.join(sorted(space.knobs))})",
             hint="stop the other services first (L-52), or tune only threads next to them",
         )
+    if replay is not None:
+        load_replay(replay)  # refused here, before the service is stopped
     options = TuneOptions(
+        replay=replay,
         objective=objective,
         budget_s=budget_s,
         prompts=prompts,

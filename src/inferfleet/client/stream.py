@@ -53,10 +53,12 @@ def request_body(
     max_tokens: int,
     ignore_eos: bool = True,
     extra: dict[str, Any] | None = None,
+    messages: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """A streamed request for ``text`` (or, on chat, a whole conversation ``messages``)."""
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": text}]
+        body["messages"] = messages or [{"role": "user", "content": text}]
     else:
         body["prompt"] = text
     body["stream_options"] = {"include_usage": True}

@@ -38,6 +38,7 @@ from inferfleet.bench.arms import (
 from inferfleet.bench.battery import load_battery
 from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm, run_bench
 from inferfleet.bench.measure import RequestRecord
+from inferfleet.bench.replay import load_replay
 from inferfleet.bench.runner import LevelResult, Load
 from inferfleet.bench.stats import median
 from inferfleet.client.keys import service_key
@@ -48,6 +49,8 @@ from inferfleet.tune.search import Abort, Outcome, Rejected, SearchResult, halvi
 from inferfleet.tune.space import Candidate, Space, apply, candidates
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import httpx
 
 Note = Callable[[str], None]
@@ -99,6 +102,7 @@ class TuneOptions:
     take_over: bool = False
     share_device: bool = False
     memory_slack: int = DEFAULT_MEMORY_SLACK
+    replay: Path | None = None  # real traffic instead of the battery (bench/replay.py)
 
 
 @dataclass
@@ -266,7 +270,7 @@ def _measure(
     service = loaded.fleet.services[name]
     settings = apply(service, candidate.as_dict)
     spec = ArmSpec(name=f"tune-{candidate.id}", start=StartSpec(service=name, set=settings))
-    battery = load_battery()
+    battery = load_battery() if options.replay is None else load_replay(options.replay)
     objective = options.objective
     bench = Options(
         concurrency=(objective.concurrency,),
@@ -274,8 +278,12 @@ def _measure(
         api="chat" if service.client.chat else "completions",
         prompts=tuple(battery.select(None, options.prompts or objective.concurrency)),
         battery=battery,
-        # A drafter is measured on text the model would write (L-48); otherwise every token.
-        load=Load(max_tokens=options.max_tokens, ignore_eos=service.speculative is None),
+        # A drafter, or replayed traffic, is measured on text the model would write (L-48);
+        # otherwise every token.
+        load=Load(
+            max_tokens=options.max_tokens,
+            ignore_eos=service.speculative is None and options.replay is None,
+        ),
         memory_slack=options.memory_slack,
         share_device=options.share_device,
     )

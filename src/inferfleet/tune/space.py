@@ -9,7 +9,8 @@ and ``--write`` edits exactly those keys.
 
 The default space comes from the runtime and the host: on a CPU, the thread
 counts; for llama.cpp, the micro-batch and flash attention; a declared
-drafter's draft length; for vLLM, the batched-token budget and chunked
+drafter's draft length (a space file can list other drafters, ``draft_model``);
+for vLLM, the batched-token budget, the sequences run at once and chunked
 prefill. KV cache types stay as declared unless a space file lists pairs
 (quantising the cache changes what the model answers, not only its speed).
 A space file (``--space``) narrows or widens it::
@@ -74,10 +75,13 @@ KNOBS: dict[str, FlagKnob | FieldKnob] = {
     "flash_attn": FieldKnob(("flash_attn",), LLAMA, memory=True),
     "kv_cache": FieldKnob(("kv_cache",), LLAMA | VLLM, memory=True),
     "ctx_per_slot": FieldKnob(("ctx_per_slot",), LLAMA | VLLM, memory=True),
+    "draft_model": FieldKnob(("speculative", "draft_model"), LLAMA, memory=True),
     "draft_max": FieldKnob(("speculative", "draft_max"), LLAMA, memory=False),
     "draft_min": FieldKnob(("speculative", "draft_min"), LLAMA, memory=False),
     "draft_p_min": FieldKnob(("speculative", "draft_p_min"), LLAMA, memory=False),
     "max_num_batched_tokens": FlagKnob(("--max-num-batched-tokens",), VLLM, memory=True),
+    # vLLM's --max-num-seqs is the service's slots (runtimes/vllm.py); each keeps its window.
+    "max_num_seqs": FieldKnob(("parallel",), VLLM, memory=True),
     "chunked_prefill": FlagKnob(
         ("--enable-chunked-prefill", "--no-enable-chunked-prefill"),
         VLLM,
@@ -173,6 +177,7 @@ def default_space(service: Service, kind: str, host: Host, cpus: tuple[int, int]
     elif kind == "vllm":
         knobs["max_num_batched_tokens"] = (2048, 8192)
         knobs["chunked_prefill"] = ("on", "off")
+        knobs["max_num_seqs"] = tuple(sorted({service.parallel, 2 * service.parallel}))
     return Space(knobs)
 
 
