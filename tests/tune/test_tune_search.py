@@ -226,3 +226,21 @@ def test_the_vllm_space_and_a_drafter_knob() -> None:
     assert apply(SERVICE, {"draft_model": "small", "draft_max": 8}) == {
         "speculative": {"draft_model": "small", "draft_max": 8}
     }
+
+
+def test_kv_cache_types_only_from_the_models_quality_policy() -> None:
+    from inferfleet.fleetfile.fleet import Model
+
+    files = [{"path": "m.gguf", "size": 1, "sha256": "0" * 64}]
+    plain = Model.model_validate({"source": {"path": "/m"}, "files": files})
+    assert "kv_cache" not in default_space(SERVICE, "llama.cpp", HOST, (2, 2), plain).knobs
+    checked = Model.model_validate(
+        {
+            "source": {"path": "/m"},
+            "files": files,
+            "kv_cache_allowed": [{"k": "q8_0", "v": "q8_0"}, {"k": "f16", "v": "q8_0"}],
+        }
+    )
+    space = default_space(SERVICE, "llama.cpp", HOST, (2, 2), checked)
+    # The declared pair first (the baseline's), then the policy's, nothing else.
+    assert space.knobs["kv_cache"] == ("f16/f16", "q8_0/q8_0", "f16/q8_0")

@@ -22,6 +22,7 @@ from inferfleet.bench.runner import (
     LevelResult,
     Load,
     detect_runtime,
+    draft_counters,
     plan_requests,
     request_extra,
     run_level,
@@ -181,7 +182,11 @@ def _measure(
                 on_level(run.name, number, concurrency, len(plan_requests(prompts, concurrency)))
             else:
                 note(f"{run.name}: run {number}/{options.runs}, concurrency {concurrency}")
+            counted = draft_counters(endpoint) if endpoint.runtime != "llama.cpp" else None
             level = run_level(
                 endpoint, prompts, concurrency, run=number, load=options.load, on_record=on_record
             )
+            after = draft_counters(endpoint) if counted is not None else None
+            if counted is not None and after is not None:
+                level.server_draft = (after[0] - counted[0], after[1] - counted[1])
             result.levels.append(level)

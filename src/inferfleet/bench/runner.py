@@ -84,6 +84,9 @@ class LevelResult:
     run: int
     wall_s: float
     records: list[RequestRecord] = field(default_factory=list)
+    # (drafted, accepted) tokens over the level by the server's /metrics counters, where
+    # it counts them there instead of per answer (vLLM); None elsewhere.
+    server_draft: tuple[int, int] | None = None
 
     @property
     def aggregate_tps(self) -> float | None:
@@ -238,6 +241,26 @@ def _level(arm: str, concurrency: int, run: int, records: list[RequestRecord]) -
     first_sent = min((r.started_s for r in records), default=0.0)
     last_done = max((r.finished_s for r in records), default=0.0)
     return LevelResult(arm, concurrency, run, round(last_done - first_sent, 4), records)
+
+
+def draft_counters(endpoint: Endpoint) -> tuple[int, int] | None:
+    """The server's (drafted, accepted) token counters now, where its /metrics has them.
+
+    vLLM counts a drafter's work per engine, not per answer: the bench reads the
+    counters around a level (its arm is the only client a started or idle server has).
+    """
+    from inferfleet.client.reports import metrics
+    from inferfleet.errors import FleetError
+    from inferfleet.runtimes.registry import draft_counts
+
+    try:
+        with http.client(timeout=10.0, base_url=endpoint.base_url, key=endpoint.key) as client:
+            answer = client.get("/metrics")
+        if answer.status_code != 200:
+            return None
+        return draft_counts(metrics(answer.text))
+    except (httpx.HTTPError, FleetError):
+        return None  # no counters: the level is measured without them
 
 
 def _connect(client: httpx.Client) -> None:

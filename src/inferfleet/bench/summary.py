@@ -13,6 +13,7 @@ import os
 import platform
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Final, Literal
 
@@ -48,20 +49,31 @@ def _relative_error(records: list[RequestRecord], mine: str, theirs: str) -> dic
     return asdict(Spread.of(errors))
 
 
-def draft_acceptance(records: list[RequestRecord]) -> dict[str, Any] | None:
+def draft_acceptance(
+    records: list[RequestRecord], levels: Sequence[LevelResult] = ()
+) -> dict[str, Any] | None:
     """Tokens a drafter proposed and the share the target accepted, over the requests
-    that report them; None where no drafter runs. The figure depends on the text
+    that report them (llama.cpp's timings), else over the levels whose server counts them
+    in /metrics (vLLM); None where no drafter runs. The figure depends on the text
     drafted: on the real battery it is the workload's, not a synthetic one's (L-48)."""
     drafted = [r for r in records if r.draft_n is not None and r.draft_accepted is not None]
-    if not drafted:
-        return None
-    proposed = sum(r.draft_n or 0 for r in drafted)
-    accepted = sum(r.draft_accepted or 0 for r in drafted)
+    if drafted:
+        proposed = sum(r.draft_n or 0 for r in drafted)
+        accepted = sum(r.draft_accepted or 0 for r in drafted)
+        requests, counted_by = len(drafted), "answers"
+    else:
+        counted = [lv.server_draft for lv in levels if lv.server_draft is not None]
+        proposed = sum(c[0] for c in counted)
+        if not counted or not proposed:
+            return None
+        accepted = sum(c[1] for c in counted)
+        requests, counted_by = len(records), "metrics"
     return {
-        "requests": len(drafted),
+        "requests": requests,
         "proposed": proposed,
         "accepted": accepted,
         "acceptance": round(accepted / proposed, 4) if proposed else None,
+        "counted_by": counted_by,  # the server's per-answer timings, or its /metrics counters
     }
 
 
@@ -88,7 +100,7 @@ def level_summary(arm: str, concurrency: int, levels: list[LevelResult]) -> dict
     cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
     return {
         "arm": arm,
-        "draft": draft_acceptance(ok),
+        "draft": draft_acceptance(ok, levels),
         "concurrency": concurrency,
         "requests": len(records),
         "ok": len(ok),

@@ -110,8 +110,9 @@ def tune(
         )
     given = load_space(space_file) if space_file is not None else None
     where = str(space_file) if space_file is not None else "the default space"
-    space = combine(default_space(found, runtime.kind, fleet.hosts[found.host], cpus()), given,
-                    runtime.kind, where)  # fmt: skip
+    default = default_space(found, runtime.kind, fleet.hosts[found.host], cpus(),
+                            fleet.models.get(found.model or ""))  # fmt: skip
+    space = combine(default, given, runtime.kind, where)
     if share_device and space.memory:
         raise UsageError(
             "--share-device with knobs that change memory: the numbers would measure the "

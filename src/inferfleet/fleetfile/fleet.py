@@ -393,6 +393,12 @@ class Model(Strict):
         description="The file the server loads; default: the first .gguf "
         "(part 1 of a split, L-04).",
     )
+    kv_cache_allowed: list[KvCache] = Field(
+        default_factory=list,
+        max_length=16,
+        description="K/V cache types this model's answers were checked with (its quality "
+        "policy): `tune` searches these beside the service's own; none are searched otherwise.",
+    )
 
     @model_validator(mode="after")
     def _files_or_manifest(self) -> Model:

@@ -246,9 +246,7 @@ def draft(s: Session) -> CheckResult:
         and _count(data.get("draft_n_accepted")) is not None
     ]
     if not drafted:
-        return CheckResult(
-            "draft", title, "L-13", "skip", "the server reports no drafted tokens (no drafter runs)"
-        )
+        return _draft_by_metrics(s, title)
     proposed = sum(_count(d.get("draft_n")) or 0 for _, d in drafted)
     accepted = sum(_count(d.get("draft_n_accepted")) or 0 for _, d in drafted)
     rates = [
@@ -271,6 +269,46 @@ def draft(s: Session) -> CheckResult:
     summary = (
         f"{accepted} of {proposed} drafted tokens accepted ({share}){rate} over "
         f"{len(drafted)} answers; judge the drafter by both"
+    )
+    return CheckResult("draft", title, "L-13", "pass", summary, (evidence,))
+
+
+def draft_counters(s: Session) -> tuple[int, int] | None:
+    """The server's (drafted, accepted) counters in /metrics now, where it has them."""
+    if s.router:
+        return None  # a router's members count for themselves
+    answer = s.exchange.get("/metrics")
+    if answer.status != 200:
+        return None
+    try:
+        return registry.draft_counts(reports.metrics(answer.text))
+    except reports.AnswerError:
+        return None
+
+
+def _draft_by_metrics(s: Session, title: str) -> CheckResult:
+    """vLLM counts drafted and accepted tokens per engine: the difference of its counters
+    over the probe's answers above."""
+    before = s.draft_counters
+    after = draft_counters(s) if before is not None else None
+    if before is None or after is None or after[0] <= before[0]:
+        return CheckResult(
+            "draft", title, "L-13", "skip", "the server reports no drafted tokens (no drafter runs)"
+        )
+    proposed, accepted = after[0] - before[0], after[1] - before[1]
+    evidence = Evidence(
+        "GET /metrics", "", 200, excerpt({"drafted, accepted before": before, "after": after})
+    )
+    if not 0 <= accepted <= proposed:
+        return CheckResult(
+            "draft", title, "L-13", "fail",
+            f"the server's counters say {accepted} accepted of {proposed} drafted tokens",
+            (evidence,),
+        )  # fmt: skip
+    summary = (
+        f"{accepted} of {proposed} drafted tokens accepted ({accepted / proposed:.0%}) over "
+        f"the answers above, by the server's /metrics counters; judge the drafter by both "
+        "this and the decode rate"
     )
     return CheckResult("draft", title, "L-13", "pass", summary, (evidence,))
 

@@ -114,6 +114,7 @@ def run_probe(target: Target, *, on_result: OnResult | None = None) -> ProbeRepo
         if cold is not None:
             add(cold)
         checks_api.read_props(session)
+        session.draft_counters = checks_api.draft_counters(session)
         for api in ("completions", "chat"):
             add(checks_api.plain(session, api))
             add(checks_api.streamed(session, api))

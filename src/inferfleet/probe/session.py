@@ -25,6 +25,9 @@ class Session:
     # Every `timings` object and Server-Timing header the answers carried (L-50, L-51).
     timings_seen: list[tuple[str, dict[str, Any], int | None]] = field(default_factory=list)
     server_timing_seen: list[str] = field(default_factory=list)
+    # A drafter's (drafted, accepted) counters in /metrics before the first answer, where
+    # the server counts them there (vLLM) instead of per answer.
+    draft_counters: tuple[int, int] | None = None
 
     def chat_body(
         self, content: Any, max_tokens: int = PROBE_TOKENS, **extra: Any

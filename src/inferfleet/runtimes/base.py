@@ -28,6 +28,10 @@ class MetricNames:
     waiting: str  # gauge: requests queued because every slot is busy
     prompt_tokens: str  # counter
     generation_tokens: str  # counter
+    # Counters of a drafter's tokens, proposed and accepted, where the runtime counts them
+    # in /metrics rather than per answer (vLLM's engine; llama.cpp reports them per answer).
+    draft_tokens: str | None = None
+    accepted_tokens: str | None = None
 
     @classmethod
     def engine(

@@ -7,6 +7,8 @@ runtime means one adapter module and its ``TRAITS`` in ``_TRAITS``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from inferfleet.runtimes import llamacpp, sglang, vllm
 from inferfleet.runtimes.base import AdapterError, RuntimeTraits
 
@@ -31,3 +33,15 @@ def every() -> tuple[RuntimeTraits, ...]:
 
 def takes_cache_type(kind: str, cache_type: str) -> bool:
     return cache_type in traits(kind).cache_types
+
+
+def draft_counts(series: Mapping[str, float]) -> tuple[int, int] | None:
+    """(drafted, accepted) tokens so far by a runtime that counts them in /metrics, from
+    its parsed series; None where no such counters are served (no drafter, or a runtime
+    that reports them per answer)."""
+    for kind in every():
+        drafted, accepted = kind.metrics.draft_tokens, kind.metrics.accepted_tokens
+        if drafted in series and accepted in series:
+            assert drafted is not None and accepted is not None
+            return int(series[drafted]), int(series[accepted])
+    return None

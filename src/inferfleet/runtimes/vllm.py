@@ -21,6 +21,7 @@ that both adapters use are marked so.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from inferfleet.fleetfile.fleet import KvCache
@@ -235,7 +236,11 @@ TRAITS = RuntimeTraits(
     argv=argv,
     flags=FLAGS,
     reasoning_field="reasoning",  # L-45
-    metrics=MetricNames.engine("vllm", "num_requests_running", "num_requests_waiting"),
+    metrics=replace(
+        MetricNames.engine("vllm", "num_requests_running", "num_requests_waiting"),
+        draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+        accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+    ),
     stop_grace_s=30.0,
     container_program=("vllm", "serve"),
     cache_env=CACHE_ENV,

@@ -11,8 +11,9 @@ The default space comes from the runtime and the host: on a CPU, the thread
 counts; for llama.cpp, the micro-batch and flash attention; a declared
 drafter's draft length (a space file can list other drafters, ``draft_model``);
 for vLLM, the batched-token budget, the sequences run at once and chunked
-prefill. KV cache types stay as declared unless a space file lists pairs
-(quantising the cache changes what the model answers, not only its speed).
+prefill. KV cache types stay as declared unless the model's quality policy
+(``kv_cache_allowed``) or a space file lists pairs: quantising the cache
+changes what the model answers, not only its speed.
 A space file (``--space``) narrows or widens it::
 
     knobs:
@@ -35,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.fleet import Host
+from inferfleet.fleetfile.fleet import Host, Model
 from inferfleet.fleetfile.service import Service
 from inferfleet.runtimes.base import gpu_devices
 
@@ -158,12 +159,24 @@ def _number(text: str) -> Value:
         return text
 
 
-def default_space(service: Service, kind: str, host: Host, cpus: tuple[int, int]) -> Space:
+def default_space(
+    service: Service,
+    kind: str,
+    host: Host,
+    cpus: tuple[int, int],
+    model: Model | None = None,
+) -> Space:
     """The knobs worth searching for this service on this host.
 
-    ``cpus``: (physical cores, logical cores) of the host the search runs on.
+    ``cpus``: (physical cores, logical cores) of the host the search runs on;
+    ``model``: the service's model, whose quality policy (``kv_cache_allowed``)
+    names the KV cache types worth trying.
     """
     knobs: dict[str, tuple[Value, ...]] = {}
+    allowed = [] if model is None else [f"{c.k}/{c.v}" for c in model.kv_cache_allowed]
+    if allowed:
+        declared = f"{service.kv_cache.k}/{service.kv_cache.v}"
+        knobs["kv_cache"] = tuple(dict.fromkeys([declared, *allowed]))
     on_gpu = bool(gpu_devices(service, host))
     if kind == "llama.cpp":
         if not on_gpu:
