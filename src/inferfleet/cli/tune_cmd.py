@@ -17,6 +17,7 @@ from inferfleet.bench.replay import load_replay
 from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, resolve_fleet
 from inferfleet.documents import TuneDocument
 from inferfleet.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
+from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.output import Col, Output, esc
 
 
@@ -110,8 +111,14 @@ def tune(
         )
     given = load_space(space_file) if space_file is not None else None
     where = str(space_file) if space_file is not None else "the default space"
-    default = default_space(found, runtime.kind, fleet.hosts[found.host], cpus(),
-                            fleet.models.get(found.model or ""))  # fmt: skip
+    default = default_space(
+        found,
+        runtime.kind,
+        fleet.hosts[found.host],
+        cpus(),
+        fleet.models.get(found.model or ""),
+        _moe_blocks(loaded, service),
+    )
     space = combine(default, given, runtime.kind, where)
     if share_device and space.memory:
         raise UsageError(
@@ -162,6 +169,19 @@ def tune(
         raise typer.Exit(EXIT_INTERRUPTED)
     if doc["aborted"] or (restored is not None and restored["error"]):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _moe_blocks(loaded: LoadedFleet, name: str) -> int | None:
+    """The blocks of the service's model when it has experts (its header, read here)."""
+    from inferfleet.checks.engine import CheckContext
+
+    model = loaded.fleet.services[name].model
+    if model is None or model not in loaded.fleet.models:
+        return None
+    found = CheckContext(loaded).header(model)
+    if isinstance(found, str) or not found.expert_count:
+        return None
+    return found.block_count
 
 
 def _fresh(folder: Path) -> Path:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,9 @@ KNOBS: dict[str, FlagKnob | FieldKnob] = {
     "ubatch": FlagKnob(("-ub", "--ubatch-size"), LLAMA, memory=True),  # compute buffer, L-30
     "n_gpu_layers": FlagKnob(("-ngl", "--n-gpu-layers", "--gpu-layers"), LLAMA, memory=True),
     "flash_attn": FieldKnob(("flash_attn",), LLAMA, memory=True),
+    # The experts of the first N blocks in host memory, the others on their layer's GPU:
+    # llama.cpp's --n-cpu-moe N as one entry of the service's ordered overrides (L-17).
+    "n_cpu_moe": FieldKnob(("tensor_overrides",), LLAMA, memory=True),
     "kv_cache": FieldKnob(("kv_cache",), LLAMA | VLLM, memory=True),
     "ctx_per_slot": FieldKnob(("ctx_per_slot",), LLAMA | VLLM, memory=True),
     "draft_model": FieldKnob(("speculative", "draft_model"), LLAMA, memory=True),
@@ -90,6 +94,44 @@ KNOBS: dict[str, FlagKnob | FieldKnob] = {
         switch=("--enable-chunked-prefill", "--no-enable-chunked-prefill"),
     ),
 }
+
+
+EXPERT_TENSORS = r"ffn_(?:up|down|gate)_exps"
+_CPU_MOE = re.compile(r"^blk\\\.\(\?:([0-9|]+)\)\\\." + re.escape(EXPERT_TENSORS) + "$")
+# Expert tensor names an override is tried against to tell whether it moves experts.
+_EXPERT_SAMPLES = tuple(
+    f"blk.{block}.ffn_{part}_exps.weight"
+    for block in (0, 1, 2, 7, 10, 31, 47, 63, 93, 127)
+    for part in ("up", "down", "gate")
+)
+
+
+def cpu_moe_pattern(blocks: int) -> str:
+    """The override pattern that keeps the experts of blocks 0..blocks-1 in host memory."""
+    return rf"blk\.(?:{'|'.join(str(i) for i in range(blocks))})\.{EXPERT_TENSORS}"
+
+
+def moves_experts(pattern: str) -> bool:
+    """Whether a tensor override matches expert tensors (the knob decides those)."""
+    try:
+        found = re.compile(pattern)
+    except re.error:
+        return False
+    return any(found.search(name) for name in _EXPERT_SAMPLES)
+
+
+def _cpu_moe(service: Service) -> int | None:
+    """N where the service's expert overrides are exactly the knob's; None otherwise."""
+    experts = [o for o in service.tensor_overrides if moves_experts(o.pattern)]
+    if not experts:
+        return 0  # every block's experts on its layer's device
+    if len(experts) == 1 and experts[0].device.upper() == "CPU":
+        match = _CPU_MOE.match(experts[0].pattern)
+        if match is not None:
+            blocks = match.group(1).split("|")
+            if blocks == [str(i) for i in range(len(blocks))]:
+                return len(blocks)
+    return None  # hand-written overrides: as declared
 
 
 @dataclass(frozen=True)
@@ -139,6 +181,8 @@ def current(service: Service, knob: str) -> Value | None:
                 return None
         if knob == "kv_cache":
             return f"{node.k}/{node.v}"
+        if knob == "n_cpu_moe":
+            return _cpu_moe(service)
         return node if isinstance(node, int | float | str) else None
     args = list(service.extra_args)
     found: Value | None = None
@@ -165,12 +209,15 @@ def default_space(
     host: Host,
     cpus: tuple[int, int],
     model: Model | None = None,
+    moe_blocks: int | None = None,
 ) -> Space:
     """The knobs worth searching for this service on this host.
 
     ``cpus``: (physical cores, logical cores) of the host the search runs on;
     ``model``: the service's model, whose quality policy (``kv_cache_allowed``)
-    names the KV cache types worth trying.
+    names the KV cache types worth trying; ``moe_blocks``: the model's blocks when
+    it has experts (from its header), for the operator's "how many expert blocks
+    fit on the cards" loop: the budget prices every count before anything boots.
     """
     knobs: dict[str, tuple[Value, ...]] = {}
     allowed = [] if model is None else [f"{c.k}/{c.v}" for c in model.kv_cache_allowed]
@@ -184,6 +231,8 @@ def default_space(
             threads = sorted({max(1, physical // 2), physical, logical})
             knobs["threads"] = tuple(threads)
         knobs["ubatch"] = (256, 512, 1024) if not on_gpu else (256, 512, 1024, 2048)
+        if on_gpu and moe_blocks:
+            knobs["n_cpu_moe"] = tuple(sorted({round(i * moe_blocks / 7) for i in range(8)}))
         knobs["flash_attn"] = ("on", "off")
         if service.speculative is not None and service.speculative.draft_model is not None:
             knobs["draft_max"] = (4, 8, 16)
@@ -291,6 +340,8 @@ def apply(service: Service, settings: Mapping[str, Value | None]) -> dict[str, A
             if knob == "kv_cache":
                 k, _, v = str(value).partition("/")
                 value_set: Any = {"k": k, "v": v or k}
+            elif knob == "n_cpu_moe":
+                value_set = _with_cpu_moe(service, int(value))
             else:
                 value_set = value
             node = out
@@ -307,6 +358,14 @@ def apply(service: Service, settings: Mapping[str, Value | None]) -> dict[str, A
     if flags_changed:
         out["extra_args"] = args
     return out
+
+
+def _with_cpu_moe(service: Service, blocks: int) -> list[dict[str, str]]:
+    """The service's overrides with its expert overrides replaced by the knob's (first:
+    the server takes the first match, L-17); the others kept in their order."""
+    kept = [o.model_dump() for o in service.tensor_overrides if not moves_experts(o.pattern)]
+    ours = [{"pattern": cpu_moe_pattern(blocks), "device": "CPU"}] if blocks > 0 else []
+    return [*ours, *kept]
 
 
 def _without(args: Sequence[str], spec: FlagKnob) -> list[str]:
