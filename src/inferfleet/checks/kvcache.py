@@ -37,7 +37,7 @@ def fa_all_quants(s: Subject) -> Iterator[Hit]:
         return
     if not any(d.vendor == "nvidia" for _, d in gpu_devices(service, s.host)):
         return
-    flags = {a.replace(" ", "") for a in source.cmake_args}
+    flags = {a.replace(" ", "") for a in source.flags}
     if "-DGGML_CUDA_FA_ALL_QUANTS=ON" not in flags:
         yield Hit(
             s.name,
@@ -45,7 +45,8 @@ def fa_all_quants(s: Subject) -> Iterator[Hit]:
             f"service {s.name!r} runs K={pair[0]} V={pair[1]} on CUDA, but runtime "
             f"{service.runtime!r} is built without GGML_CUDA_FA_ALL_QUANTS (prefill ~12x "
             "slower)",
-            "add -DGGML_CUDA_FA_ALL_QUANTS=ON to the runtime's cmake_args",
+            "add -DGGML_CUDA_FA_ALL_QUANTS=ON to the runtime's cmake_args (or "
+            'cmake: {GGML_CUDA_FA_ALL_QUANTS: "ON"})',
         )
 
 

@@ -149,8 +149,7 @@ def source_pinned(ctx: CheckContext) -> Iterator[Hit]:
             yield Hit(
                 None,
                 f"runtimes.{name}.source",
-                f"runtime {name!r} builds {runtime.source.package} {runtime.source.version} "
-                "without naming its upstream commit",
+                f"runtime {name!r} builds {runtime.source.pin} without naming its upstream commit",
                 "add commit: the upstream tag or sha the sdist vendors",
             )
 

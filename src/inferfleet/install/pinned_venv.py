@@ -105,6 +105,7 @@ class Pin:
 
 def runtime_pin(kind: str, source: RuntimeSource) -> Pin:
     """The pin of a runtime whose pinned source is a Python package (vLLM)."""
+    assert source.package is not None and source.version is not None  # the fleet's validator
     return Pin(
         kind,
         source.package,

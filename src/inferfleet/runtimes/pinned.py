@@ -87,7 +87,14 @@ def build_relpath(source: RuntimeSource) -> PurePosixPath:
     The key digests the built-in flags and targets with the fleet's own
     ``cmake_args``, so a build made with other flags is never taken for this one.
     """
-    flags = (*BUILD_CMAKE_ARGS, *BUILD_TARGETS, *source.cmake_args)
+    flags = (*BUILD_CMAKE_ARGS, *BUILD_TARGETS, *source.flags)
+    if source.git is not None:
+        # A commit names its tree wherever it was fetched from; the patches' names are in
+        # the key, their contents in the build's record (a changed patch rebuilds).
+        assert source.commit is not None
+        key = "\0".join((*flags, "patches", *source.patches))
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+        return PurePosixPath("runtimes", "llama.cpp", f"git-{source.commit[:12]}-{digest}")
     digest = hashlib.sha256("\0".join(flags).encode()).hexdigest()[:12]
     return PurePosixPath("runtimes", "llama.cpp", f"{source.package}-{source.version}-{digest}")
 
@@ -115,6 +122,7 @@ def package_venv_relpath(
 
 def venv_relpath(kind: str, source: RuntimeSource) -> PurePosixPath:
     """The virtual environment of a pinned runtime package (vLLM)."""
+    assert source.package is not None and source.version is not None  # the fleet's validator
     return package_venv_relpath(kind, source.package, source.version)
 
 
