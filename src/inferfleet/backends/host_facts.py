@@ -25,9 +25,11 @@ from inferfleet.io import process
 TOOL_TIMEOUT = 20.0
 NVIDIA_QUERY = [
     "nvidia-smi",
-    "--query-gpu=index,name,memory.total,pci.bus_id,uuid",
+    "--query-gpu=index,name,memory.total,pci.bus_id,uuid,compute_cap",
     "--format=csv,noheader,nounits",
 ]
+# Drivers before 510 know no compute_cap field (the whole query fails): asked again without.
+NVIDIA_QUERY_OLD = [NVIDIA_QUERY[0], NVIDIA_QUERY[1].removesuffix(",compute_cap"), NVIDIA_QUERY[2]]
 NVIDIA_USED = ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"]
 
 
@@ -106,6 +108,8 @@ def discover_gpus(
     source: str | None = None
     if tools:
         out, why = _tool(NVIDIA_QUERY)
+        if why is not None:
+            out, why = _tool(NVIDIA_QUERY_OLD)
         notes += [why] if why else []
         if out is not None and (found := parse.nvidia_smi(out)):
             gpus, source = found, "nvidia-smi"

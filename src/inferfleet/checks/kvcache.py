@@ -30,19 +30,20 @@ def quantized_v(s: Subject) -> Iterator[Hit]:
 
 @service_rule("cuda-fa-all-quants", "L-20", "warning", services="gguf")
 def fa_all_quants(s: Subject) -> Iterator[Hit]:
-    """a CUDA build without GGML_CUDA_FA_ALL_QUANTS collapses prefill for this K/V pair"""
+    """a CUDA or HIP build without GGML_CUDA_FA_ALL_QUANTS collapses prefill for this K/V pair"""
     service, source = s.service, s.runtime.source
     pair = (service.kv_cache.k, service.kv_cache.v)
     if source is None or pair in _CUDA_DEFAULT_FA:
         return
-    if not any(d.vendor == "nvidia" for _, d in gpu_devices(service, s.host)):
+    # HIP compiles the same ggml-cuda flash-attention instances, behind the same flag.
+    if not any(d.vendor in ("nvidia", "amd") for _, d in gpu_devices(service, s.host)):
         return
     flags = {a.replace(" ", "") for a in source.flags}
     if "-DGGML_CUDA_FA_ALL_QUANTS=ON" not in flags:
         yield Hit(
             s.name,
             f"runtimes.{service.runtime}.source.cmake_args",
-            f"service {s.name!r} runs K={pair[0]} V={pair[1]} on CUDA, but runtime "
+            f"service {s.name!r} runs K={pair[0]} V={pair[1]} on CUDA/HIP, but runtime "
             f"{service.runtime!r} is built without GGML_CUDA_FA_ALL_QUANTS (prefill ~12x "
             "slower)",
             "add -DGGML_CUDA_FA_ALL_QUANTS=ON to the runtime's cmake_args (or "

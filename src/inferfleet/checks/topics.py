@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inferfleet.checks import (  # noqa: F401 - imported for their @rule registrations
     arguments,
+    builds,
     client_window,
     collisions,
     declared,

@@ -106,6 +106,19 @@ def device_findings(devices: Sequence[Device], gpus: Sequence[Gpu], host: str) -
                     "L-27",
                 )  # fmt: skip
             )
+        if device.arch is not None and gpu.arch and device.arch != gpu.arch:
+            found.append(
+                Finding(
+                    "device-arch",
+                    "error",
+                    f"device {device.name} declares arch {device.arch} but {host}'s "
+                    f"{gpu.name or gpu.vendor} (index {gpu.index}) is {gpu.arch}: a build for "
+                    f"{device.arch} has no kernels for it",
+                    where,
+                    f"set arch: {gpu.arch} for {device.name}",
+                    "L-42",
+                )  # fmt: skip
+            )
         if gpu.unified and not device.unified_memory:
             found.append(
                 Finding(
@@ -323,6 +336,8 @@ def devices_yaml(gpus: Sequence[Gpu]) -> str:
         if gpu.unified:
             lines.append("    unified_memory: true")
         lines.append(f"    index: {gpu.index}")
+        if gpu.arch:
+            lines.append(f"    arch: {gpu.arch}")
     return "\n".join(lines) + "\n"
 
 

@@ -41,6 +41,7 @@ class Gpu:
     gtt: int | None = None  # bytes of the GTT aperture (AMD, from sysfs)
     unified: bool = False  # an APU: its budget is the GTT aperture (L-31)
     source: str = ""
+    arch: str = ""  # sm_86 (NVIDIA compute capability 8.6), gfx1100 (AMD): what a build targets
 
 
 @dataclass(frozen=True)
@@ -78,19 +79,21 @@ def clean(text: object, limit: int = 120) -> str:
 
 
 def nvidia_smi(text: str) -> list[Gpu]:
-    """``nvidia-smi --query-gpu=index,name,memory.total,pci.bus_id,uuid
-    --format=csv,noheader,nounits``: memory is in MiB."""
+    """``nvidia-smi --query-gpu=index,name,memory.total,pci.bus_id,uuid[,compute_cap]
+    --format=csv,noheader,nounits``: memory is in MiB; the compute capability (drivers
+    from 510 on) is the build's architecture (8.6: sm_86)."""
     gpus: list[Gpu] = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != 5:
+        if len(cells) not in (5, 6):
             continue
         index, mib = _int(cells[0]), _int(cells[2])
         if index is None or mib is None:
             continue
+        cap = re.fullmatch(r"([1-9][0-9]?)\.([0-9])", cells[5]) if len(cells) == 6 else None
         gpus.append(
             Gpu("nvidia", index, clean(cells[1]), mib * MIB, clean(cells[3]), clean(cells[4]),
-                source="nvidia-smi")
+                source="nvidia-smi", arch=f"sm_{cap[1]}{cap[2]}" if cap else "")
         )  # fmt: skip
     return gpus
 
@@ -130,10 +133,11 @@ def amd_smi_static(text: str) -> list[Gpu]:
         asic = _dict(item.get("asic"))
         bus = _dict(item.get("bus"))
         index = _int(item.get("gpu"))
+        target = str(asic.get("target_graphics_version", ""))
         gpus.append(
             Gpu("amd", position if index is None else index, clean(asic.get("market_name", "")),
                 size, clean(bus.get("bdf", "")), clean(item.get("uuid", "")),
-                source="amd-smi")
+                source="amd-smi", arch=target if re.fullmatch(r"gfx[0-9a-f]{3,5}", target) else "")
         )  # fmt: skip
     return gpus
 

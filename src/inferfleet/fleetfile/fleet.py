@@ -18,6 +18,7 @@ from pydantic import (
     AfterValidator,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     field_validator,
     model_validator,
@@ -121,6 +122,32 @@ class Device(Strict):
         description="Runtime device index (CUDA0, nvidia.com/gpu=0), if not the device's "
         "position among this host's devices of its vendor.",
     )
+    arch: Text | None = Field(
+        None,
+        description="The GPU's architecture, for llama.cpp builds on its host: NVIDIA sm_86 "
+        "(nvidia-smi's compute capability 8.6), AMD gfx1100; `doctor` shows it. A source "
+        "build then carries kernels for exactly the declared cards.",
+    )
+
+    @model_validator(mode="after")
+    def _arch_of_vendor(self) -> Device:
+        if self.arch is None:
+            return self
+        pattern = _ARCH.get(self.vendor)
+        if pattern is None:
+            raise ValueError("arch is given for NVIDIA (sm_NN) and AMD (gfxNNNN) devices only")
+        if not pattern.match(self.arch):
+            example = "sm_86" if self.vendor == "nvidia" else "gfx1100"
+            raise ValueError(
+                f"arch {self.arch!r} is not a {self.vendor} architecture (e.g. {example})"
+            )
+        return self
+
+
+_ARCH = {
+    "nvidia": re.compile(r"^sm_[1-9][0-9]{1,2}[af]?$"),
+    "amd": re.compile(r"^gfx[0-9a-f]{3,5}$"),
+}
 
 
 class Ssh(Strict):
@@ -206,6 +233,29 @@ def _sha256_hex(value: str) -> str:
 Sha256 = Annotated[Text, AfterValidator(_sha256_hex)]
 
 
+def backend_vars(devices: list[Device]) -> dict[str, str]:
+    """The cmake variables of a llama.cpp build for these devices: CUDA with the devices'
+    compute capabilities, HIP with their gfx targets (GPU_TARGETS, which llama.cpp's
+    ggml-hip also reads as AMDGPU_TARGETS), Vulkan for Intel; nothing on CPUs.
+    Architectures are named only when every device of that vendor declares its own (else
+    llama.cpp's default list applies)."""
+    found: dict[str, str] = {}
+    nvidia = [d for d in devices if d.vendor == "nvidia"]
+    amd = [d for d in devices if d.vendor == "amd"]
+    if nvidia:
+        found["GGML_CUDA"] = "ON"
+        if all(d.arch for d in nvidia):
+            archs = sorted({(d.arch or "").removeprefix("sm_") for d in nvidia})
+            found["CMAKE_CUDA_ARCHITECTURES"] = ";".join(archs)
+    if amd:
+        found["GGML_HIP"] = "ON"
+        if all(d.arch for d in amd):
+            found["GPU_TARGETS"] = ";".join(sorted({d.arch or "" for d in amd}))
+    if any(d.vendor == "intel" for d in devices):
+        found["GGML_VULKAN"] = "ON"
+    return found
+
+
 _GIT_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^:]")
 _CMAKE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
@@ -226,7 +276,8 @@ def _cmake_vars(value: dict[str, str]) -> dict[str, str]:
     for name, setting in value.items():
         if not _CMAKE_NAME.match(name):
             raise ValueError(f"cmake variable {name!r} is not a cmake name (A-Z, 0-9, _)")
-        if setting.startswith("-") or any(c in setting for c in ";\n\r"):
+        # A list is `a;b` (one argv element: no shell); a leading `-` would read as a flag.
+        if setting.startswith("-") or any(c in setting for c in "\n\r"):
             raise ValueError(f"cmake {name}: {setting!r} is not a plain value")
     return value
 
@@ -292,10 +343,33 @@ class RuntimeSource(Strict):
             raise ValueError("patches apply to a git source; a package is built as published")
         return self
 
+    # The cmake variables the devices of the hosts that run this build call for (set by the
+    # fleet: Fleet._derive_backends); any the source names itself is left out.
+    _backend: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def derived(self) -> dict[str, str]:
+        """The backend's cmake variables as the hosts' devices call for them, before what the
+        source says itself."""
+        return dict(self._backend)
+
+    @property
+    def backend(self) -> dict[str, str]:
+        """The backend's cmake variables derived from the hosts' devices (GGML_CUDA and
+        CMAKE_CUDA_ARCHITECTURES, GGML_HIP and AMDGPU_TARGETS, GGML_VULKAN)."""
+        given = set(self.cmake) | {
+            a[2:].split("=", 1)[0].split(":", 1)[0] for a in self.cmake_args if a.startswith("-D")
+        }
+        if "AMDGPU_TARGETS" in given:
+            given.add("GPU_TARGETS")  # the older name: ggml-hip reads it when GPU_TARGETS is unset
+        return {k: v for k, v in self._backend.items() if k not in given}
+
     @property
     def flags(self) -> list[str]:
-        """Every cmake flag of this source: ``cmake_args``, then ``cmake`` as -DNAME=VALUE."""
-        return [*self.cmake_args, *(f"-D{k}={v}" for k, v in sorted(self.cmake.items()))]
+        """Every cmake flag of this source: the derived backend, ``cmake_args``, then
+        ``cmake`` as -DNAME=VALUE (what the source says wins)."""
+        derived = [f"-D{k}={v}" for k, v in sorted(self.backend.items())]
+        return [*derived, *self.cmake_args, *(f"-D{k}={v}" for k, v in sorted(self.cmake.items()))]
 
     @property
     def pin(self) -> str:
@@ -528,3 +602,20 @@ class Fleet(Strict):
         max_length=MAX_COUNT,
         description="Deliberate exceptions to `check` rules, each with its reason (L-59).",
     )
+
+    @model_validator(mode="after")
+    def _derive_backends(self) -> Fleet:
+        """Each llama.cpp source learns the backend its hosts' devices call for (the hosts of
+        the services that run it and of their RPC workers); ``check`` refuses a build asked to
+        serve two vendors (runtime-mixed-backends)."""
+        for name, runtime in self.runtimes.items():
+            if runtime.kind != "llama.cpp" or runtime.source is None:
+                continue
+            hosts = set()
+            for service in self.services.values():
+                if service.runtime == name:
+                    hosts.add(service.host)
+                    hosts.update(w.host for w in service.rpc)
+            devices = [d for h in sorted(hosts) if h in self.hosts for d in self.hosts[h].devices]
+            runtime.source._backend = backend_vars(devices)
+        return self
