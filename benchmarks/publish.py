@@ -106,6 +106,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark("deploy_overhead", "Deploy and plan overhead", ("--runs", "7"), _needs_root),
     Benchmark("up_overhead", "`up` over a bare llama-server", ("--runs", "5"), _needs_llama_server),
+    Benchmark("first_build", "The first `up`'s llama-server build", (), _needs("c++")),
     Benchmark(
         "front_door",
         "Front door: gateway and auth proxy hops",

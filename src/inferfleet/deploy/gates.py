@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.verify import Checked, gate
@@ -59,7 +61,12 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
     runtime = fleet.runtimes.get(service.runtime or "")
     if runtime is not None and runtime.image is None:
         binary = render_paths.runtime_binary(runtime, facts)
-        found.append(Gate("runtime", f"runtime binary {binary} is installed"))
+        built = (
+            f" (else built here from {runtime.source.pin} first, while the running one serves)"
+            if runtime.source is not None
+            else ""
+        )
+        found.append(Gate("runtime", f"runtime binary {binary} is installed{built}"))
         if runtime.binary is not None:
             found.append(Gate("runtime-pin", _pin_detail(service.runtime or "", runtime, binary)))
     if desired.image is not None:
@@ -87,6 +94,39 @@ def gates_for(desired: ServiceLaunch, fleet: Fleet, root: Path, facts: HostFacts
     return found
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _install_here(
+    name: str, runtime: Runtime, root: Path, emit: Callable[[dict[str, Any]], None]
+) -> None:
+    """Build (llama.cpp) or install (vLLM) a pinned source missing on this host, before
+    anything is stopped: the running service serves meanwhile; the deploy's lock is held, and
+    a second build of the same pin waits on the build lock. Its phases are deploy events."""
+    from inferfleet.install import llamacpp_build, pinned_venv
+    from inferfleet.runtimes import pinned
+
+    source = runtime.source
+    assert source is not None
+
+    def phase(text: str) -> None:
+        emit({"event": "step", "kind": "build", "service": name, "detail": text})
+
+    phase(f"runtime {source.pin} is not installed here: installing it before the deploy")
+    if pinned.is_venv(runtime.kind):
+        pinned_venv.install(pinned_venv.runtime_pin(runtime.kind, source), on_phase=phase)
+        return
+    tenths = [-1]
+
+    def progress(done: int, total: int, _line: str) -> None:
+        if total and done * 10 // total > tenths[0]:
+            tenths[0] = done * 10 // total
+            phase(f"compiling llama-server: {done}/{total}")
+
+    llamacpp_build.install(source, root=root, on_progress=progress, on_phase=phase)
+
+
 def run_gate(
     gate: Gate,
     desired: ServiceLaunch,
@@ -94,6 +134,7 @@ def run_gate(
     root: Path,
     facts: HostFacts,
     state_dir: Path,
+    emit: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     kind, _, name = gate.check.partition(":")
     where = f"service {desired.name}"
@@ -102,7 +143,9 @@ def run_gate(
     elif kind == "runtime":
         runtime = fleet.runtimes[desired.service.runtime or ""]
         binary = Path(render_paths.runtime_binary(runtime, facts))
-        if not (binary.is_file() and os.access(binary, os.X_OK)):
+        if not _executable(binary) and runtime.source is not None:
+            _install_here(desired.name, runtime, root, emit or (lambda _event: None))
+        if not _executable(binary):
             raise RuntimeInstallError(
                 f"runtime binary {binary} is not installed on this host",
                 where=where,
