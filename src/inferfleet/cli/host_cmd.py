@@ -40,9 +40,15 @@ def bootstrap(
     wheel: Path | None = typer.Option(
         None, "--wheel", help="Install this inferfleet wheel (default: built from this one)."
     ),
+    build: bool = typer.Option(
+        True,
+        "--build/--no-build",
+        help="Build (or install) the source runtimes the host's services run, there.",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Prepare a host over ssh: Python check, inferfleet's venv, the checkout, linger, doctor."""
+    """Prepare a host over ssh: Python check, inferfleet's venv, the checkout, the runtimes its
+    services run, linger, doctor."""
     from inferfleet.bootstrap.run import Bootstrap
     from inferfleet.documents import BootstrapDocument
     from inferfleet.fleetfile.loader import load_fleet
@@ -77,6 +83,8 @@ def bootstrap(
     )
     try:
         run.run()
+        if build:
+            run.build_runtimes(loaded.fleet)
         report = _doctor(loaded, host, progress)
         linger = [f for f in report["findings"] if f["check"] == "linger"]
         if linger:
