@@ -164,17 +164,13 @@ class Bootstrap:
         """Each source runtime the host's services (or RPC workers) run, built or installed on
         the host by its own inferfleet in the checkout, so the first deploy starts at once."""
         assert self.conn is not None
-        wanted: dict[str, str] = {}
-        for service in fleet.services.values():
-            runs_here = service.host == self.name or any(w.host == self.name for w in service.rpc)
-            runtime = fleet.runtimes.get(service.runtime or "")
-            if (
-                runs_here
-                and runtime is not None
-                and runtime.source is not None
-                and runtime.kind in ("llama.cpp", "vllm")
-            ):
-                wanted[service.runtime or ""] = runtime.kind
+        wanted = {
+            name: runtime.kind
+            for name, runtime in fleet.runtimes.items()
+            if runtime.source is not None
+            and runtime.kind in ("llama.cpp", "vllm")
+            and self.name in fleet.runtime_hosts(name)
+        }
         repo = Repo.containing(self.fleet_path)
         relative = self.fleet_path.resolve().relative_to(repo.root.resolve()).as_posix()
         program = quote_path(self.host.venv.rstrip("/") + "/bin/inferfleet")

@@ -23,26 +23,13 @@ ARCH_VARS = {
 ANY_ARCH = {"native", "all", "all-major"}
 
 
-def _hosts_of(ctx: CheckContext, runtime_name: str) -> list[str]:
-    hosts: set[str] = set()
-    for service in ctx.fleet.services.values():
-        if service.runtime == runtime_name:
-            hosts.add(service.host)
-            hosts.update(w.host for w in service.rpc)
-    return sorted(h for h in hosts if h in ctx.fleet.hosts)
-
-
 def _given(runtime: Runtime, names: tuple[str, ...]) -> list[str] | None:
     """The architectures the source names itself for one vendor, or None where it names none."""
     assert runtime.source is not None
-    values = {k: v for k, v in runtime.source.cmake.items() if k in names}
-    for arg in runtime.source.cmake_args:
-        match = re.match(r"^-D([A-Za-z0-9_]+)(?::[A-Z]+)?=(.*)$", arg)
-        if match and match[1] in names:
-            values[match[1]] = match[2]
+    values = [v for k, v in runtime.source.given.items() if k in names]
     if not values:
         return None
-    found = [a.strip() for v in values.values() for a in re.split(r"[;,]", v) if a.strip()]
+    found = [a.strip() for v in values for a in re.split(r"[;,]", v) if a.strip()]
     return [a.split("-")[0] for a in found]  # 86-real, 86-virtual: the architecture 86
 
 
@@ -70,7 +57,7 @@ def mixed_backends(ctx: CheckContext) -> Iterator[Hit]:
                 None,
                 f"runtimes.{name}.source",
                 f"runtime {name!r} runs on hosts with {' and '.join(backends)} devices "
-                f"({', '.join(_hosts_of(ctx, name))}); one build has one GPU backend",
+                f"({', '.join(ctx.fleet.runtime_hosts(name))}); one build has one GPU backend",
                 "give each backend its own runtime (the same source), and its services that one",
             )
 
@@ -85,7 +72,7 @@ def arch_missing(ctx: CheckContext) -> Iterator[Hit]:
             given = _given(runtime, names)
             if given is None or ANY_ARCH & set(given):
                 continue
-            for host in _hosts_of(ctx, name):
+            for host in ctx.fleet.runtime_hosts(name):
                 same = [d for d in ctx.fleet.hosts[host].devices if d.vendor == vendor]
                 for position, device in enumerate(same):
                     arch = _arch(ctx, host, device, position)

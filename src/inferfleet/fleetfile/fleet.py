@@ -257,7 +257,9 @@ def backend_vars(devices: list[Device]) -> dict[str, str]:
 
 
 _GIT_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
-_SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^:]")
+# user@host:path, git's scp-like syntax for ssh (any other location without :// is a path).
+SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^:]")
+_CMAKE_DEFINE = re.compile(r"^-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=(.*)$")
 _CMAKE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 
 
@@ -354,12 +356,21 @@ class RuntimeSource(Strict):
         return dict(self._backend)
 
     @property
+    def given(self) -> dict[str, str]:
+        """The cmake variables the source sets itself: ``-DNAME[:TYPE]=VALUE`` of
+        ``cmake_args``, then ``cmake`` (a later one wins, as on cmake's command line)."""
+        found: dict[str, str] = {}
+        for arg in self.cmake_args:
+            match = _CMAKE_DEFINE.match(arg)
+            if match is not None:
+                found[match[1]] = match[2]
+        return found | dict(self.cmake)
+
+    @property
     def backend(self) -> dict[str, str]:
         """The backend's cmake variables derived from the hosts' devices (GGML_CUDA and
         CMAKE_CUDA_ARCHITECTURES, GGML_HIP and AMDGPU_TARGETS, GGML_VULKAN)."""
-        given = set(self.cmake) | {
-            a[2:].split("=", 1)[0].split(":", 1)[0] for a in self.cmake_args if a.startswith("-D")
-        }
+        given = set(self.given)
         if "AMDGPU_TARGETS" in given:
             given.add("GPU_TARGETS")  # the older name: ggml-hip reads it when GPU_TARGETS is unset
         return {k: v for k, v in self._backend.items() if k not in given}
@@ -611,11 +622,15 @@ class Fleet(Strict):
         for name, runtime in self.runtimes.items():
             if runtime.kind != "llama.cpp" or runtime.source is None:
                 continue
-            hosts = set()
-            for service in self.services.values():
-                if service.runtime == name:
-                    hosts.add(service.host)
-                    hosts.update(w.host for w in service.rpc)
-            devices = [d for h in sorted(hosts) if h in self.hosts for d in self.hosts[h].devices]
+            devices = [d for h in self.runtime_hosts(name) for d in self.hosts[h].devices]
             runtime.source._backend = backend_vars(devices)
         return self
+
+    def runtime_hosts(self, runtime: str) -> list[str]:
+        """The hosts that run ``runtime``: its services' hosts and their RPC workers' hosts."""
+        hosts: set[str] = set()
+        for service in self.services.values():
+            if service.runtime == runtime:
+                hosts.add(service.host)
+                hosts.update(w.host for w in service.rpc)
+        return sorted(h for h in hosts if h in self.hosts)

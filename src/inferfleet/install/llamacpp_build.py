@@ -25,7 +25,7 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.errors import ProcessError, RuntimeInstallError
-from inferfleet.fleetfile.fleet import Runtime, RuntimeSource
+from inferfleet.fleetfile.fleet import SCP_LIKE, Runtime, RuntimeSource
 from inferfleet.io import process
 from inferfleet.io.locks import FileLock
 from inferfleet.io.offline import pip_hint
@@ -333,17 +333,18 @@ def _read_patches(source: RuntimeSource, root: Path) -> list[tuple[str, bytes]]:
 
 def patch_digests(source: RuntimeSource, root: Path) -> list[dict[str, str]]:
     """Each patch of a git source as the build records it: path and sha256, in order."""
-    return [
-        {"path": path, "sha256": hashlib.sha256(data).hexdigest()}
-        for path, data in _read_patches(source, root)
-    ]
+    return _digests(_read_patches(source, root))
+
+
+def _digests(patches: list[tuple[str, bytes]]) -> list[dict[str, str]]:
+    return [{"path": path, "sha256": hashlib.sha256(data).hexdigest()} for path, data in patches]
 
 
 def _git_location(source: RuntimeSource, root: Path) -> str:
     """The URL git fetches: a URL as given; a path relative to the fleet file's folder."""
     assert source.git is not None
     given = source.git
-    if "://" in given or re.match(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:", given):
+    if "://" in given or SCP_LIKE.match(given):
         return given
     path = Path(given).expanduser()
     return str(path if path.is_absolute() else (root / path).resolve())
@@ -371,7 +372,7 @@ def _fetch_git(
             hint="apt-get install git (Debian/Ubuntu) or dnf install git",
         )
     texts = _read_patches(source, root)  # unreadable patches fail before any fetch
-    patches = [{"path": p, "sha256": hashlib.sha256(d).hexdigest()} for p, d in texts]
+    patches = _digests(texts)
     url = _git_location(source, root)
     src = work / "src"
     src.mkdir()
