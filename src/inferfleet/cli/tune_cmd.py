@@ -131,14 +131,14 @@ def tune(
             f"contention ({', '.join(sorted(space.knobs))})",
             hint="stop the other services first (L-52), or tune only threads next to them",
         )
-    if replay is not None:
-        load_replay(replay)  # refused here, before the service is stopped
+    # Read once, and refused here, before the service is stopped.
+    traffic = load_replay(replay) if replay is not None else None
     try:
         slack = parse_size(memory_slack)
     except ValueError as exc:
         raise UsageError(f"--memory-slack: {exc}", hint="e.g. --memory-slack 1GiB") from None
     options = TuneOptions(
-        replay=replay,
+        replay=traffic,
         memory_slack=slack,
         objective=objective,
         budget_s=budget_s,

@@ -35,10 +35,9 @@ from inferfleet.bench.arms import (
     running_pid,
     started,
 )
-from inferfleet.bench.battery import load_battery
+from inferfleet.bench.battery import Battery, load_battery
 from inferfleet.bench.campaign import DEFAULT_MEMORY_SLACK, Options, PlannedArm, run_bench
 from inferfleet.bench.measure import RequestRecord
-from inferfleet.bench.replay import load_replay
 from inferfleet.bench.runner import LevelResult, Load
 from inferfleet.bench.stats import median
 from inferfleet.client.keys import service_key
@@ -49,8 +48,6 @@ from inferfleet.tune.search import Abort, Outcome, Rejected, SearchResult, halvi
 from inferfleet.tune.space import Candidate, Space, apply, candidates
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import httpx
 
 Note = Callable[[str], None]
@@ -102,7 +99,8 @@ class TuneOptions:
     take_over: bool = False
     share_device: bool = False
     memory_slack: int = DEFAULT_MEMORY_SLACK
-    replay: Path | None = None  # real traffic instead of the battery (bench/replay.py)
+    # Real traffic instead of the battery (bench/replay.py), read and validated once.
+    replay: Battery | None = None
 
 
 @dataclass
@@ -270,7 +268,7 @@ def _measure(
     service = loaded.fleet.services[name]
     settings = apply(service, candidate.as_dict)
     spec = ArmSpec(name=f"tune-{candidate.id}", start=StartSpec(service=name, set=settings))
-    battery = load_battery() if options.replay is None else load_replay(options.replay)
+    battery = load_battery() if options.replay is None else options.replay
     objective = options.objective
     bench = Options(
         concurrency=(objective.concurrency,),
