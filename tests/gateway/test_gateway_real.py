@@ -31,7 +31,7 @@ from helpers.git import git
 from helpers.real_server import state_dir, write_fleet
 
 from inferfleet.backends.process import ProcessBackend
-from inferfleet.deploy import gateway as front
+from inferfleet.deploy import frontdoor as front
 from inferfleet.deploy import local
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import llamacpp_build, pinned_venv
@@ -56,7 +56,7 @@ class Front:
     key: str
     url: str  # the gateway's base URL, .../v1
     ports: dict[str, int]
-    started: front.GatewayResult
+    started: front.FrontResult
 
     def headers(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key if key is None else key}"}
@@ -99,13 +99,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
         try:
             results = local.up(loaded, [NARROW, WIDE], local.Hooks(), contract=False)
             assert [r.service for r in results] == [NARROW, WIDE]
-            started = local.up_gateway(loaded, local.Hooks())
+            started = local.up_front(loaded, "gateway", local.Hooks())
             assert started is not None
             yield Front(
                 loaded, folder, state, key, started.url, ports, started
             )  # fmt: skip
         finally:
-            local.down_gateway(loaded, grace=5.0)
+            local.down_front(loaded, "gateway", grace=5.0)
             for name in (NARROW, WIDE):
                 local.down(loaded, name, grace=5.0)
 
@@ -177,7 +177,7 @@ def test_each_request_reaches_its_own_backend(at: Front, target: str) -> None:
 
 def test_the_installed_config_is_the_fleets_contract_without_a_key(at: Front) -> None:
     launch = front.gateway_launch(at.loaded.fleet, _facts(at), at.state)
-    written = yaml.safe_load(Path(launch.config_path).read_text())
+    written = yaml.safe_load(Path(launch.file("config").path).read_text())
     entries = {m["model_name"]: m for m in written["model_list"]}
     narrow, wide = entries[ALIASES[NARROW]], entries[ALIASES[WIDE]]
     # The real URL each service listens on (its exposure: loopback), per-slot windows (L-25).
@@ -201,7 +201,7 @@ def test_a_second_up_installs_nothing_and_keeps_the_gateway(at: Front, cli: Any)
     pin = front.engine_pin(at.loaded.fleet.gateway)
     record, installed_now = pinned_venv.install(pin)
     assert installed_now is False and record.version == "1.106.12"
-    again = local.up_gateway(at.loaded, local.Hooks())
+    again = local.up_front(at.loaded, "gateway", local.Hooks())
     assert again is not None
     assert again.action == "unchanged" and again.pid == at.started.pid
     # `up` itself: every service kept, then the gateway, kept too (its JSON document).
@@ -219,7 +219,7 @@ def test_status_shows_the_gateway_reaching_both_backends(at: Front, cli: Any) ->
     assert row is not None
     assert row.state == "healthy", row.detail
     assert row.pid == at.started.pid and row.engine == "litellm 1.106.12"
-    assert row.backends == {NARROW: "ok", WIDE: "ok"} and row.unreachable == []
+    assert row.reached == {NARROW: "ok", WIDE: "ok"} and row.unreachable == []
     doc = status.document()
     assert doc["gateway"]["state"] == "healthy"
 
@@ -242,12 +242,12 @@ def test_apply_redeploys_the_gateway_alone_when_only_its_section_changed(
     assert pid != at.started.pid
     at.started = replace(at.started, pid=pid)
     launch = front.gateway_launch(load_fleet(at.loaded.path).fleet, _facts(at), at.state)
-    written = yaml.safe_load(Path(launch.config_path).read_text())
+    written = yaml.safe_load(Path(launch.file("config").path).read_text())
     assert written["litellm_settings"]["request_timeout"] == 1500.0
     # The config it replaced was archived first (nothing is deleted).
     kept = [e.index for e in Archive(at.state).entries() if e.index is not None]
     old = [i for i in kept if i.service == render.NAME]
-    assert [f.path for i in old for f in i.files] == [launch.config_path]
+    assert [f.path for i in old for f in i.files] == [launch.file("config").path]
     answer = httpx.get(at.url + "/models", headers=at.headers(), timeout=10)
     assert answer.status_code == 200
     # The same revision again: the gateway answers with the same digest, kept.
@@ -280,7 +280,7 @@ def test_a_stopped_backend_is_a_clear_error_and_a_red_row(at: Front, cli: Any) -
     status = collect(at.loaded)
     row = status.gateway
     assert row is not None and row.state == "degraded" and row.problem
-    assert row.unreachable == [WIDE] and row.backends[NARROW] == "ok"
+    assert row.unreachable == [WIDE] and row.reached[NARROW] == "ok"
     assert WIDE in row.detail
     wide = next(s for s in status.services if s.service == WIDE)
     assert wide.problem

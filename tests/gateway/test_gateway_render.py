@@ -18,13 +18,15 @@ import pytest
 import yaml
 from helpers import ROOT, quadlet_generator
 
-from inferfleet.deploy import gateway as front
+from inferfleet.deploy import frontdoor as front
 from inferfleet.errors import SpecError, UsageError
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render import clients
 from inferfleet.render import gateway as render
 from inferfleet.render.bundle import render_fleet
 from inferfleet.render.facts import HostFacts, default_facts
+from inferfleet.render.frontdoor import KEYS_KIND, with_keys
 
 HOMELAB = ROOT / "examples" / "homelab" / "fleet.yaml"
 FIXTURE = ROOT / "tests" / "fixtures" / "fleets" / "gateway.yaml"
@@ -156,13 +158,39 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 def test_a_launch_digest_moves_with_config_and_keys_only() -> None:
     fleet = load_fleet(HOMELAB).fleet
     facts = default_facts(fleet.hosts["atlas"])
-    one, two = render.gateway_launch(fleet, facts), render.gateway_launch(fleet, facts)
-    assert one.spec("a") == two.spec("a")  # byte-stable
-    assert one.spec("a") != one.spec("b")  # a changed key restarts it
+
+    def spec(fleet: Fleet, key: str) -> str:
+        return with_keys(render.gateway_launch(fleet, facts), {"K": key}, facts).spec
+
+    assert spec(fleet, "a") == spec(fleet, "a")  # byte-stable
+    assert spec(fleet, "a") != spec(fleet, "b")  # a changed key restarts it
     longer = fleet.model_copy(
         update={"gateway": fleet.gateway.model_copy(update={"timeout": 1800.0})}
     )
-    assert render.gateway_launch(longer, facts).spec("a") != one.spec("a")
+    assert spec(longer, "a") != spec(fleet, "a")
+
+
+def test_a_unit_gets_its_keys_digest_as_a_file_never_the_keys() -> None:
+    """A unit reads its key file itself: the keys' digest is a file installed beside its
+    config, so a changed key changes a file and the unit is restarted (L-55: never a key)."""
+    fleet = load_fleet(HOMELAB).fleet
+    facts = default_facts(fleet.hosts["atlas"])
+    units = fleet.model_copy(
+        update={"gateway": fleet.gateway.model_copy(update={"backend": "systemd"})}
+    )
+    launch = render.gateway_launch(units, facts)
+    one = with_keys(launch, {"LITELLM_MASTER_KEY": "sk-first-0123456789"}, facts)
+    two = with_keys(launch, {"LITELLM_MASTER_KEY": "sk-second-0123456789"}, facts)
+    first, second = one.file(KEYS_KIND), two.file(KEYS_KIND)
+    assert first.path == second.path == "/etc/inferfleet/gateway/keys.sha256"
+    assert first.content != second.content
+    assert all("sk-first" not in f.content for f in one.files)
+    assert one.unit_file is not None and one.unit_file.content == two.unit_file.content
+    # A process gets the values in its environment instead; no digest file for it.
+    process = with_keys(render.gateway_launch(fleet, facts), {"K": "v"}, facts)
+    assert [f.kind for f in process.files] == ["config"]
+    assert process.process_env({"PATH": "/bin", "HF_TOKEN": "x"})["K"] == "v"
+    assert "HF_TOKEN" not in process.process_env({"HF_TOKEN": "x"})
 
 
 @pytest.mark.parametrize(
@@ -201,7 +229,7 @@ def test_a_bad_key_file_stops_the_deploy_before_anything_is_written(
     facts = HostFacts(user="ops", home=str(tmp_path / "home"), cache_dir=str(cache))
     state = tmp_path / "state"
     with pytest.raises(front.GatewayKeysError, match="readable by others"):
-        front.deploy(fleet, facts, state)
+        front.deploy(fleet, facts, state, "gateway")
     assert not cache.exists() and not state.exists() and not (tmp_path / "home").exists()
 
 
@@ -265,7 +293,7 @@ def test_quadlet_gateway_passes_the_real_quadlet_generator(tmp_path: Path) -> No
     # The image by digest on the host's network (L-57: only there are its backends'
     # loopback addresses its host's), config read-only, keys from the env file.
     assert IMAGE in service and "--network host" in service
-    assert f"{launch.config_path}:/etc/litellm/config.yaml:ro" in service
+    assert f"{launch.file('config').path}:/etc/litellm/config.yaml:ro" in service
     assert "--env-file /srv/fleet/gateway.env" in service
     assert "--config /etc/litellm/config.yaml --host 127.0.0.1 --port 4000" in service
     assert "LITELLM_MASTER_KEY" not in unit.content

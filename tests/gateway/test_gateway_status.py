@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from inferfleet.status.gateway import MAX_ERROR, GatewayRow, backends_of
+from inferfleet.status.frontdoor import MAX_ERROR, FrontRow, backends_of
 
 BY_BASE = {"http://127.0.0.1:8080/v1": "gemma", "http://127.0.0.1:8081/v1": "gemma-wide"}
 
@@ -60,6 +60,6 @@ def test_a_malformed_answer_is_refused(answer: Any) -> None:
 
 
 def test_the_row_is_a_problem_unless_healthy() -> None:
-    assert not GatewayRow("h", "u", "healthy").problem
+    assert not FrontRow("gateway", "h", "u", "healthy").problem
     for state in ("degraded", "down", "unhealthy", "foreign"):
-        assert GatewayRow("h", "u", state).problem
+        assert FrontRow("gateway", "h", "u", state).problem

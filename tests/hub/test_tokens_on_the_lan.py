@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from inferfleet.fleetfile.loader import load_fleet
-from inferfleet.status.gateway import read_gateway
+from inferfleet.status.frontdoor import read_gateway
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]  # creates a bridge
 

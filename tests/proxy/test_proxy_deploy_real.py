@@ -28,8 +28,8 @@ from helpers.git import git
 from helpers.real_server import state_dir, write_fleet
 
 from inferfleet.backends.process import ProcessBackend
+from inferfleet.deploy import frontdoor as door
 from inferfleet.deploy import local
-from inferfleet.deploy import proxy as door
 from inferfleet.deploy.facts import host_facts
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import caddy as caddy_tool
@@ -52,7 +52,7 @@ class Door:
     key: str  # the gateway's master key, one of the proxy's keys
     keys: Path  # the proxy's keys_env
     url: str  # https://127.0.0.1:PORT
-    started: door.ProxyResult
+    started: door.FrontResult
 
     def tls(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(door.ca_root(self.state)))
@@ -113,13 +113,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
         try:
             [result] = local.up(loaded, [SERVICE], local.Hooks(), contract=False)
             assert result.service == SERVICE
-            assert local.up_gateway(loaded, local.Hooks()) is not None
-            started = local.up_proxy(loaded, local.Hooks())
+            assert local.up_front(loaded, "gateway", local.Hooks()) is not None
+            started = local.up_front(loaded, "proxy", local.Hooks())
             assert started is not None
             yield Door(loaded, folder, state, key, keys, f"https://127.0.0.1:{port}", started)
         finally:
-            local.down_proxy(loaded, grace=5.0)
-            local.down_gateway(loaded, grace=5.0)
+            local.down_front(loaded, "proxy", grace=5.0)
+            local.down_front(loaded, "gateway", grace=5.0)
             local.down(loaded, SERVICE, grace=5.0)
 
 
@@ -137,7 +137,7 @@ def _pid(at: Door, name: str) -> int:
 
 
 def _pids(at: Door) -> dict[str, int]:
-    return {name: _pid(at, name) for name in (SERVICE, "gateway", door.NAME)}
+    return {name: _pid(at, name) for name in (SERVICE, "gateway", door.PROXY)}
 
 
 def test_up_starts_caddy_behind_its_own_health_gate(at: Door) -> None:
@@ -145,10 +145,10 @@ def test_up_starts_caddy_behind_its_own_health_gate(at: Door) -> None:
     assert started.action == "started" and started.url == at.url
     assert started.engine == f"caddy v{caddy_tool.VERSION}"
     assert started.root == str(door.ca_root(at.state)) and Path(started.root).is_file()
-    assert started.pid == _pid(at, door.NAME)
+    assert started.pid == _pid(at, door.PROXY)
     proc = psutil.Process(started.pid)
     assert proc.cmdline()[1:3] == ["run", "--config"]
-    config = door.folder(at.state) / "Caddyfile"
+    config = door.proxy_folder(at.state) / "Caddyfile"
     assert proc.cmdline()[3] == str(config)
     # The installed Caddyfile is the rendered one: it names the keys, never their values (L-55).
     text = config.read_text()
@@ -185,8 +185,8 @@ def test_status_shows_the_proxy_and_its_upstream(at: Door, cli: Any) -> None:
     row = status.proxy
     assert row is not None
     assert row.state == "healthy", row.detail
-    assert row.pid == _pid(at, door.NAME) and row.engine == f"caddy v{caddy_tool.VERSION}"
-    assert row.upstreams == {"gateway": "ok"} and row.url == at.url
+    assert row.pid == _pid(at, door.PROXY) and row.engine == f"caddy v{caddy_tool.VERSION}"
+    assert row.reached == {"gateway": "ok"} and row.url == at.url
     assert status.document()["proxy"]["state"] == "healthy"
     shown = cli("status", "--file", str(at.loaded.path), "--no-ssh")
     assert shown.code == 0, shown.stderr + shown.stdout
@@ -218,12 +218,12 @@ def test_a_second_up_keeps_caddy(at: Door, cli: Any) -> None:
     result = cli("up", str(at.loaded.path), "--json", "--no-contract")
     assert result.code == 0, result.stderr + result.stdout
     doc = result.document()
-    assert doc["proxy"]["action"] == "unchanged" and doc["proxy"]["pid"] == before[door.NAME]
+    assert doc["proxy"]["action"] == "unchanged" and doc["proxy"]["pid"] == before[door.PROXY]
     assert doc["gateway"]["action"] == "unchanged"
     assert _pids(at) == before
     shown = cli("up", str(at.loaded.path), "--no-contract")
     assert shown.code == 0, shown.stderr + shown.stdout
-    assert f"proxy: healthy {at.url} (pid {before[door.NAME]}" in shown.stdout
+    assert f"proxy: healthy {at.url} (pid {before[door.PROXY]}" in shown.stdout
     assert str(door.ca_root(at.state)) in shown.stdout.replace("\n", "")
 
 
@@ -246,12 +246,12 @@ def _variant(at: Door, folder: Path, keys_text: str) -> LoadedFleet:
 def test_bad_keys_are_refused_before_anything_is_written(
     at: Door, tmp_path: Path, name: str, spare: str | None, main: str | None, message: str
 ) -> None:
-    config = door.folder(at.state) / "Caddyfile"
+    config = door.proxy_folder(at.state) / "Caddyfile"
     before, pids = config.read_bytes(), _pids(at)
     lines = [f"{MAIN_KEY}={main or at.key}"] + ([] if spare is None else [f"{SPARE_KEY}={spare}"])
     loaded = _variant(at, tmp_path / name, "\n".join(lines) + "\n")
     with pytest.raises(door.ProxyKeysError, match=message) as caught:
-        door.deploy(loaded.fleet, host_facts(loaded.root), at.state)
+        door.deploy(loaded.fleet, host_facts(loaded.root), at.state, door.PROXY)
     assert "proxy.keys_env" in (caught.value.where or "")
     assert at.key not in caught.value.render()
     assert config.read_bytes() == before and _pids(at) == pids
@@ -262,18 +262,18 @@ def test_a_key_file_others_can_read_is_refused(at: Door, tmp_path: Path) -> None
     assert loaded.fleet.proxy is not None and loaded.fleet.proxy.keys_env is not None
     Path(loaded.fleet.proxy.keys_env).chmod(0o644)
     with pytest.raises(door.ProxyKeysError, match="readable by others"):
-        door.deploy(loaded.fleet, host_facts(loaded.root), at.state)
+        door.deploy(loaded.fleet, host_facts(loaded.root), at.state, door.PROXY)
 
 
 def test_a_new_key_restarts_caddy_alone(at: Door) -> None:
     before = _pids(at)
     new = secrets.token_urlsafe(24)
     _private(at.keys, f"{MAIN_KEY}={at.key}\n{SPARE_KEY}={new}\n")
-    again = local.up_proxy(at.loaded, local.Hooks())
+    again = local.up_front(at.loaded, "proxy", local.Hooks())
     assert again is not None and again.action == "restarted" and again.reason == "spec changed"
-    assert again.pid != before[door.NAME] and _gone(before[door.NAME])
-    assert {n: p for n, p in _pids(at).items() if n != door.NAME} == {
-        n: p for n, p in before.items() if n != door.NAME
+    assert again.pid != before[door.PROXY] and _gone(before[door.PROXY])
+    assert {n: p for n, p in _pids(at).items() if n != door.PROXY} == {
+        n: p for n, p in before.items() if n != door.PROXY
     }
     assert psutil.Process(again.pid).environ()[SPARE_KEY] == new
     answer = at.post("/v1/completions", at.key, {"model": ALIAS, "prompt": "Hi", "max_tokens": 2})
@@ -294,14 +294,14 @@ def test_apply_restarts_caddy_alone_when_its_caddyfile_changed(at: Door, cli: An
     done = {o["service"]: o["outcome"] for o in result.document()["done"]}
     assert done == {"gateway": "kept", "proxy": "deployed"}
     after = _pids(at)
-    assert after[door.NAME] != before[door.NAME]
+    assert after[door.PROXY] != before[door.PROXY]
     assert after[SERVICE] == before[SERVICE] and after["gateway"] == before["gateway"]
-    assert f"handle_path /{SERVICE}/*" in (door.folder(at.state) / "Caddyfile").read_text()
+    assert f"handle_path /{SERVICE}/*" in (door.proxy_folder(at.state) / "Caddyfile").read_text()
     models = at.get(f"/{SERVICE}/v1/models", at.key)
     assert models.status_code == 200 and models.json()["data"][0]["id"] == ALIAS
     assert at.get(f"/{SERVICE}/v1/models").status_code == 401
     row = collect(at.loaded).proxy
-    assert row is not None and row.upstreams == {SERVICE: "ok", "gateway": "ok"}, row.detail
+    assert row is not None and row.reached == {SERVICE: "ok", "gateway": "ok"}, row.detail
     # The same revision again: Caddy's digest is unchanged, it is kept.
     again = cli("apply", "--file", str(at.loaded.path), "--host", "local", "--json")
     assert again.code == 0, again.stderr + again.stdout

@@ -21,7 +21,7 @@ import pytest
 from helpers.real_server import SERVICE, fleet_data, write_fleet
 
 from inferfleet.client.keys import service_key
-from inferfleet.deploy import gateway as deploy_gateway
+from inferfleet.deploy import frontdoor as deploy_gateway
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import caddy as caddy_tool

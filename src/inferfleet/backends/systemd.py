@@ -197,6 +197,7 @@ def wait_unit_healthy(
     timeout: float,
     on_state: gate.StateFn | None = None,
     owners: Callable[[], set[int]] | None = None,
+    tls: gate.TlsTarget | None = None,
 ) -> gate.HealthResult:
     """The health gate for a unit: 200 on the health path from the unit's MainPID (L-33, L-34)
     or, for a container, from its processes (``owners``: a unit's ``podman run`` is not the
@@ -235,6 +236,7 @@ def wait_unit_healthy(
                 on_state=on_state,
                 owners=owners,
                 become=become,
+                tls=tls,
             )
         except HealthError as exc:
             now = systemctl.show(unit)

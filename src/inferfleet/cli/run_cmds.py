@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from inferfleet.deploy import local
-    from inferfleet.deploy.gateway import GatewayResult
+    from inferfleet.deploy.frontdoor import FrontResult
     from inferfleet.documents import UpService
 
 
@@ -116,7 +116,7 @@ def up(
     from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.deploy import local
     from inferfleet.deploy.last_up import remember
-    from inferfleet.documents import UpDocument, UpGateway, UpProxy, document_of
+    from inferfleet.documents import UpDocument, UpFront, document_of
 
     out = Output(json_mode=json_out)
     loaded = resolve_fleet(one_file(file, file_opt), out, example=True)
@@ -135,9 +135,10 @@ def up(
         results = local.up(loaded, names, hooks, contract=not no_contract)
         failing = [r for r in results if r.contract_failing]
         pending = [n for n in names if n not in {r.service for r in results}]
-        # The front door opens once the services it fronts are up and done.
-        gateway = None if failing or pending or service else local.up_gateway(loaded, hooks)
-        proxy = None if failing or pending or service else local.up_proxy(loaded, hooks)
+        # The front door opens once the services it fronts are up and done: the gateway,
+        # then the proxy in front of it.
+        opened = [] if failing or pending or service else local.front_here(loaded)
+        fronts = [done for n in opened if (done := local.up_front(loaded, n, hooks)) is not None]
     if json_out:
         doc = UpDocument(
             schema="inferfleet.up/v1",
@@ -145,21 +146,13 @@ def up(
             services=[_up_json(r) for r in results],
             pending=pending,
         )
-        if gateway is not None:
-            doc["gateway"] = document_of(UpGateway, gateway)
-        if proxy is not None:
-            doc["proxy"] = document_of(UpProxy, proxy)
+        for done in fronts:
+            doc["gateway" if done.name == "gateway" else "proxy"] = document_of(UpFront, done)
         out.emit(doc)
     else:
         print_up(out, results)
-        if gateway is not None:
-            _print_gateway(out, gateway)
-        if proxy is not None:
-            out.line(
-                f"proxy: [green]healthy[/green] {esc(proxy.url)} (pid {proxy.pid or '-'}, "
-                f"{esc(proxy.engine)}, {proxy.action})"
-                + (f"; clients trust the CA root {esc(proxy.root)}" if proxy.root else "")
-            )
+        for done in fronts:
+            _print_front(out, done)
     if failing:
         first = failing[0]
         raise ContractFailingError(
@@ -211,11 +204,12 @@ def _up_health(r: local.UpResult) -> str:
     return "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]"
 
 
-def _print_gateway(out: Output, g: GatewayResult) -> None:
+def _print_front(out: Output, g: FrontResult) -> None:
     seconds = "-" if g.seconds_to_healthy is None else f"{g.seconds_to_healthy:.2f}s"
     out.line(
-        f"gateway: [green]healthy[/green] {esc(g.url)} (pid {g.pid or '-'}, {esc(g.engine)}, "
+        f"{g.name}: [green]healthy[/green] {esc(g.url)} (pid {g.pid or '-'}, {esc(g.engine)}, "
         f"ready in {seconds}, {g.action})"
+        + (f"; clients trust the CA root {esc(g.root)}" if g.root else "")
     )
     if g.unhealthy_backends:
         out.line(
@@ -249,12 +243,12 @@ def down(
     # The reverse of up's order: a split server stops before its RPC workers.
     names = local.local_services(loaded, service)[::-1]
     # The front door closes first: it never answers for services already stopped.
-    door = None if service is not None else local.down_proxy(loaded, grace=grace)
-    front = None if service is not None else local.down_gateway(loaded, grace=grace)
+    fronts = [] if service is not None else local.front_here(loaded)[::-1]
+    closed = [local.down_front(loaded, name, grace=grace) for name in fronts]
     results = [
         local.down(loaded, name, grace=grace, on_wait=lambda t: out.note(esc(t))) for name in names
     ]
-    for stopped in (door, front):
+    for stopped in closed:
         if stopped is not None and stopped.outcome != "not-running":
             results.append(stopped)
     if json_out:

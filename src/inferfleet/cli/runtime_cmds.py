@@ -137,7 +137,7 @@ def install(
 
 def _install_gateway(file: Path | None, out: Output, json_out: bool) -> None:
     """`runtime install gateway`: the fleet's pinned LiteLLM in its venv."""
-    from inferfleet.deploy.gateway import engine_pin
+    from inferfleet.deploy.frontdoor import engine_pin
 
     loaded = resolve_fleet(file, out)
     if loaded.fleet.gateway is None:

@@ -20,7 +20,8 @@ from inferfleet.deploy.gates import Gate
 from inferfleet.deploy.markers import Marker
 from inferfleet.deploy.state import ServiceState
 from inferfleet.documents import ActionRow
-from inferfleet.render.pipeline import UNIT_KINDS, ServiceLaunch
+from inferfleet.render.frontdoor import Launch
+from inferfleet.render.launch_parts import UNIT_KINDS
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,10 @@ class Action:
 
 
 def service_actions(
-    desired: ServiceLaunch, state: ServiceState, gates: list[Gate], revision: str
+    desired: Launch, state: ServiceState, gates: list[Gate], revision: str
 ) -> list[Action]:
     name = desired.name
-    service = desired.service
-    health_url = service.url(service.health.path)
+    health_url = desired.health_url
     actions = [Action("gate", name, g.detail, g.check) for g in gates]
     changed = [f for f in desired.files if state.files.get(f.path) != f.sha256]
     # A settings file rendered on the host (L-54) is an input like the unit files.
@@ -51,7 +51,11 @@ def service_actions(
     else:
         running = state.unit_running(desired.scope, desired.service_unit)
         keep = not changed and not stale and running and state.healthy
-    marker = Action("marker", name, f"record revision {revision[:12]} for {name}")
+    marker = (
+        [Action("marker", name, f"record revision {revision[:12]} for {name}")]
+        if desired.marked
+        else []
+    )
     if keep:
         return [
             *actions,
@@ -60,7 +64,7 @@ def service_actions(
                 name,
                 f"already runs this spec (pid {state.pid}); check {health_url} answers from it",
             ),
-            marker,
+            *marker,
         ]
 
     actions += _stop_previous(desired, state)
@@ -68,7 +72,7 @@ def service_actions(
         actions.append(
             Action("remove-container", name, f"remove a stale container named {desired.unit}")
         )
-    actions.append(Action("wait-port", name, f"wait until {service.bind}:{service.port} is free"))
+    actions.append(Action("wait-port", name, f"wait until {desired.bind}:{desired.port} is free"))
     for dest in stale:
         how = state.settings_status(dest)
         actions.append(
@@ -87,7 +91,7 @@ def service_actions(
                 "start",
                 name,
                 f"start {desired.argv[0]} (detached), then wait up to "
-                f"{service.health.timeout:g} s for {health_url} to answer 200 from its process",
+                f"{desired.health_timeout:g} s for {health_url} to answer 200 from its process",
             )
         )
     else:
@@ -103,15 +107,15 @@ def service_actions(
             Action(
                 "health",
                 name,
-                f"wait up to {service.health.timeout:g} s for {health_url} to answer 200 "
+                f"wait up to {desired.health_timeout:g} s for {health_url} to answer 200 "
                 "from the unit's MainPID",
             )
         )
-    actions.append(marker)
+    actions += marker
     return actions
 
 
-def _stop_previous(desired: ServiceLaunch, state: ServiceState) -> list[Action]:
+def _stop_previous(desired: Launch, state: ServiceState) -> list[Action]:
     """Stop whatever of this service runs now: its process, its unit in any scope."""
     # A unit left behind in another backend or scope must not come back at boot.
     return _stop_running(

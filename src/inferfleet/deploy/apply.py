@@ -20,7 +20,7 @@ included): it stays running, its marker records the revision with
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -369,30 +369,28 @@ def _gateway_step(
     """
     if options.dry_run or result.failed is not None or options.services:
         return
-    gateway, proxy = at.fleet.gateway, at.fleet.proxy
-    here = [
-        name
-        for name, part in (("gateway", gateway), ("proxy", proxy))
-        if part is not None and part.host == options.host
-    ]
-    if not here:
-        return  # a host without a front door loads none of its machinery
-    from inferfleet.deploy import gateway as front
-    from inferfleet.deploy import proxy as door
+    from inferfleet.deploy import frontdoor
     from inferfleet.deploy.facts import host_facts
 
-    def noter(kind: str) -> Callable[[str], None]:
-        return lambda text: emit({"event": "step", "kind": kind, "detail": text})
-
-    deploys: dict[str, Callable[..., front.GatewayResult | door.ProxyResult]] = {
-        "gateway": front.deploy,
-        "proxy": door.deploy,
-    }
-    for name in here:
-        deploy = deploys[name]
+    here = [
+        n for n in frontdoor.declared(at.fleet) if frontdoor.host_of(at.fleet, n) == options.host
+    ]
+    for name in here:  # a host without a front door loads none of its machinery
         started = time.monotonic()
+
+        def note(text: str, kind: str = name) -> None:
+            emit({"event": "step", "kind": kind, "detail": text})
+
         try:
-            done = deploy(at.fleet, host_facts(root), state_dir, note=noter(name))
+            done = frontdoor.deploy(
+                at.fleet,
+                host_facts(root),
+                state_dir,
+                name,
+                at=at,
+                root=root,
+                note=note,
+            )
         except FleetError as exc:
             result.failed = failure_json(name, exc)
             emit({"event": "failed", **result.failed, "pending": []})

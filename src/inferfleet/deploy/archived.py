@@ -21,12 +21,12 @@ from inferfleet.deploy.actions import Action
 from inferfleet.deploy.state import Emit
 from inferfleet.io.archive import Entry, Keeper
 from inferfleet.io.archive_index import ArchivedFile, ArchiveError
-from inferfleet.render.pipeline import ServiceLaunch
+from inferfleet.render.frontdoor import Launch
 from inferfleet.render.settings import RenderedSettings
 
 
 def replaced_files(
-    actions: list[Action], desired: ServiceLaunch, settings: Mapping[str, RenderedSettings]
+    actions: list[Action], desired: Launch, settings: Mapping[str, RenderedSettings]
 ) -> dict[Path, str]:
     """The host files this deploy's actions write, with what they will hold."""
     files = {f.path: f.content for f in desired.files}

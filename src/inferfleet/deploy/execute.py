@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from inferfleet.backends import health as gate
 from inferfleet.backends import podman, quadlet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.backends.systemd import (
@@ -59,6 +60,7 @@ from inferfleet.fleetfile.groups import members, unit_service
 from inferfleet.io.archive import Archive, Keeper
 from inferfleet.io.become import Become, for_scope
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.frontdoor import FrontLaunch, Launch
 from inferfleet.render.pipeline import ServiceLaunch, service_launch
 from inferfleet.render.service_keys import key_variable, keyed
 from inferfleet.render.settings import RenderedSettings, render_service_settings
@@ -252,7 +254,7 @@ def _step(ctx: Context, action: Action) -> None:
 def run_service(
     ctx: Context,
     actions: list[Action],
-    desired: ServiceLaunch,
+    desired: Launch,
     gates: list[Gate],
     settings: Mapping[str, RenderedSettings] | None = None,
 ) -> Ran:
@@ -289,7 +291,7 @@ def run_service(
 def _run_actions(
     ctx: Context,
     actions: list[Action],
-    desired: ServiceLaunch,
+    desired: Launch,
     by_check: Mapping[str, Gate],
     settings: Mapping[str, RenderedSettings],
     keeper: Keeper,
@@ -300,15 +302,16 @@ def _run_actions(
     for action in actions:
         _step(ctx, action)
         kind = action.kind
-        if kind in {"start", "restart"} and desired.service.rpc:
-            _workers_answer(ctx, desired)  # after the old server let go of them
+        service = desired if isinstance(desired, ServiceLaunch) else None  # not a front door
+        if kind in {"start", "restart"} and service is not None and service.service.rpc:
+            _workers_answer(ctx, service)  # after the old server let go of them
         if kind in {"write-settings", "install"} and replaced:
             # The files this deploy will change, archived together in one entry first.
             archived.announce(ctx.emit, desired.name, keeper.keep_replaced(replaced))
             replaced = {}
-        if kind == "gate":
+        if kind == "gate" and service is not None:  # a front door has no gates
             run_gate(
-                by_check[action.target], desired, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir,
+                by_check[action.target], service, ctx.fleet, ctx.root, ctx.facts, ctx.state_dir,
                 emit=ctx.emit,
             )  # fmt: skip
         elif kind == "write-settings":
@@ -343,23 +346,23 @@ def _run_actions(
             ctx.systemctl(desired.scope).enable(desired.service_unit)
         elif kind == "start":
             ran.health_s = _start_process(ctx, desired)
-            ran.verdict = run_contract(ctx, desired)
+            ran.verdict = _contract(ctx, desired)
         elif kind == "restart":
             ctx.systemctl(desired.scope).reset_failed(desired.service_unit)
             # A Quadlet unit is started once its container is healthy (Notify=healthy):
             # queued, and the health gate below waits with progress (L-34).
-            quadlet_unit = desired.service.backend == "quadlet"
+            quadlet_unit = desired.backend == "quadlet"
             ctx.systemctl(desired.scope).restart(desired.service_unit, block=not quadlet_unit)
         elif kind == "health":
             ran.health_s = _unit_health(ctx, desired)
-            ran.verdict = run_contract(ctx, desired)
+            ran.verdict = _contract(ctx, desired)
         elif kind == "verify":
             _verify_running(ctx, desired)
-            recorded = ctx.markers.read(desired.name)
-            if recorded is not None and recorded.contract_failing:
+            recorded = ctx.markers.read(desired.name) if desired.marked else None
+            if isinstance(desired, ServiceLaunch) and recorded and recorded.contract_failing:
                 # Kept as it runs, but not fine: probed again, so an apply can turn it green.
                 ran.verdict = run_contract(ctx, desired)
-        elif kind == "marker":
+        elif kind == "marker" and isinstance(desired, ServiceLaunch):
             _record(
                 ctx,
                 desired,
@@ -390,6 +393,11 @@ def _workers_answer(ctx: Context, desired: ServiceLaunch) -> None:
                 hint=f"deploy host {worker.host!r} first: its rpc worker starts before the "
                 "server that uses it (inferfleet deploy --host HOST)",
             )
+
+
+def _contract(ctx: Context, desired: Launch) -> Verdict | None:
+    """A service's contract verdict; a front door has none (its gate is its own health)."""
+    return run_contract(ctx, desired) if isinstance(desired, ServiceLaunch) else None
 
 
 def run_contract(ctx: Context, desired: ServiceLaunch) -> Verdict:
@@ -533,24 +541,35 @@ def _health_hook(ctx: Context, name: str) -> Callable[[str, float], None]:
     return on_state
 
 
-def _start_process(ctx: Context, desired: ServiceLaunch) -> float:
-    service = desired.service
-    for folder in desired.make_dirs:  # a container's writable mounts (L-37)
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    template = record_template(
-        desired,
-        runtime_version="" if ctx.runtime_version is None else ctx.runtime_version(desired),
-    )
-    secrets = _secrets_of(ctx, desired)
-    _require_key(ctx, desired, secrets)
+def _start_process(ctx: Context, desired: Launch) -> float:
+    # A container's writable mounts (L-37); a front door's data (Caddy's local CA: its own).
+    mode = 0o700 if isinstance(desired, FrontLaunch) else 0o777
+    for folder in desired.make_dirs:
+        Path(folder).mkdir(mode=mode, parents=True, exist_ok=True)
+    if isinstance(desired, FrontLaunch):
+        version, env = desired.engine, desired.process_env(os.environ)
+    else:
+        version = "" if ctx.runtime_version is None else ctx.runtime_version(desired)
+        secrets = _secrets_of(ctx, desired)
+        _require_key(ctx, desired, secrets)
+        env = desired.process_env(os.environ, secrets)
     _record, health = start_gated(
         ctx.processes,
-        template,
-        env=desired.process_env(os.environ, secrets),
-        timeout=service.health.timeout,
+        record_template(desired, runtime_version=version),
+        env=env,
+        timeout=desired.health_timeout,
         on_state=_health_hook(ctx, desired.name),
+        tls=tls_of(desired),
     )
     return health.seconds
+
+
+def tls_of(desired: Launch) -> gate.TlsTarget | None:
+    """How its health route is asked over TLS (the auth proxy), else None (plain http)."""
+    if not isinstance(desired, FrontLaunch) or desired.health_scheme != "https":
+        return None
+    root = None if desired.tls_root is None else Path(desired.tls_root)
+    return gate.TlsTarget(root, desired.tls_name)
 
 
 def _secrets_of(ctx: Context, desired: ServiceLaunch) -> dict[str, str]:
@@ -580,46 +599,45 @@ def _require_key(ctx: Context, desired: ServiceLaunch, secrets: Mapping[str, str
     )
 
 
-def _unit_health(ctx: Context, desired: ServiceLaunch) -> float:
-    service = desired.service
+def _unit_health(ctx: Context, desired: Launch) -> float:
     result = wait_unit_healthy(
         ctx.systemctl(desired.scope),
         desired.service_unit,
         service=desired.name,
-        bind=service.bind,
-        port=service.port,
-        path=service.health.path,
-        timeout=service.health.timeout,
+        bind=desired.bind,
+        port=desired.port,
+        path=desired.health_path,
+        timeout=desired.health_timeout,
         on_state=_health_hook(ctx, desired.name),
         owners=None if desired.image is None else lambda: _container_pids(ctx, desired),
+        tls=tls_of(desired),
     )
     return result.seconds
 
 
-def _container_pids(ctx: Context, desired: ServiceLaunch) -> set[int]:
+def _container_pids(ctx: Context, desired: Launch) -> set[int]:
     """The processes of a unit's labelled container (rootful through ``become``, L-33)."""
     return podman.owner_pids(
         ctx.facts.podman, desired.unit, desired.name, ctx.become(desired.scope)
     )
 
 
-def _verify_running(ctx: Context, desired: ServiceLaunch) -> None:
+def _verify_running(ctx: Context, desired: Launch) -> None:
     """A kept service is green only if its own process answers now (L-33)."""
-    service = desired.service
     state = decide(
         gather(
             desired.name,
             ctx.facts,
             ctx.state_dir,
-            ctx.markers.read(desired.name),
-            endpoint=(service.bind, service.port, service.health.path),
+            ctx.markers.read(desired.name) if desired.marked else None,
+            endpoint=(desired.bind, desired.port, desired.health_path),
             become=ctx.become("system"),
+            tls=tls_of(desired),
         )
     )
     if state.state != HEALTHY:
-        url = service.url(service.health.path)
         raise HealthError(
-            f"{url} no longer answers from the service's own process "
+            f"{desired.health_url} no longer answers from the service's own process "
             f"({state.state}: {state.detail})",
             where=f"service {desired.name}",
             hint="it changed since the facts were read; deploy again to restart it",

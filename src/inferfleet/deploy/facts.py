@@ -87,6 +87,7 @@ def gather(
     endpoint: Endpoint | None = None,
     settings: Mapping[str, str] | None = None,
     become: Become = NO_BECOME,
+    tls: gate.TlsTarget | None = None,
 ) -> ServiceFacts:
     """Read (never change) everything :func:`decide` needs about one service.
 
@@ -96,6 +97,8 @@ def gather(
     ``settings`` are the service's settings files as rendered on this host
     (dest -> sha256 of the rendered content, L-54): each dest is read like
     the launch's files, so the installed digest sits next to the rendered one.
+
+    ``tls``: the health route is HTTPS, trusted as the target says (the auth proxy).
 
     Where to probe: the running process's own record first, then the marker
     of the unit that runs it, then ``endpoint`` (the fleet file's, so a
@@ -168,12 +171,15 @@ def gather(
         family = (family_of(pid) | container) if pid is not None else set()
         strangers = [h for h in held if h.pid not in family]
         answer, status = "down", None
-        url = url_for(bind, port, health_path)
+        url = url_for(bind, port, health_path, scheme="http" if tls is None else "https")
         if pid is not None or held:
-            from inferfleet.io import http  # only when something may answer
+            if tls is not None:
+                probe = gate.probe_tls(url, tls, timeout=PROBE_TIMEOUT)
+            else:
+                from inferfleet.io import http  # only when something may answer
 
-            with http.client(timeout=PROBE_TIMEOUT, plain_http=True) as client:
-                probe = gate.probe(client, url)
+                with http.client(timeout=PROBE_TIMEOUT, plain_http=True) as client:
+                    probe = gate.probe(client, url)
             answer, status = probe.state, probe.status
         health = HealthFact(
             url=url,

@@ -33,6 +33,7 @@ from inferfleet.fleetfile.fleet import Fleet, Runtime
 from inferfleet.io.become import NO_BECOME, Become, for_scope
 from inferfleet.render import facts as render_paths
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.frontdoor import Launch
 from inferfleet.render.pipeline import ServiceLaunch
 
 PORT_WAIT_S = 15.0
@@ -282,7 +283,7 @@ def check_discovered(desired: ServiceLaunch, fleet: Fleet, where: str) -> None:
 
 
 def wait_port_free(
-    desired: ServiceLaunch,
+    desired: Launch,
     *,
     stopped: bool = True,
     timeout: float = PORT_WAIT_S,
@@ -295,10 +296,9 @@ def wait_port_free(
     is a stranger from the start: refuse at once. ``become`` names a holder this
     user cannot see (root's) in the message.
     """
-    service = desired.service
     deadline = time.monotonic() + (timeout if stopped else 0.0)
     while True:
-        held = listeners(service.port, service.bind, become=become)
+        held = listeners(desired.port, desired.bind, become=become)
         if not held:
             return
         if time.monotonic() >= deadline:
@@ -307,7 +307,7 @@ def wait_port_free(
     how = "is still held by" if stopped else "is already held by"
     after = " after the service stopped" if stopped else ""
     raise PortInUseError(
-        f"port {service.port} {how} {held[0].describe()}{after}",
+        f"port {desired.port} {how} {held[0].describe()}{after}",
         where=f"service {desired.name}",
         hint="that process is not this service's (a stale server or orphan container, L-33, "
         "L-35); stop it by its pid or give the service another port, then run again. "

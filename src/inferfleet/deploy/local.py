@@ -49,8 +49,7 @@ from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
 if TYPE_CHECKING:
-    from inferfleet.deploy.gateway import GatewayResult
-    from inferfleet.deploy.proxy import ProxyResult
+    from inferfleet.deploy.frontdoor import FrontResult
     from inferfleet.probe.minimal import Check
 
 
@@ -364,73 +363,53 @@ def host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[HostL
         yield lock
 
 
-# ---------------------------------------------------------------- the gateway
+# ---------------------------------------------------------------- the front door
 
 
-def gateway_is_here(loaded: LoadedFleet) -> bool:
-    gateway = loaded.fleet.gateway
-    return gateway is not None and loaded.fleet.hosts[gateway.host].is_local(gateway.host)
-
-
-def up_gateway(loaded: LoadedFleet, hooks: Hooks) -> GatewayResult | None:
-    """The gateway of this machine, after the services of the run are healthy."""
-    from inferfleet.deploy import gateway
+def front_here(loaded: LoadedFleet) -> list[str]:
+    """The front-door parts (gateway, proxy) this machine runs, in the order they deploy."""
+    from inferfleet.deploy import frontdoor
 
     fleet = loaded.fleet
-    if fleet.gateway is None or not gateway_is_here(loaded):
+    return [
+        name
+        for name in frontdoor.declared(fleet)
+        if fleet.hosts[(host := frontdoor.host_of(fleet, name))].is_local(host)
+    ]
+
+
+def up_front(loaded: LoadedFleet, name: str, hooks: Hooks) -> FrontResult | None:
+    """One front-door part of this machine (``gateway``, then ``proxy``), after the services
+    of the run are healthy; None when the fleet has none here."""
+    from inferfleet.deploy import frontdoor
+
+    if name not in front_here(loaded):
         return None
-    host = fleet.gateway.host
+    fleet = loaded.fleet
+    host = frontdoor.host_of(fleet, name)
     state_dir = paths.state_dir(fleet.hosts[host])
     with host_lock(loaded, host, state_dir) as lock:
-        lock.acquire("up of the gateway", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
-        return gateway.deploy(
+        lock.acquire(f"up of the {name}", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
+        return frontdoor.deploy(
             fleet,
             host_facts(loaded.root),
             state_dir,
+            name,
+            at=fleet_here(loaded),
+            root=loaded.root,
             note=hooks.note,
             on_state=hooks.health_state,
         )
 
 
-def down_gateway(loaded: LoadedFleet, *, grace: float = 10.0) -> StopResult | None:
-    """Stop this machine's process-backend gateway by its recorded pid (L-43)."""
-    from inferfleet.deploy import gateway
+def down_front(loaded: LoadedFleet, name: str, *, grace: float = 10.0) -> StopResult | None:
+    """Stop this machine's process-backend front-door part by its recorded pid (L-43)."""
+    from inferfleet.deploy import frontdoor
 
-    fleet = loaded.fleet
-    if fleet.gateway is None or not gateway_is_here(loaded):
+    if name not in front_here(loaded):
         return None
-    return gateway.stop(paths.state_dir(fleet.hosts[fleet.gateway.host]), grace=grace)
-
-
-def proxy_is_here(loaded: LoadedFleet) -> bool:
-    proxy = loaded.fleet.proxy
-    return proxy is not None and loaded.fleet.hosts[proxy.host].is_local(proxy.host)
-
-
-def up_proxy(loaded: LoadedFleet, hooks: Hooks) -> ProxyResult | None:
-    """The auth proxy of this machine, after the gateway it fronts."""
-    from inferfleet.deploy import proxy
-
-    fleet = loaded.fleet
-    if fleet.proxy is None or not proxy_is_here(loaded):
-        return None
-    host = fleet.proxy.host
-    state_dir = paths.state_dir(fleet.hosts[host])
-    with host_lock(loaded, host, state_dir) as lock:
-        lock.acquire("up of the proxy", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
-        return proxy.deploy(
-            fleet, host_facts(loaded.root), state_dir, note=hooks.note, on_state=hooks.health_state
-        )
-
-
-def down_proxy(loaded: LoadedFleet, *, grace: float = 10.0) -> StopResult | None:
-    """Stop this machine's auth proxy by its recorded pid (L-43)."""
-    from inferfleet.deploy import proxy
-
-    fleet = loaded.fleet
-    if fleet.proxy is None or not proxy_is_here(loaded):
-        return None
-    return proxy.stop(paths.state_dir(fleet.hosts[fleet.proxy.host]), grace=grace)
+    host = frontdoor.host_of(loaded.fleet, name)
+    return frontdoor.stop(paths.state_dir(loaded.fleet.hosts[host]), name, grace=grace)
 
 
 # ---------------------------------------------------------------- down

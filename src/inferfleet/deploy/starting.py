@@ -14,29 +14,35 @@ from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, container_of, owner_pids
 from inferfleet.backends.records import ServiceRecord
 from inferfleet.errors import FleetError
-from inferfleet.render.pipeline import ServiceLaunch
+from inferfleet.render.frontdoor import FrontLaunch, Launch
 
 
-def record_template(launch: ServiceLaunch, *, runtime_version: str = "") -> ServiceRecord:
+def record_template(launch: Launch, *, runtime_version: str = "") -> ServiceRecord:
     """The record of a process about to start (pid and times are filled in by the backend)."""
-    service = launch.service
-    return ServiceRecord(
+    record = ServiceRecord(
         service=launch.name,
         host=launch.host,
         pid=0,
         create_time=0.0,
         argv=launch.argv,
-        bind=service.bind,
-        port=service.port,
+        bind=launch.bind,
+        port=launch.port,
         log="",
         started_at=0.0,
         spec_hash=launch.spec,
-        health_path=service.health.path,
+        health_path=launch.health_path,
+        alias=launch.name,
+        runtime_version=runtime_version,
+    )
+    if isinstance(launch, FrontLaunch):
+        return record
+    service = launch.service
+    return replace(
+        record,
         alias=service.model_id(launch.name),
         model=service.model or "",
         ctx_per_slot=service.ctx_per_slot or 0,
         parallel=service.parallel,
-        runtime_version=runtime_version,
         extra={}
         if launch.container is None
         else {"container": launch.container, "podman": launch.argv[0]},

@@ -33,28 +33,18 @@ class UpService(TypedDict):
     evidence: list[str]  # the failed contract checks, first first
 
 
-class UpGateway(TypedDict):
-    """The gateway ``up`` brought up after the services."""
+class UpFront(TypedDict):
+    """A front-door part (the gateway, the auth proxy) ``up`` brought up after the services."""
 
+    name: str  # gateway | proxy
     action: str  # started | restarted | unchanged
-    url: str  # its base URL (.../v1)
+    url: str  # what clients use: the gateway's base URL (.../v1), the proxy's https://name:port
     pid: int | None
-    engine: str  # "litellm 1.106.12"
+    engine: str  # "litellm 1.106.12", "caddy v2.11.7"
     seconds_to_healthy: float | None
     reason: str
-    unhealthy_backends: list[str]  # fronted services not healthy when it started
-
-
-class UpProxy(TypedDict):
-    """The auth proxy (Caddy) ``up`` brought up after the gateway."""
-
-    action: str  # started | restarted | unchanged
-    url: str  # https://name:port, what clients use
-    pid: int | None
-    engine: str  # "caddy v2.11.7"
-    seconds_to_healthy: float | None
-    root: str  # the local CA root clients trust (tls internal), else ""
-    reason: str
+    root: str  # the proxy's local CA root clients trust (tls internal), else ""
+    unhealthy_backends: list[str]  # the gateway's fronted services not healthy at its start
 
 
 class UpDocument(TypedDict):
@@ -62,8 +52,8 @@ class UpDocument(TypedDict):
     file: str
     services: list[UpService]
     pending: NotRequired[list[str]]  # not started: an earlier service's contract failed
-    gateway: NotRequired[UpGateway]  # when the fleet's gateway runs on this machine
-    proxy: NotRequired[UpProxy]  # when the fleet's auth proxy runs on this machine
+    gateway: NotRequired[UpFront]  # when the fleet's gateway runs on this machine
+    proxy: NotRequired[UpFront]  # when the fleet's auth proxy runs on this machine
 
 
 class DownService(TypedDict):

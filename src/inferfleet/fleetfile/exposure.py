@@ -348,6 +348,14 @@ class Proxy(Strict):
         description="Services it routes to directly, besides the gateway (which is always "
         "behind it when both are declared).",
     )
+    backend: Literal["process", "systemd"] = Field(
+        "process",
+        description="What runs it: a recorded process, or a systemd unit (restarted on "
+        "failure, started at boot) of the pinned Caddy.",
+    )
+    scope: Literal["system", "user"] = Field(
+        "system", description="systemd backend: a system unit or a user unit."
+    )
 
     @model_validator(mode="after")
     def _auth_complete(self) -> Proxy:

@@ -44,6 +44,7 @@ from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install.pinned_venv import remove_incomplete, run_step
 from inferfleet.io import process
 from inferfleet.io.files import staged_directory
+from inferfleet.render import caddy as render_caddy
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.runtimes.pinned import venv_relpath
 
@@ -158,7 +159,7 @@ def validate(text: str, binary: Path, *, where: str = "Caddyfile") -> None:
     with tempfile.TemporaryDirectory(prefix="inferfleet-caddy-") as tmp:
         config = Path(tmp) / "Caddyfile"
         config.write_text(text, encoding="utf-8")
-        env = {**os.environ, **_dirs(Path(tmp))}
+        env = {**os.environ, **render_caddy.data_env(tmp)}
         done = process.run(
             [str(binary), "validate", "--config", str(config), "--adapter", "caddyfile"],
             env=env,
@@ -176,27 +177,31 @@ def validate(text: str, binary: Path, *, where: str = "Caddyfile") -> None:
 
 def run_argv(binary: Path, config: Path) -> list[str]:
     """Caddy serving ``config`` in the foreground (a supervisor or a test stops it by pid)."""
-    return [str(binary), "run", "--config", str(config), "--adapter", "caddyfile"]
+    return render_caddy.run_argv(str(binary), str(config))
 
 
 def environment(names: Iterable[str], keys_text: str | None, data_dir: Path, *,
                 where: str = "keys_env") -> dict[str, str]:  # fmt: skip
-    """Variables a running Caddy needs: its data/config dirs and each key it reads.
+    """Variables a running Caddy needs: its data/config dirs and each key it reads
+    (:func:`key_values`)."""
+    return {**render_caddy.data_env(str(data_dir)), **key_values(names, keys_text, where=where)}
 
-    ``keys_text`` is the keys env file's text (None without bearer auth);
-    every name the Caddyfile reads must be in it, at least
-    :data:`MIN_KEY_LENGTH` characters long (ProxyKeysError naming the
-    variable, never its value).
-    """
-    env = _dirs(data_dir)
+
+def key_values(
+    names: Iterable[str], keys_text: str | None, *, where: str = "keys_env"
+) -> dict[str, str]:
+    """Each key the Caddyfile reads, from the keys env file's text (None without bearer
+    auth): every name must be in it, at least :data:`MIN_KEY_LENGTH` characters long
+    (ProxyKeysError naming the variable, never its value)."""
     wanted = list(names)
     if not wanted:
-        return env
+        return {}
     values, bad = parse_env_text(keys_text or "")
     if bad:
         raise ProxyKeysError(
             f"line {bad[0]} of the keys env file is not NAME=value", where=f"{where}:{bad[0]}"
         )
+    found: dict[str, str] = {}
     for name in wanted:
         value = values.get(name, "")
         if len(value) < MIN_KEY_LENGTH:
@@ -207,19 +212,13 @@ def environment(names: Iterable[str], keys_text: str | None, data_dir: Path, *,
                 hint=f"add {name}=<key> to the mode-600 env file, e.g. a key from "
                 "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`",
             )
-        env[name] = value
-    return env
+        found[name] = value
+    return found
 
 
 def root_certificate(data_dir: Path) -> Path:
     """Where Caddy writes its local CA's root (``tls internal``) under ``data_dir``."""
-    return data_dir / "caddy" / "pki" / "authorities" / "local" / "root.crt"
-
-
-def _dirs(data_dir: Path) -> dict[str, str]:
-    # Caddy keeps certificates and its CA under $XDG_DATA_HOME/caddy, autosaves under
-    # $XDG_CONFIG_HOME/caddy: both under the proxy's own folder, never the user's home.
-    return {"XDG_DATA_HOME": str(data_dir), "XDG_CONFIG_HOME": str(data_dir / "config")}
+    return Path(render_caddy.root_certificate(str(data_dir)))
 
 
 def _reason(output: str) -> str:

@@ -50,12 +50,16 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 from urllib.parse import urlsplit
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.endpoints import dial_address, host_port
+from inferfleet.render.facts import HostFacts
+from inferfleet.render.frontdoor import FrontLaunch, with_units
+from inferfleet.render.launch_parts import InstallFile
 from inferfleet.render.service_keys import front_variable, keyed
 
 # Copied from the outpost's answer into the request the upstream gets (the outposts'
@@ -357,3 +361,82 @@ def upstream_key_names(fleet: Fleet) -> tuple[str, ...]:
     if proxy is None:
         return ()
     return tuple(front_variable(n) for n in proxy.services if keyed(fleet, n))
+
+
+# ---------------------------------------------------------------- launch
+
+CADDYFILE: Final = "Caddyfile"
+HEALTH_TIMEOUT_S: Final = 60.0  # Caddy starts in well under a second; its local CA at once
+
+
+def server_name(proxy: Proxy) -> str:
+    """The name (or address) its certificate is for."""
+    return proxy.names[0] if proxy.names else proxy.bind
+
+
+def client_url(proxy: Proxy) -> str:
+    """What clients use: https://name:port."""
+    name = server_name(proxy)
+    return f"https://{f'[{name}]' if ':' in name else name}:{proxy.port}"
+
+
+def data_dir(folder: str) -> str:
+    """Caddy's data (local CA, certificates) and config dirs, under the proxy's folder."""
+    return f"{folder}/data"
+
+
+def root_certificate(data: str) -> str:
+    """Where Caddy writes its local CA's root (``tls internal``) under its data dir ``data``:
+    what clients trust."""
+    return f"{data}/caddy/pki/authorities/local/root.crt"
+
+
+def data_env(data: str) -> dict[str, str]:
+    """Caddy keeps certificates and its CA under $XDG_DATA_HOME/caddy, autosaves under
+    $XDG_CONFIG_HOME/caddy: both under the proxy's own data dir, never the user's home."""
+    return {"XDG_DATA_HOME": data, "XDG_CONFIG_HOME": f"{data}/config"}
+
+
+def run_argv(binary: str, config: str) -> list[str]:
+    """Caddy serving ``config`` in the foreground (a supervisor or a test stops it by pid)."""
+    return [binary, "run", "--config", config, "--adapter", "caddyfile"]
+
+
+def proxy_launch(
+    fleet: Fleet, facts: HostFacts, *, folder: str, binary: str, keys_env: str | None
+) -> FrontLaunch:
+    """The auth proxy's launch on its host: the pinned Caddy (``binary``) serving the
+    Caddyfile in ``folder`` (the proxy's folder of the state dir), its data there too.
+
+    ``keys_env``: the key file's absolute path on the host when Caddy reads keys from it.
+    """
+    proxy = fleet.proxy
+    if proxy is None:
+        raise UsageError("the fleet declares no proxy", where="proxy", hint="declare proxy: first")
+    config = f"{folder}/{CADDYFILE}"
+    data = data_dir(folder)
+    launch = FrontLaunch(
+        name="proxy",
+        host=proxy.host,
+        bind=proxy.bind,
+        port=proxy.port,
+        backend=proxy.backend,
+        scope=proxy.scope,
+        argv=run_argv(binary, config),
+        env=data_env(data),
+        keys_env=keys_env,
+        url=client_url(proxy),
+        health_path=HEALTH_PATH,
+        health_timeout=HEALTH_TIMEOUT_S,
+        health_scheme="https",
+        tls_name=server_name(proxy),
+        tls_root=root_certificate(data) if proxy.tls == "internal" else None,
+        files=[InstallFile(config, caddyfile(fleet, proxy.host), "config")],
+        make_dirs=[data],
+    )
+    return with_units(
+        launch,
+        facts,
+        description=f"inferfleet proxy: Caddy on {proxy.bind}:{proxy.port}",
+        volumes=[],
+    )

@@ -25,26 +25,24 @@ authenticated ``/health`` which fronted backends answer.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Final
 
 import yaml
 
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.exposure import url_for
 from inferfleet.fleetfile.fleet import Fleet, Gateway
 from inferfleet.render.clients import NO_KEY, model_entry
 from inferfleet.render.endpoints import dial_address
 from inferfleet.render.exposure import gateway_services, listen_address
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.frontdoor import FrontLaunch, with_units
+from inferfleet.render.launch_parts import InstallFile
 from inferfleet.render.service_keys import front_variable, keyed
-from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 from inferfleet.runtimes.pinned import VENV_PYTHON, package_venv_relpath
 
 NAME: Final = "gateway"  # its record, marker-free state and log are filed under this name
-UNIT: Final = "inferfleet-gateway"
 KIND: Final = "litellm"  # the folder under runtimes/ holding its venv
 MODULE: Final = "litellm.proxy.proxy_cli"
 # LiteLLM's own names: the master key clients send as `Authorization: Bearer ...`.
@@ -58,13 +56,16 @@ MODEL_HEALTH_PATH: Final = "/health"  # authenticated; calls every model: health
 ENGINE_ENV: Final = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_TELEMETRY": "False",
-    "LITELLM_LOG": "INFO",
+    # Warnings and errors only: INFO writes LiteLLM's and uvicorn's access lines per request.
+    "LITELLM_LOG": "WARNING",
+    # LiteLLM builds a new OpenAI client, so a new TLS context, for every streamed
+    # /v1/completions request: from a CA directory (looked up at a handshake) that costs
+    # under 1 ms, from certifi's bundle (parsed each time) 24-42 ms. Backends are plain HTTP.
+    "SSL_CERT_DIR": "/etc/ssl/certs",
     # /health (status' question) waits this long per backend, not LiteLLM's default minute.
     "HEALTH_CHECK_TIMEOUT_SECONDS": "5",
 }
-STOP_GRACE_S: Final = 10.0
 CONTAINER_CONFIG: Final = "/etc/litellm/config.yaml"  # where a Quadlet gateway reads it
-DIGEST_VERSION: Final = 1
 
 
 def required(fleet: Fleet) -> Gateway:
@@ -163,68 +164,6 @@ def config_yaml(fleet: Fleet) -> str:
 # ---------------------------------------------------------------- launch
 
 
-@dataclass(frozen=True)
-class InstallFile:
-    path: str
-    content: str
-    kind: str  # config | systemd | quadlet
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.content.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class GatewayLaunch:
-    """What runs for the gateway on its host, and the one digest of it."""
-
-    host: str
-    bind: str
-    port: int
-    backend: str  # process | systemd
-    scope: str
-    argv: list[str]
-    env: dict[str, str]  # besides keys_env's values, which the backend adds at start
-    keys_env: str  # the untracked env file holding the keys (absolute, on the host)
-    config_path: str
-    files: list[InstallFile] = field(default_factory=list)
-    health_timeout: float = 120.0
-    image: str | None = None  # backend quadlet: LiteLLM's image, by digest
-
-    @property
-    def unit_name(self) -> str:
-        """The systemd unit that runs it (Quadlet generates it from the .container file)."""
-        return f"{UNIT}.service"
-
-    @property
-    def config(self) -> InstallFile:
-        return next(f for f in self.files if f.kind == "config")
-
-    @property
-    def unit_file(self) -> InstallFile | None:
-        return next((f for f in self.files if f.kind in {"systemd", "quadlet"}), None)
-
-    @property
-    def url(self) -> str:
-        return f"http://{_client_host(self.bind)}:{self.port}"
-
-    def spec(self, keys_digest: str = "") -> str:
-        """argv, env, files and the keys file's digest (a changed key restarts it)."""
-        data = {
-            "version": DIGEST_VERSION,
-            "argv": self.argv,
-            "env": self.env,
-            "files": sorted((f.path, f.sha256) for f in self.files),
-            "keys": keys_digest,
-        }
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def _client_host(bind: str) -> str:
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind, bind)
-    return f"[{host}]" if ":" in host else host
-
-
 def venv_relpath(gateway: Gateway) -> PurePosixPath:
     engine = gateway.engine
     return package_venv_relpath(
@@ -249,7 +188,7 @@ def config_dir(facts: HostFacts, gateway: Gateway) -> str:
     return f"{facts.config_dir(scope)}/gateway"
 
 
-def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None) -> GatewayLaunch:
+def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None) -> FrontLaunch:
     """The gateway's launch on its host (facts: that host's paths).
 
     ``folder``: where its config goes, when not the default (:func:`config_dir`): a
@@ -266,8 +205,8 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None)
     else:
         python = f"{facts.cache_dir}/{venv_relpath(gateway) / VENV_PYTHON}"
         argv = [python, "-m", MODULE, "--config", config_path, *listen]
-    files = [InstallFile(config_path, config_yaml(fleet), "config")]
-    launch = GatewayLaunch(
+    launch = FrontLaunch(
+        name=NAME,
         host=gateway.host,
         bind=gateway.bind,
         port=gateway.port,
@@ -276,18 +215,18 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None)
         argv=argv,
         env=dict(ENGINE_ENV),
         keys_env=keys_path(gateway, facts),
-        config_path=config_path,
-        files=files,
+        url=url_for(gateway.bind, gateway.port, ""),
+        health_path=READINESS_PATH,
         health_timeout=float(gateway.health_timeout),
+        files=[InstallFile(config_path, config_yaml(fleet), "config")],
         image=gateway.engine.image,
     )
-    if gateway.backend == "systemd":
-        unit_path = _unit_path(facts, gateway.scope)
-        files.append(InstallFile(unit_path, systemd_unit(launch, facts).text(), "systemd"))
-    elif gateway.backend == "quadlet":
-        path = f"{_quadlet_dir(facts, gateway.scope)}/{UNIT}.container"
-        files.append(InstallFile(path, quadlet_unit(launch).text(), "quadlet"))
-    return launch
+    return with_units(
+        launch,
+        facts,
+        description=f"inferfleet gateway: LiteLLM proxy on {gateway.bind}:{gateway.port}",
+        volumes=[f"{config_path}:{CONTAINER_CONFIG}:ro"],
+    )
 
 
 def keys_path(gateway: Gateway, facts: HostFacts) -> str:
@@ -308,77 +247,3 @@ def key_file_path(value: str, facts: HostFacts, *, where: str) -> str:
             hint="give an absolute path or ~/..., e.g. ~/.config/inferfleet/secrets/gateway.env",
         )
     return path
-
-
-def _quadlet_dir(facts: HostFacts, scope: str) -> str:
-    if scope == "system":
-        return "/etc/containers/systemd"
-    return f"{facts.home}/.config/containers/systemd"
-
-
-def quadlet_unit(launch: GatewayLaunch) -> UnitFile:
-    """A Quadlet ``.container``: LiteLLM's image by digest (L-42) on the host's network, so it
-    binds the gateway's address itself and reaches loopback services as the process does;
-    the config mounted read-only; the keys from the env file (L-55); a fixed container name
-    that Quadlet replaces (L-36); restarted always and enabled at boot (L-38)."""
-    assert launch.image is not None
-    unit = UnitFile()
-    unit.add(
-        "Unit",
-        "Description",
-        escape_value(f"inferfleet gateway: LiteLLM proxy on {launch.bind}:{launch.port}"),
-    )
-    unit.add("Unit", "StartLimitIntervalSec", 0)
-    c = "Container"
-    unit.add(c, "ContainerName", UNIT)
-    unit.add(c, "Image", launch.image)
-    unit.add(c, "Pull", "missing")
-    unit.add(c, "Exec", command_line(launch.argv))
-    unit.add(c, "Network", "host")
-    unit.add(c, "Volume", escape_value(f"{launch.config_path}:{CONTAINER_CONFIG}:ro"))
-    for key, value in launch.env.items():
-        unit.add(c, "Environment", command_line([f"{key}={value}"]))
-    unit.add(c, "EnvironmentFile", escape_value(launch.keys_env))
-    unit.add(c, "StopTimeout", f"{STOP_GRACE_S:g}")
-    unit.add("Service", "Restart", "always")
-    unit.add("Service", "RestartSec", "5s")
-    unit.add("Service", "TimeoutStartSec", f"{launch.health_timeout + 60:g}s")
-    unit.add("Service", "TimeoutStopSec", f"{STOP_GRACE_S + 15:g}s")
-    target = "multi-user.target" if launch.scope == "system" else "default.target"
-    unit.add("Install", "WantedBy", target)
-    return unit
-
-
-def _unit_path(facts: HostFacts, scope: str) -> str:
-    if scope == "system":
-        return f"/etc/systemd/system/{UNIT}.service"
-    return f"{facts.home}/.config/systemd/user/{UNIT}.service"
-
-
-def systemd_unit(launch: GatewayLaunch, facts: HostFacts) -> UnitFile:
-    """The gateway's systemd unit: the venv's Python, keys from the env file (L-06, L-55)."""
-    unit = UnitFile()
-    unit.add(
-        "Unit",
-        "Description",
-        escape_value(f"inferfleet gateway: LiteLLM proxy on {launch.bind}:{launch.port}"),
-    )
-    unit.add("Unit", "After", "network-online.target")
-    unit.add("Unit", "Wants", "network-online.target")
-    unit.add("Unit", "StartLimitIntervalSec", 0)  # never give up restarting (L-38)
-    unit.add("Service", "Type", "exec")
-    if launch.scope == "system":
-        unit.add("Service", "User", facts.user)
-    for key, value in launch.env.items():
-        unit.add("Service", "Environment", escape_value(f"{key}={value}"))
-    # Required (no "-"): without its keys the gateway would start open or not at all.
-    unit.add("Service", "EnvironmentFile", escape_value(launch.keys_env))
-    unit.add("Service", "ExecStart", command_line(launch.argv))
-    unit.add("Service", "Restart", "always")
-    unit.add("Service", "RestartSec", "5s")
-    unit.add("Service", "TimeoutStartSec", f"{launch.health_timeout + 60:g}s")
-    unit.add("Service", "TimeoutStopSec", f"{STOP_GRACE_S + 15:g}s")
-    unit.add("Service", "LimitNOFILE", 65536)
-    target = "multi-user.target" if launch.scope == "system" else "default.target"
-    unit.add("Install", "WantedBy", target)
-    return unit

@@ -31,24 +31,13 @@ from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
+from inferfleet.render.launch_parts import UNIT_KINDS, InstallFile, passed_from_caller
 from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.render.systemd import podman_run
 
-UNIT_KINDS = {"systemd", "quadlet"}
 # The version of the digest's definition: a record written under another one
 # is restarted once rather than compared field by field.
 DIGEST_VERSION = 2
-
-
-@dataclass(frozen=True)
-class InstallFile:
-    path: str  # absolute path on the host
-    content: str
-    kind: str  # env | preset | systemd | quadlet
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.content.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -81,6 +70,33 @@ class ServiceLaunch:
     @property
     def backend(self) -> str:
         return self.service.backend
+
+    # Where it listens and answers health: the names a front door's launch has too
+    # (:class:`inferfleet.render.frontdoor.FrontLaunch`), so one executor runs both.
+    @property
+    def bind(self) -> str:
+        return self.service.bind
+
+    @property
+    def port(self) -> int:
+        return self.service.port
+
+    @property
+    def health_path(self) -> str:
+        return self.service.health.path
+
+    @property
+    def health_timeout(self) -> float:
+        return self.service.health.timeout
+
+    @property
+    def health_url(self) -> str:
+        return self.service.url(self.service.health.path)
+
+    @property
+    def marked(self) -> bool:
+        """Its deploy ends with a marker of the revision (L-41)."""
+        return True
 
     @property
     def scope(self) -> str:
@@ -132,15 +148,8 @@ class ServiceLaunch:
         return env
 
 
-# What a process-backend server inherits from whoever runs `up` or `apply`.
-PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "TZ"})
-PASSED_ENV_PREFIXES = ("LC_",)
 # What podman itself reads, passed to a process-backend container's podman only.
 PODMAN_ENV = ("CONTAINERS_", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
-
-
-def passed_from_caller(name: str) -> bool:
-    return name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)
 
 
 def service_launch(

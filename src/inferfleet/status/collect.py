@@ -37,11 +37,10 @@ from inferfleet.status import revisions
 from inferfleet.status.bench import BenchIndex, BenchReader
 from inferfleet.status.combine import Local, host_row, host_unreachable, service_row
 from inferfleet.status.endpoint import Reading, read
-from inferfleet.status.gateway import GatewayRow, master_key, read_gateway
+from inferfleet.status.frontdoor import FrontRow, master_key, proxy_key, read_gateway, read_proxy
 from inferfleet.status.group import member_states
 from inferfleet.status.group import summary as group_summary
 from inferfleet.status.model import FleetStatus, ServiceRow
-from inferfleet.status.proxy import ProxyRow, proxy_key, read_proxy
 from inferfleet.status.revisions import HostView, RepoState
 
 MAX_WORKERS = 16
@@ -110,8 +109,8 @@ class Collector:
             locals_ = {n: pool.submit(self._local, n) for n in services if self._is_local(n)}
             groups = {n: pool.submit(self._members, n) for n in services if n in fleet.groups}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
-            front: Future[GatewayRow | None] = pool.submit(self._gateway)
-            door: Future[ProxyRow | None] = pool.submit(self._proxy)
+            front: Future[FrontRow | None] = pool.submit(self._gateway)
+            door: Future[FrontRow | None] = pool.submit(self._proxy)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
@@ -291,14 +290,14 @@ class Collector:
         aliases = [s.model_id(n) for n, s in members(fleet, name).items()]
         return member_states(base_url(self.loaded, name), aliases, self.options.timeout)
 
-    def _gateway(self) -> GatewayRow | None:
-        """The front door's row: asked of LiteLLM itself (status.gateway)."""
+    def _gateway(self) -> FrontRow | None:
+        """The front door's row: asked of LiteLLM itself (status.frontdoor)."""
         if self.loaded.fleet.gateway is None:
             return None
         with http.client(timeout=self.options.timeout) as client:
             return read_gateway(self.loaded, client, master_key(self.loaded))
 
-    def _proxy(self) -> ProxyRow | None:
+    def _proxy(self) -> FrontRow | None:
         """The auth proxy's row: Caddy's own /healthz, then its upstreams through it."""
         if self.loaded.fleet.proxy is None:
             return None

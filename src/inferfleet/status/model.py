@@ -17,8 +17,7 @@ from inferfleet.documents import (
     document_of,
 )
 from inferfleet.status.bench import BenchFigures
-from inferfleet.status.gateway import GatewayRow
-from inferfleet.status.proxy import ProxyRow
+from inferfleet.status.frontdoor import FrontRow
 
 SCHEMA: Final[Literal["inferfleet.status/v2"]] = "inferfleet.status/v2"
 
@@ -136,8 +135,8 @@ class FleetStatus:
     hosts: list[HostRow]
     services: list[ServiceRow]
     notes: list[str] = field(default_factory=list)
-    gateway: GatewayRow | None = None
-    proxy: ProxyRow | None = None
+    gateway: FrontRow | None = None
+    proxy: FrontRow | None = None
 
     def problems(self) -> list[ServiceRow]:
         return [row for row in self.services if row.problem]
@@ -166,9 +165,9 @@ class FleetStatus:
             notes=list(self.notes),
         )
         if self.gateway is not None:
-            doc["gateway"] = self.gateway.to_json()
+            doc["gateway"] = self.gateway.gateway_json()
         if self.proxy is not None:
-            doc["proxy"] = self.proxy.to_json()
+            doc["proxy"] = self.proxy.proxy_json()
         if version is not None:
             doc["inferfleet"] = version
         return doc

@@ -8,9 +8,8 @@ from __future__ import annotations
 from inferfleet.fleetfile.quantities import format_duration
 from inferfleet.output import Col, Column, Output, esc
 from inferfleet.status.bench import BenchFigures
-from inferfleet.status.gateway import GatewayRow
+from inferfleet.status.frontdoor import FrontRow
 from inferfleet.status.model import FleetStatus, Revision, ServiceRow
-from inferfleet.status.proxy import ProxyRow
 
 STATE_STYLE = {
     "healthy": "green",
@@ -132,25 +131,19 @@ def service_cells(row: ServiceRow) -> list[str]:
 GATEWAY_STYLE = {"healthy": "green", "degraded": "red", "down": "red", "unhealthy": "red"}
 
 
-def gateway_table(out: Output, row: GatewayRow) -> None:
-    """The front door: its state, and each fronted backend as LiteLLM reaches it."""
-    _front_table(out, "gateway", "backends", row, row.backends)
+# What a front-door part reaches behind it, as its column is named.
+BEHIND = {"gateway": "backends", "proxy": "upstreams"}
 
 
-def proxy_table(out: Output, row: ProxyRow) -> None:
-    """The auth proxy: its state, and each upstream as reached through it."""
-    _front_table(out, "proxy", "upstreams", row, row.upstreams)
-
-
-def _front_table(
-    out: Output, what: str, behind: str, row: GatewayRow | ProxyRow, reached: dict[str, str]
-) -> None:
-    """One front-door row (the gateway's or the proxy's) and what it reaches, by state."""
+def front_table(out: Output, row: FrontRow) -> None:
+    """One front-door part (the gateway or the auth proxy): its state, and what it reaches
+    behind it (the gateway's backends as LiteLLM reaches them, the proxy's upstreams as
+    reached through it), by state."""
     reach = ", ".join(
-        _styled(name, "green" if state == "ok" else "red") for name, state in reached.items()
+        _styled(name, "green" if state == "ok" else "red") for name, state in row.reached.items()
     )
     cells = [
-        what,
+        row.name,
         esc(row.host),
         _styled(row.state, GATEWAY_STYLE.get(row.state, "red")),
         "-" if row.pid is None else str(row.pid),
@@ -158,9 +151,9 @@ def _front_table(
         reach or "-",
         esc(row.url),
     ]
-    out.table(None, [what, "host", "health", "pid", "engine", behind, "url"], [cells])
+    out.table(None, [row.name, "host", "health", "pid", "engine", BEHIND[row.name], "url"], [cells])
     if row.detail:
-        out.line(f"  {what}: {esc(row.detail)}")
+        out.line(f"  {row.name}: {esc(row.detail)}")
 
 
 def show(out: Output, status: FleetStatus) -> None:
@@ -186,9 +179,8 @@ def show(out: Output, status: FleetStatus) -> None:
         for h in status.hosts
     ]
     out.table(None, HOST_COLUMNS, host_rows)
-    if status.gateway is not None:
-        gateway_table(out, status.gateway)
-    if status.proxy is not None:
-        proxy_table(out, status.proxy)
+    for front in (status.gateway, status.proxy):
+        if front is not None:
+            front_table(out, front)
     for note in status.notes:
         out.line(f"[dim]{esc(note)}[/dim]")
