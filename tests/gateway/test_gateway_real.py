@@ -3,7 +3,7 @@
 One module-scoped fleet (two cores are shared): the Gemma 3 270M test model
 served twice, under two aliases with different per-slot windows
 (``gemma3-270m``: 4096 x 2, ``gemma3-270m-wide``: 8192 x 1), brought up by
-``up`` (``local.up`` for the services, then ``local.up_gateway``) with the
+``up`` (``local.up`` for the services, then ``local.up_front``) with the
 pinned LiteLLM that inferfleet's own installer put in the runtime cache.
 Every process is stopped by its recorded pid at the end (L-43). Loopback only.
 

@@ -3,8 +3,8 @@
 One module-scoped fleet (two cores are shared): the Gemma 3 270M test model
 on a real llama-server, the pinned LiteLLM gateway in front of it, and the
 pinned Caddy (bearer auth, ``tls internal``) in front of the gateway, all on
-loopback, brought up as ``up`` does (``local.up``, ``local.up_gateway``,
-``local.up_proxy``). Clients trust only the root of Caddy's local CA, read
+loopback, brought up as ``up`` does (``local.up``, then ``local.up_front`` for
+the gateway and the proxy). Clients trust only the root of Caddy's local CA, read
 from its data dir in the state dir. Every process is stopped by its recorded
 pid at the end (L-43); the last test is ``down`` itself.
 """
