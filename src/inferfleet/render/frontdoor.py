@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 from inferfleet.fleetfile.exposure import url_for
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.launch_parts import UNIT_KINDS, InstallFile, passed_from_caller
+from inferfleet.render.launch_parts import InstallFile, UnitParts, passed_from_caller
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ PRIVILEGED_PORT: Final = 1024
 
 
 @dataclass(frozen=True)
-class FrontLaunch:
+class FrontLaunch(UnitParts):
     """What runs for one front-door part on its host, and the one digest of it."""
 
     name: str  # gateway | proxy: its record, unit (inferfleet-NAME) and log are filed under it
@@ -73,15 +73,6 @@ class FrontLaunch:
     @property
     def unit(self) -> str:
         return f"inferfleet-{self.name}"
-
-    @property
-    def service_unit(self) -> str:
-        """The systemd unit that runs it (Quadlet generates it from the .container file)."""
-        return f"{self.unit}.service"
-
-    @property
-    def unit_file(self) -> InstallFile | None:
-        return next((f for f in self.files if f.kind in UNIT_KINDS), None)
 
     def file(self, kind: str) -> InstallFile:
         return next(f for f in self.files if f.kind == kind)

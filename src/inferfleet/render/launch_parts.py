@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Protocol
 
 UNIT_KINDS = {"systemd", "quadlet"}
 
@@ -27,3 +28,24 @@ PASSED_ENV_PREFIXES = ("LC_",)
 
 def passed_from_caller(name: str) -> bool:
     return name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)
+
+
+class _Installed(Protocol):
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def files(self) -> list[InstallFile]: ...
+
+
+class UnitParts:
+    """What a launch (a service's, a front door's) derives from its unit name and files."""
+
+    @property
+    def service_unit(self: _Installed) -> str:
+        """The systemd unit that runs it (Quadlet generates ``NAME.service`` from the file)."""
+        return f"{self.unit}.service"
+
+    @property
+    def unit_file(self: _Installed) -> InstallFile | None:
+        return next((f for f in self.files if f.kind in UNIT_KINDS), None)

@@ -31,7 +31,7 @@ from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
-from inferfleet.render.launch_parts import UNIT_KINDS, InstallFile, passed_from_caller
+from inferfleet.render.launch_parts import UNIT_KINDS, InstallFile, UnitParts, passed_from_caller
 from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.render.systemd import podman_run
 
@@ -51,7 +51,7 @@ class ModelFileRef:
 
 
 @dataclass(frozen=True)
-class ServiceLaunch:
+class ServiceLaunch(UnitParts):
     name: str
     host: str
     service: Service
@@ -101,15 +101,6 @@ class ServiceLaunch:
     @property
     def scope(self) -> str:
         return self.service.unit.scope
-
-    @property
-    def service_unit(self) -> str:
-        """The systemd unit that runs it (Quadlet generates ``NAME.service`` from the file)."""
-        return f"{self.unit}.service"
-
-    @property
-    def unit_file(self) -> InstallFile | None:
-        return next((f for f in self.files if f.kind in UNIT_KINDS), None)
 
     @property
     def spec(self) -> str:
