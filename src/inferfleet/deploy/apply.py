@@ -369,13 +369,13 @@ def _gateway_step(
     """
     if options.dry_run or result.failed is not None or options.services:
         return
+    here = [name for name, host in at.fleet.front_door.items() if host == options.host]
+    if not here:
+        return  # a host without a front door loads none of its machinery
     from inferfleet.deploy import frontdoor
     from inferfleet.deploy.facts import host_facts
 
-    here = [
-        n for n in frontdoor.declared(at.fleet) if frontdoor.host_of(at.fleet, n) == options.host
-    ]
-    for name in here:  # a host without a front door loads none of its machinery
+    for name in here:
         started = time.monotonic()
 
         def note(text: str, kind: str = name) -> None:

@@ -56,7 +56,6 @@ from inferfleet.render.service_keys import front_variable, keyed
 Note = Callable[[str], None]
 GATEWAY = render_gateway.NAME
 PROXY = "proxy"
-PARTS = (GATEWAY, PROXY)  # the order they deploy in: the proxy fronts the gateway
 KEY_PREFIX = "sk-"
 ProxyKeysError = caddy_tool.ProxyKeysError
 
@@ -76,17 +75,6 @@ class FrontResult:
     reason: str = ""
     root: str = ""  # the proxy's local CA root clients trust (tls internal), else ""
     unhealthy_backends: list[str] = field(default_factory=list)  # the gateway's, at start
-
-
-def declared(fleet: Fleet) -> list[str]:
-    """The front-door parts the fleet declares, in the order they deploy."""
-    return [p for p, part in ((GATEWAY, fleet.gateway), (PROXY, fleet.proxy)) if part is not None]
-
-
-def host_of(fleet: Fleet, name: str) -> str:
-    part = fleet.gateway if name == GATEWAY else fleet.proxy
-    assert part is not None
-    return part.host
 
 
 # ---------------------------------------------------------------- keys

@@ -368,14 +368,8 @@ def host_lock(loaded: LoadedFleet, host: str, state_dir: Path) -> Iterator[HostL
 
 def front_here(loaded: LoadedFleet) -> list[str]:
     """The front-door parts (gateway, proxy) this machine runs, in the order they deploy."""
-    from inferfleet.deploy import frontdoor
-
-    fleet = loaded.fleet
-    return [
-        name
-        for name in frontdoor.declared(fleet)
-        if fleet.hosts[(host := frontdoor.host_of(fleet, name))].is_local(host)
-    ]
+    hosts = loaded.fleet.hosts
+    return [name for name, host in loaded.fleet.front_door.items() if hosts[host].is_local(host)]
 
 
 def up_front(loaded: LoadedFleet, name: str, hooks: Hooks) -> FrontResult | None:
@@ -386,7 +380,7 @@ def up_front(loaded: LoadedFleet, name: str, hooks: Hooks) -> FrontResult | None
     if name not in front_here(loaded):
         return None
     fleet = loaded.fleet
-    host = frontdoor.host_of(fleet, name)
+    host = fleet.front_door[name]
     state_dir = paths.state_dir(fleet.hosts[host])
     with host_lock(loaded, host, state_dir) as lock:
         lock.acquire(f"up of the {name}", wait=SERVICE_LOCK_WAIT_S, on_wait=hooks.note)
@@ -408,7 +402,7 @@ def down_front(loaded: LoadedFleet, name: str, *, grace: float = 10.0) -> StopRe
 
     if name not in front_here(loaded):
         return None
-    host = frontdoor.host_of(loaded.fleet, name)
+    host = loaded.fleet.front_door[name]
     return frontdoor.stop(paths.state_dir(loaded.fleet.hosts[host]), name, grace=grace)
 
 

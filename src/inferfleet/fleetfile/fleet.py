@@ -626,6 +626,13 @@ class Fleet(Strict):
             runtime.source._backend = backend_vars(devices)
         return self
 
+    @property
+    def front_door(self) -> dict[str, str]:
+        """The front-door parts it declares, ``gateway`` then ``proxy`` (the order they
+        deploy in: the proxy fronts the gateway), each with its host."""
+        parts = (("gateway", self.gateway), ("proxy", self.proxy))
+        return {name: part.host for name, part in parts if part is not None}
+
     def runtime_hosts(self, runtime: str) -> list[str]:
         """The hosts that run ``runtime``: its services' hosts and their RPC workers' hosts."""
         hosts: set[str] = set()
