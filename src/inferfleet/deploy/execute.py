@@ -299,10 +299,10 @@ def _run_actions(
     ran: Ran,
     writer: archived.Restorer,
 ) -> None:
+    service = desired if isinstance(desired, ServiceLaunch) else None  # None: a front door
     for action in actions:
         _step(ctx, action)
         kind = action.kind
-        service = desired if isinstance(desired, ServiceLaunch) else None  # not a front door
         if kind in {"start", "restart"} and service is not None and service.service.rpc:
             _workers_answer(ctx, service)  # after the old server let go of them
         if kind in {"write-settings", "install"} and replaced:
@@ -358,14 +358,14 @@ def _run_actions(
             ran.verdict = _contract(ctx, desired)
         elif kind == "verify":
             _verify_running(ctx, desired)
-            recorded = ctx.markers.read(desired.name) if desired.marked else None
-            if isinstance(desired, ServiceLaunch) and recorded and recorded.contract_failing:
+            recorded = None if service is None else ctx.markers.read(service.name)
+            if service is not None and recorded is not None and recorded.contract_failing:
                 # Kept as it runs, but not fine: probed again, so an apply can turn it green.
-                ran.verdict = run_contract(ctx, desired)
-        elif kind == "marker" and isinstance(desired, ServiceLaunch):
+                ran.verdict = run_contract(ctx, service)
+        elif kind == "marker" and service is not None:
             _record(
                 ctx,
-                desired,
+                service,
                 ctx.at.inputs[desired.name],
                 ran.health_s,
                 ran.verdict,

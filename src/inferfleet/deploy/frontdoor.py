@@ -337,26 +337,20 @@ def deploy(
         action, reason = "restarted", "spec changed" if changed else "it was not healthy"
     else:
         action, reason = "started", ""
-    running = decide(
-        gather(
-            name,
-            facts,
-            state_dir,
-            None,
-            endpoint=(launch.bind, launch.port, launch.health_path),
-            become=ctx.become("system"),
-            tls=tls,
-        )
-    )
+    # Who runs it now: the recorded process (started or kept), or the unit's main process.
     healthy_s = None if ran.health_s is None else round(ran.health_s, 3)
-    if healthy_s is None and launch.backend == "process":
+    if launch.backend == "process":
         record = ProcessBackend(state_dir).records.read(name)
-        healthy_s = None if record is None else record.healthy_after_s
+        pid = None if record is None else record.pid
+        if healthy_s is None and record is not None:
+            healthy_s = record.healthy_after_s
+    else:
+        pid = ctx.systemctl(launch.scope).show(launch.service_unit).main_pid or None
     return FrontResult(
         name,
         action,
         launch.url + "/v1" if name == GATEWAY else launch.url,
-        running.pid,
+        pid,
         launch.engine,
         healthy_s,
         reason,

@@ -389,7 +389,6 @@ def up_front(loaded: LoadedFleet, name: str, hooks: Hooks) -> FrontResult | None
             host_facts(loaded.root),
             state_dir,
             name,
-            at=fleet_here(loaded),
             root=loaded.root,
             note=hooks.note,
             on_state=hooks.health_state,

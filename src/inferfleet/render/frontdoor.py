@@ -19,14 +19,13 @@ key restarts the unit too.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from inferfleet.fleetfile.exposure import url_for
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.launch_parts import InstallFile, UnitParts, passed_from_caller
+from inferfleet.render.launch_parts import InstallFile, UnitParts, launch_digest, passed_from_caller
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 
 if TYPE_CHECKING:
@@ -94,15 +93,10 @@ class FrontLaunch(UnitParts):
     @property
     def spec(self) -> str:
         """argv, env, files, health and the keys' digest: a change of any restarts it."""
-        data = {
-            "version": DIGEST_VERSION,
-            "argv": self.argv,
-            "env": self.env,
-            "files": sorted((f.path, f.sha256) for f in self.files),
-            "health": self.health_path,
-            "keys": self.keys_digest,
-        }
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        return launch_digest(
+            DIGEST_VERSION, self.argv, self.env, self.files, self.health_path,
+            keys=self.keys_digest,
+        )  # fmt: skip
 
     def process_env(self, base: Mapping[str, str]) -> dict[str, str]:
         """A process's environment: what any program needs from the caller, its keys, its own."""

@@ -4,6 +4,8 @@ it, and what of the caller's environment a process started for it inherits."""
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +21,27 @@ class InstallFile:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+def launch_digest(
+    version: int,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    files: Sequence[InstallFile],
+    health: str,
+    **more: object,
+) -> str:
+    """The one digest of a launch: argv, env, the installed files' digests and the health
+    route (with what else defines it, ``more``): a change of any restarts what runs."""
+    data = {
+        "version": version,
+        "argv": list(argv),
+        "env": dict(env),
+        "files": sorted((f.path, f.sha256) for f in files),
+        "health": health,
+        **more,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 # What a process-backend server inherits from whoever runs `up` or `apply`.

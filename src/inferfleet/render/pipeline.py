@@ -13,8 +13,6 @@ facts: ``render`` writes the same bytes that ``apply`` installs.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,13 @@ from inferfleet.render.bundle import service_artifacts
 from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, unit_name
 from inferfleet.render.launch import resolve
-from inferfleet.render.launch_parts import UNIT_KINDS, InstallFile, UnitParts, passed_from_caller
+from inferfleet.render.launch_parts import (
+    UNIT_KINDS,
+    InstallFile,
+    UnitParts,
+    launch_digest,
+    passed_from_caller,
+)
 from inferfleet.render.rpc import rpc_launch_args
 from inferfleet.render.systemd import podman_run
 
@@ -105,15 +109,10 @@ class ServiceLaunch(UnitParts):
     @property
     def spec(self) -> str:
         """The one digest of everything that defines the running service."""
-        data = {
-            "version": DIGEST_VERSION,
-            "argv": self.argv,
-            "env": self.env,
-            "files": sorted((f.path, f.sha256) for f in self.files),
-            "models": sorted((m.model, m.path, m.size, m.sha256 or "") for m in self.model_files),
-            "health": self.service.health.path,
-        }
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        models = sorted((m.model, m.path, m.size, m.sha256 or "") for m in self.model_files)
+        return launch_digest(
+            DIGEST_VERSION, self.argv, self.env, self.files, self.health_path, models=models
+        )
 
     def process_env(
         self, base: Mapping[str, str], secrets: Mapping[str, str] | None = None
