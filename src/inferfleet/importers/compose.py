@@ -21,11 +21,13 @@ from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.container import (
     ContainerSpec,
+    Published,
     Volume,
     entrypoint_of,
     parse_publish,
     parse_volume,
     read_container,
+    take_entry,
 )
 from inferfleet.importers.llamacpp import model_name
 from inferfleet.importers.result import Imported, Where
@@ -116,17 +118,11 @@ def _one(
         if len(files) > 1:
             out.problem(at("env_file"), "more than one env_file: a service reads one secrets_env")
     for item in body.get("volumes") or []:
-        volume = _volume(item)
-        if volume is None:
-            out.note(at("volumes"), f"services.{name}.volumes: {item!r} has no host path; left out")
-        else:
-            spec.volumes.append(volume)
+        why = f"services.{name}.volumes: {item!r} has no host path; left out"
+        take_entry(_volume(item), spec.volumes, out.note, at("volumes"), why)
     for item in body.get("ports") or []:
-        published = _port(item)
-        if published is None:
-            out.problem(at("ports"), f"services.{name}.ports: {item!r} is not [IP:]HOST:CONTAINER")
-        else:
-            spec.publish.append(published)
+        why = f"services.{name}.ports: {item!r} is not [IP:]HOST:CONTAINER"
+        take_entry(_port(item), spec.publish, out.problem, at("ports"), why)
     for item in body.get("devices") or []:
         spec.devices.append(str(item).split(":", 1)[0])
     spec.devices += _gpus(body.get("deploy"))
@@ -154,7 +150,7 @@ def _volume(item: Any) -> Volume | None:
     return parse_volume(str(item))
 
 
-def _port(item: Any) -> tuple[str | None, int, int] | None:
+def _port(item: Any) -> Published | None:
     if isinstance(item, dict):
         try:
             inside = int(item["target"])

@@ -14,9 +14,10 @@ fleet states why, L-58); devices and the user carry over.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
@@ -28,6 +29,8 @@ LLAMA_CPP_ENTRYPOINT = "/app/llama-server"
 VLLM_ENTRYPOINT = ("vllm", "serve")
 _PATH_FLAGS = {"-m", "--model", "--model-path", "--mmproj", "-mm", "--chat-template-file"}
 _LOOPBACK = "127.0.0.1"
+Published = tuple[str | None, int, int]  # ip, host port, port inside
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,22 @@ class ContainerSpec:
     env: list[EnvItem] = field(default_factory=list)
     env_file: str | None = None
     volumes: list[Volume] = field(default_factory=list)
-    publish: list[tuple[str | None, int, int]] = field(default_factory=list)  # ip, host, inside
+    publish: list[Published] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     user: str | None = None
     host_network: bool = False
     shm_size: str | None = None  # podman's and compose's SIZE: 16g, 512m, bytes
+
+
+def take_entry(
+    found: T | None, into: list[T], left_out: Callable[[Where, str], None], at: Where, why: str
+) -> None:
+    """A volume or published port of the container as read, or ``why`` not (a note or a
+    problem, by what leaving it out changes)."""
+    if found is None:
+        left_out(at, why)
+    else:
+        into.append(found)
 
 
 def entrypoint_of(spec: ContainerSpec) -> list[str] | None:
@@ -123,12 +137,11 @@ def read_container(
     source = Source(
         spec.name, words, where, env=spec.env, image=spec.image, secrets_file=spec.env_file
     )
-    read = read_service(out, source, host_name=host_name, host=host)
-    if read is None:
+    service = read_service(out, source, host_name=host_name, host=host)
+    if service is None:
         return
-    service, mapped = read
     service.original = original
-    block = service.block
+    block, ex = service.block, service.explained
     block["backend"] = "quadlet"
     inside_port = block.pop("port")
     container: dict[str, Any] = {}
@@ -139,10 +152,14 @@ def read_container(
         if bind is not None:
             block["bind"] = bind
     else:
-        _published(spec, inside_port, block, container, out)
-        mapped.explained["--host"] = "inside the container: every address; published on the bind"
+        outside = _published(spec, inside_port, out)
+        if outside is not None:
+            block["port"] = outside
+            if outside != inside_port:
+                container["port"] = inside_port
+        ex["--host"] = "inside the container: every address; published on the bind"
     for flag in ("--model", "--mmproj", "--chat-template-file"):  # --model-path is --model
-        mapped.explained[flag] = "the fleet mounts the file's folder at its own place (/models/...)"
+        ex[flag] = "the fleet mounts the file's folder at its own place (/models/...)"
     if spec.devices:
         container["devices"] = spec.devices
     if spec.user is not None:
@@ -170,13 +187,8 @@ def read_container(
     out.services[spec.name] = service
 
 
-def _published(
-    spec: ContainerSpec,
-    inside_port: int,
-    block: dict[str, Any],
-    container: dict[str, Any],
-    out: Imported,
-) -> None:
+def _published(spec: ContainerSpec, inside_port: int, out: Imported) -> int | None:
+    """The host port that publishes the server's port; None (a problem) when none does."""
     match = [p for p in spec.publish if p[2] == inside_port]
     if not match:
         out.problem(
@@ -184,23 +196,15 @@ def _published(
             f"{spec.name}: the server's port {inside_port} is not published",
             f"publish it (PublishPort= / ports:), e.g. 127.0.0.1:{inside_port}:{inside_port}",
         )
-        return
+        return None
     ip, outside, _ = match[0]
-    block["port"] = outside
-    if outside != inside_port:
-        container["port"] = inside_port
-    if ip not in (None, _LOOPBACK):
+    if ip != _LOOPBACK:
         out.note(
             spec.where,
             f"{spec.name}: published on {ip or 'every address'}; the fleet publishes on "
             f"{_LOOPBACK} unless the service's exposure says why (L-58)",
         )
-    elif ip is None:
-        out.note(
-            spec.where,
-            f"{spec.name}: published on every address; the fleet publishes on {_LOOPBACK} "
-            "unless the service's exposure says why (L-58)",
-        )
+    return outside
 
 
 _SIZE = re.compile(r"^(\d+)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
@@ -215,7 +219,7 @@ def shm_size(text: str) -> str | None:
     return match[1] + _UNITS[match[2].lower()]
 
 
-def parse_publish(text: str) -> tuple[str | None, int, int] | None:
+def parse_publish(text: str) -> Published | None:
     """``[IP:]HOST:CONTAINER[/tcp]`` or ``CONTAINER`` (podman and compose short syntax)."""
     text = text.split("/", 1)[0]
     ip: str | None = None

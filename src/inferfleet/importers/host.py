@@ -275,16 +275,11 @@ def _one(
                 f"{name}: the process has {env} in its environment (value not read): declare "
                 "it in env, runtime_env or the secrets_env file",
             )
-    read = read_service(
-        out,
-        # The binary is on the host, not here: its pins come from `runtime pin` there.
-        Source(name, proc.argv, where, size_of=size_of, files_of=files_of, local=False),
-        host_name=host_name,
-        host=host,
-    )
-    if read is None:
+    # The binary is on the host, not here: its pins come from `runtime pin` there.
+    source = Source(name, proc.argv, where, size_of=size_of, files_of=files_of, local=False)
+    service = read_service(out, source, host_name=host_name, host=host)
+    if service is None:
         return
-    service, _ = read
     if unit is not None:
         service.block["backend"] = "systemd"
         if unit[1] == "user":

@@ -262,17 +262,11 @@ def _service(
     except ValueError as exc:
         out.problem(where, f"models.{model_id}.cmd: {exc}")
         return None
-    name = model_name(model_id)
     env = _env(path, model_id, model, out)
-    read = read_service(
-        out,
-        Source(name, words, where, alias=model_id, env=env),
-        host_name=host_name,
-        host=host,
-    )
-    if read is None:
+    source = Source(model_name(model_id), words, where, alias=model_id, env=env)
+    service = read_service(out, source, host_name=host_name, host=host)
+    if service is None:
         return None
-    service, _ = read
     block = service.block
     # The proxy's port must be the one the server listens on (its --port, or 8080).
     port = _port(path, model_id, model, macros, block["port"], out)

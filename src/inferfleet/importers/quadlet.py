@@ -19,6 +19,7 @@ from inferfleet.importers.container import (
     parse_publish,
     parse_volume,
     read_container,
+    take_entry,
 )
 from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.systemd import (
@@ -74,17 +75,11 @@ def _one(path: Path, host_name: str, host: Host | None, out: Imported) -> None:
     for entry in box:
         at = Where(str(path), entry.line)
         if entry.key == "Volume":
-            volume = parse_volume(entry.value)
-            if volume is None:
-                out.note(at, f"Volume={entry.value}: a named volume has no equivalent")
-            else:
-                spec.volumes.append(volume)
+            why = f"Volume={entry.value}: a named volume has no equivalent"
+            take_entry(parse_volume(entry.value), spec.volumes, out.note, at, why)
         elif entry.key == "PublishPort":
-            published = parse_publish(entry.value)
-            if published is None:
-                out.problem(at, f"PublishPort={entry.value} is not [IP:]HOST:CONTAINER")
-            else:
-                spec.publish.append(published)
+            why = f"PublishPort={entry.value} is not [IP:]HOST:CONTAINER"
+            take_entry(parse_publish(entry.value), spec.publish, out.problem, at, why)
         elif entry.key == "AddDevice":
             spec.devices.append(entry.value.lstrip("-"))
     read_container(out, spec, host_name=host_name, host=host)

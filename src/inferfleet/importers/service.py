@@ -19,7 +19,6 @@ from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.engines import ENGINES, FilesOf, local_files, read_engine
 from inferfleet.importers.llamacpp import (
-    Mapped,
     SizeOf,
     local_size,
     model_name,
@@ -85,7 +84,7 @@ def _held(table: dict[str, dict[str, Any]], base: str, block: dict[str, Any]) ->
 
 def read_service(
     out: Imported, source: Source, *, host_name: str, host: Host | None
-) -> tuple[ImportedService, Mapped] | None:
+) -> ImportedService | None:
     """The service block of ``source``; None (with problems recorded) when it cannot be one."""
     where = source.where
     program = commandline.identify(source.words)
@@ -182,7 +181,7 @@ def read_service(
     ordered.update(block)
     service = ImportedService(source.name, ordered, source.words, where, mapped.explained)
     service.kind, service.program = program.kind, len(program.program)
-    return service, mapped
+    return service
 
 
 def _sha256_pin(binary: str, where: Where, out: Imported) -> dict[str, str]:

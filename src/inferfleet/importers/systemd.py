@@ -184,16 +184,10 @@ def _one_unit(
             Where(str(path), files[-1].line),
             f"EnvironmentFile={secrets}: the service's secrets_env (the import does not read it)",
         )
-    name = service_name(path)
-    read = read_service(
-        out,
-        Source(name, words, where, env=env, secrets_file=secrets),
-        host_name=host_name,
-        host=host,
-    )
-    if read is None:
+    source = Source(service_name(path), words, where, env=env, secrets_file=secrets)
+    service = read_service(out, source, host_name=host_name, host=host)
+    if service is None:
         return
-    service, _ = read
     service.block["backend"] = "systemd"
     unit: dict[str, Any] = {}
     if "/systemd/user/" in str(path.resolve()):
@@ -211,7 +205,7 @@ def _one_unit(
         unit[option] = value
     if unit:
         service.block["unit"] = unit
-    out.services[name] = service
+    out.services[service.name] = service
     for entry in entries:
         if not (entry.section == "Service" and entry.key in _READ):
             out.note(
