@@ -10,8 +10,11 @@ the fleet file replaced, atomically.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import typer
 
@@ -47,74 +50,98 @@ HostOpt = typer.Option(
     help="The host the imported services run on (a host of --out, or a new one); default: "
     "this machine, as host `local`.",
 )
+DryRunOpt = typer.Option(
+    False, "--dry-run", help="Check and report, write nothing; print the fleet file."
+)
 
 
-@app.command("llama-swap")
-def llama_swap(
-    config: Path = typer.Argument(..., help="llama-swap's config.yaml."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Check and report, write nothing; print the fleet file."
+class _FileFormat(NamedTuple):
+    """A setup read from files: its verb's argument (one file or several) and help, and the
+    reader (``module:function`` under inferfleet.importers, imported when the verb runs)."""
+
+    argument: str
+    argument_help: str
+    several: bool
+    reader: str
+    help: str
+
+
+# In the order `inferfleet import --help` lists them (then `host`).
+_FILE_FORMATS = {
+    "llama-swap": _FileFormat(
+        "config",
+        "llama-swap's config.yaml.",
+        False,
+        "llamaswap:read_config",
+        "Import llama-swap's models as services (groups where they swap); argv checked per "
+        "service.",
     ),
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import llama-swap's models as services (groups where they swap); argv checked per service."""
-    go_offline(offline)
-    from inferfleet.importers.llamaswap import read_config
-
-    out = Output()
-    host_name = host or "local"
-    existing, fleet = _existing(out_file)
-    host_spec = None if fleet is None else fleet.hosts.get(host_name)
-    imported = read_config(config, host_name, host_spec)
-    imported.raise_problems()
-    _finish(out, imported, out_file, existing, origin=str(config), dry_run=dry_run)
-
-
-@app.command("systemd")
-def systemd(
-    units: list[Path] = typer.Argument(..., help="Unit files (.service) that start llama-server."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import systemd units that start llama-server as services (backend systemd)."""
-    go_offline(offline)
-    from inferfleet.importers.systemd import read_units
-
-    _import_files(units, out_file, host, dry_run, read_units)
+    "systemd": _FileFormat(
+        "units",
+        "Unit files (.service) that start llama-server.",
+        True,
+        "systemd:read_units",
+        "Import systemd units that start llama-server as services (backend systemd).",
+    ),
+    "quadlet": _FileFormat(
+        "files",
+        "Quadlet .container files running llama-server.",
+        True,
+        "quadlet:read_quadlets",
+        "Import Quadlet .container files that run llama-server as services (backend quadlet).",
+    ),
+    "compose": _FileFormat(
+        "file",
+        "A compose file (compose.yaml, docker-compose.yml).",
+        False,
+        "compose:read_compose",
+        "Import a compose file's llama-server services as services (backend quadlet).",
+    ),
+}
 
 
-@app.command("quadlet")
-def quadlet(
-    files: list[Path] = typer.Argument(..., help="Quadlet .container files running llama-server."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import Quadlet .container files that run llama-server as services (backend quadlet)."""
-    go_offline(offline)
-    from inferfleet.importers.quadlet import read_quadlets
+def _file_verb(fmt: _FileFormat) -> Callable[..., None]:
+    """The verb importing ``fmt``: its argument, then --file, --host, --dry-run, --offline."""
 
-    _import_files(files, out_file, host, dry_run, read_quadlets)
+    def verb(**params: Any) -> None:
+        go_offline(params["offline"])
+        module, function = fmt.reader.split(":")
+        reader = getattr(importlib.import_module(f"inferfleet.importers.{module}"), function)
+        source = params[fmt.argument]
+        out = Output()
+        host_name = params["host"] or "local"
+        existing, fleet = _existing(params["out_file"])
+        imported = reader(source, host_name, None if fleet is None else fleet.hosts.get(host_name))
+        imported.raise_problems()
+        origin = ", ".join(str(path) for path in (source if fmt.several else [source]))
+        _finish(
+            out, imported, params["out_file"], existing, origin=origin, dry_run=params["dry_run"]
+        )
+
+    # Typer reads the parameters from the signature: the argument is the format's own.
+    argument = typer.Argument(..., help=fmt.argument_help)
+    verb.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            _param(fmt.argument, list[Path] if fmt.several else Path, argument),
+            _param("out_file", Path, OutOpt),
+            _param("host", str | None, HostOpt),
+            _param("dry_run", bool, DryRunOpt),
+            _param("offline", bool, OfflineOpt),
+        ],
+        return_annotation=None,
+    )
+    verb.__doc__ = fmt.help
+    return verb
 
 
-@app.command("compose")
-def compose(
-    file: Path = typer.Argument(..., help="A compose file (compose.yaml, docker-compose.yml)."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import a compose file's llama-server services as services (backend quadlet)."""
-    go_offline(offline)
-    from inferfleet.importers.compose import read_compose
+def _param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
 
-    _import_files([file], out_file, host, dry_run, lambda p, h, s: read_compose(p[0], h, s))
+
+for _name, _format in _FILE_FORMATS.items():
+    app.command(_name)(_file_verb(_format))
 
 
 @app.command("host")
@@ -124,7 +151,7 @@ def host_cmd(
         [], "--port", help="Only the server listening on this port (repeatable)."
     ),
     out_file: Path = OutOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check and report, write nothing."),
+    dry_run: bool = DryRunOpt,
     offline: bool = OfflineOpt,
 ) -> None:
     """Import the llama-server, vLLM and SGLang processes running on a host (over ssh)."""
@@ -151,21 +178,6 @@ def host_cmd(
         connector.close()
     imported.raise_problems()
     _finish(out, imported, out_file, existing, origin=f"host {name}", dry_run=dry_run)
-
-
-Reader = Callable[[list[Path], str, Host | None], Imported]
-
-
-def _import_files(
-    files: list[Path], out_file: Path, host: str | None, dry_run: bool, reader: Reader
-) -> None:
-    out = Output()
-    host_name = host or "local"
-    existing, fleet = _existing(out_file)
-    imported = reader(files, host_name, None if fleet is None else fleet.hosts.get(host_name))
-    imported.raise_problems()
-    origin = ", ".join(str(f) for f in files)
-    _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
 
 
 def _existing(path: Path) -> tuple[str | None, Fleet | None]:
