@@ -119,19 +119,14 @@ def merge(
         )
     runtimes = _add_shared(section("runtimes") if imported.runtimes else None, imported.runtimes)
     models = _add_shared(section("models") if imported.models else None, imported.models)
-    problems: list[SpecError] = []
     services = section("services")
+    hint = "rename or remove it there, or leave that model out of the import"
+    problems = _clashes(services, "service", imported.services, file, hint)
+    if imported.groups:
+        problems += _clashes(section("groups"), "group", imported.groups, file)
+    if problems:
+        raise problems[0] if len(problems) == 1 else SpecErrors(problems)
     for name, service in imported.services.items():
-        if name in services:
-            problems.append(
-                SpecError(
-                    f"service {name!r} is already in the fleet file",
-                    path=file,
-                    line=key_line(services, name),
-                    hint="rename or remove it there, or leave that model out of the import",
-                )
-            )
-            continue
         block = dict(service.block)
         block["runtime"] = runtimes.get(block["runtime"], block["runtime"])
         if "model" in block:
@@ -141,23 +136,26 @@ def merge(
             name, before=f"{verb} from {service.where}", indent=2
         )
     if imported.groups:
-        groups = section("groups")
-        for name, group in imported.groups.items():
-            if name in groups:
-                problems.append(
-                    SpecError(
-                        f"group {name!r} is already in the fleet file",
-                        path=file,
-                        line=key_line(groups, name),
-                    )
-                )
-                continue
-            groups[name] = group
-    if problems:
-        raise problems[0] if len(problems) == 1 else SpecErrors(problems)
+        section("groups").update(imported.groups)
     stream = io.StringIO()
     yaml.dump(doc, stream)
     return stream.getvalue()
+
+
+def _clashes(
+    held: CommentedMap, kind: str, names: Mapping[str, Any], file: str, hint: str = ""
+) -> list[SpecError]:
+    """A problem for each of ``names`` already in ``held``: an import never replaces an entry."""
+    return [
+        SpecError(
+            f"{kind} {name!r} is already in the fleet file",
+            path=file,
+            line=key_line(held, name),
+            hint=hint,
+        )
+        for name in names
+        if name in held
+    ]
 
 
 def _add_shared(held: CommentedMap | None, blocks: dict[str, dict[str, Any]]) -> dict[str, str]:
