@@ -12,6 +12,7 @@ dropped connection into an error within seconds instead of a hang.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import shlex
@@ -22,7 +23,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from inferfleet.deploy.errors import SshError
 from inferfleet.errors import ProcessError
@@ -73,20 +73,20 @@ class Target:
         return f"{who}{self.address}{port}"
 
 
-class Connector(Protocol):
+class Connector(abc.ABC):
     """Runs shell command lines on one host, and says where and how inferfleet runs there."""
 
     name: str
     # Whether apply there must pull the pushed revision first (a checkout of its own).
     pulls: bool
 
+    @abc.abstractmethod
     def workdir(self, checkout: str) -> str:
         """The folder ``apply`` runs in, quoted for the shell (``checkout``: the host's)."""
-        ...
 
+    @abc.abstractmethod
     def program(self, command: str) -> str:
         """How inferfleet is invoked there (``command``: the configured remote command)."""
-        ...
 
     def run(
         self,
@@ -96,13 +96,27 @@ class Connector(Protocol):
         check: bool = True,
         limit: int | None = None,
     ) -> process.Completed:
-        """Run ``command`` there; ``limit``: at most that many bytes of output are read."""
-        ...
+        """Run ``command`` there; ``limit``: at most that many bytes of output are read;
+        ``check``: a non-zero exit is an SshError."""
+        done = self._execute(command, timeout, limit)
+        if check and done.returncode != 0:
+            raise self._exited(command, done)
+        return done
 
+    @abc.abstractmethod
+    def _execute(self, command: str, timeout: float | None, limit: int | None) -> process.Completed:
+        """Run ``command`` there, whatever its exit status."""
+
+    @abc.abstractmethod
+    def _exited(self, command: str, done: process.Completed) -> SshError:
+        """The error of ``command`` that exited non-zero (``done``)."""
+
+    @abc.abstractmethod
     def stream(
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
     ) -> process.Completed: ...
 
+    @abc.abstractmethod
     def close(self) -> None: ...
 
 
@@ -130,7 +144,7 @@ def control_dir() -> Path:
     )
 
 
-class SshConnector:
+class SshConnector(Connector):
     pulls = True
 
     def __init__(self, target: Target, *, persist: int = PERSIST) -> None:
@@ -215,27 +229,21 @@ class SshConnector:
         except OSError:
             return
 
-    def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None = None,
-        check: bool = True,
-        limit: int | None = None,
-    ) -> process.Completed:
+    def _execute(self, command: str, timeout: float | None, limit: int | None) -> process.Completed:
         self.connect()
         argv = [*self._argv("-T", "-o", "ControlMaster=no"), command]
         done = self._ssh(argv, timeout, limit=limit)
         if done.returncode == SSH_FAILED:
             raise self._error(done, during="command")
-        if check and done.returncode != 0:
-            raise _exited(
-                command,
-                done,
-                f" on {self.name}",
-                hint=f"run it by hand to see more: ssh {self.target.describe()} ...",
-            )
         return done
+
+    def _exited(self, command: str, done: process.Completed) -> SshError:
+        return _exited(
+            command,
+            done,
+            f" on {self.name}",
+            hint=f"run it by hand to see more: ssh {self.target.describe()} ...",
+        )
 
     def stream(
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None
@@ -368,7 +376,7 @@ def _exited(
     )
 
 
-class LocalConnector:
+class LocalConnector(Connector):
     """The machine inferfleet runs on: the same command lines, through ``sh``.
 
     With ``repository`` (the operator's own checkout, for plan and deploy),
@@ -391,18 +399,11 @@ class LocalConnector:
             return command
         return shlex.join([sys.executable, "-m", "inferfleet"])
 
-    def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None = None,
-        check: bool = True,
-        limit: int | None = None,
-    ) -> process.Completed:
-        done = process.run(["sh", "-c", command], check=False, timeout=timeout, limit=limit)
-        if check and done.returncode != 0:
-            raise _exited(command, done, "", where=f"host {self.name}")
-        return done
+    def _execute(self, command: str, timeout: float | None, limit: int | None) -> process.Completed:
+        return process.run(["sh", "-c", command], check=False, timeout=timeout, limit=limit)
+
+    def _exited(self, command: str, done: process.Completed) -> SshError:
+        return _exited(command, done, "", where=f"host {self.name}")
 
     def stream(
         self, command: str, on_line: Callable[[str], None], *, timeout: float | None = None

@@ -10,6 +10,7 @@ file). Stopping is always by pid, never by name (L-43): see
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import selectors
 import signal
@@ -56,42 +57,88 @@ def run(
     together) passes that many bytes: a ProcessError, never a full memory.
     """
     argv = [str(a) for a in argv]
-    if limit is not None:
-        return _run_bounded(argv, cwd=cwd, env=env, timeout=timeout, check=check, limit=limit)
+    call = _Call(argv, cwd, None if env is None else dict(env), timeout)
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
-        return _run(
-            argv, cwd=cwd, env=env, timeout=timeout, check=check, on_line=on_line, source=source
+        try:
+            if limit is not None:
+                done = _run_bounded(call, limit)
+            elif on_line is not None:
+                done = _run_streaming(call, on_line)
+            else:
+                done = _run_captured(call, source)
+        except (FileNotFoundError, subprocess.TimeoutExpired) as exc:
+            raise call.error(exc) from exc
+    if check and done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise ProcessError(
+            f"{' '.join(argv[:4])} ... exited with status {done.returncode}\n{tail}",
+            hint="read the output above; rerun with INFERFLEET_DEBUG=1 for details",
+        )
+    return done
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One command as :func:`run` was asked for it, for the three ways of waiting for it;
+    ``run`` turns what they raise (not found, too slow) and a failed exit into its
+    ProcessError, the same for all three."""
+
+    argv: list[str]
+    cwd: Path | None
+    env: dict[str, str] | None
+    timeout: float | None
+
+    def error(self, exc: FileNotFoundError | subprocess.TimeoutExpired) -> ProcessError:
+        """What :func:`run` says of a command that is not there or took too long."""
+        if isinstance(exc, FileNotFoundError):
+            return ProcessError(
+                f"cannot run {self.argv[0]!r}: not found",
+                hint=f"install {Path(self.argv[0]).name} or put it on PATH",
+            )
+        return ProcessError(
+            f"{' '.join(self.argv[:3])} ... did not finish within {self.timeout or 0:.0f} s",
+            hint="check that the command is not waiting for input or for the network",
         )
 
+    def deadline(self) -> float | None:
+        return None if self.timeout is None else time.monotonic() + self.timeout
 
-def _run_bounded(
-    argv: list[str],
-    *,
-    cwd: Path | None,
-    env: Mapping[str, str] | None,
-    timeout: float | None,
-    check: bool,
-    limit: int,
-) -> Completed:
-    """:func:`run` of a command whose output is input from elsewhere (another host):
-    read as it comes, killed past ``limit`` bytes or ``timeout`` seconds."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    total = 0
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=None if env is None else dict(env),
+    def popen(self, *, merged: bool) -> subprocess.Popen[bytes]:
+        """The command started, stdin closed, stdout piped; stderr piped apart or ``merged``
+        into stdout."""
+        stderr = subprocess.STDOUT if merged else subprocess.PIPE
+        return subprocess.Popen(
+            self.argv,
+            cwd=self.cwd,
+            env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
         )
-    except FileNotFoundError as exc:
-        raise ProcessError(
-            f"cannot run {argv[0]!r}: not found",
-            hint=f"install {Path(argv[0]).name} or put it on PATH",
-        ) from exc
+
+
+def _run_captured(call: _Call, source: BinaryIO | None) -> Completed:
+    proc = subprocess.run(
+        call.argv,
+        cwd=call.cwd,
+        env=call.env,
+        capture_output=True,
+        text=True,
+        errors="replace",  # a program's bytes are not always UTF-8
+        timeout=call.timeout,
+        stdin=subprocess.DEVNULL if source is None else source,
+        check=False,
+    )
+    return Completed(tuple(call.argv), proc.returncode, proc.stdout, proc.stderr)
+
+
+def _run_bounded(call: _Call, limit: int) -> Completed:
+    """A command whose output is input from elsewhere (another host): read as it comes,
+    killed past ``limit`` bytes or ``timeout`` seconds."""
+    argv, timeout, deadline = call.argv, call.timeout, call.deadline()
+    total = 0
+    proc = call.popen(merged=False)
     assert proc.stdout is not None and proc.stderr is not None
     fds = (proc.stdout.fileno(), proc.stderr.fileno())
     chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
@@ -129,84 +176,19 @@ def _run_bounded(
             proc.wait()
             raise
     out, err = (b"".join(chunks[fd]).decode("utf-8", "replace") for fd in fds)
-    done = Completed(tuple(argv), proc.returncode, out, err)
-    if check and done.returncode != 0:
-        raise ProcessError(
-            f"{' '.join(argv[:4])} ... exited with status {done.returncode}",
-            hint="read the output above; rerun with INFERFLEET_DEBUG=1 for details",
-        )
-    return done
+    return Completed(tuple(argv), proc.returncode, out, err)
 
 
-def _run(
-    argv: list[str],
-    *,
-    cwd: Path | None,
-    env: Mapping[str, str] | None,
-    timeout: float | None,
-    check: bool,
-    on_line: Callable[[str], None] | None,
-    source: BinaryIO | None,
-) -> Completed:
-    try:
-        if on_line is None:
-            proc = subprocess.run(
-                argv,
-                cwd=cwd,
-                env=None if env is None else dict(env),
-                capture_output=True,
-                text=True,
-                errors="replace",  # a program's bytes are not always UTF-8
-                timeout=timeout,
-                stdin=subprocess.DEVNULL if source is None else source,
-                check=False,
-            )
-            done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
-        else:
-            done = _run_streaming(argv, cwd=cwd, env=env, timeout=timeout, on_line=on_line)
-    except FileNotFoundError as exc:
-        raise ProcessError(
-            f"cannot run {argv[0]!r}: not found",
-            hint=f"install {Path(argv[0]).name} or put it on PATH",
-        ) from exc
-    except subprocess.TimeoutExpired as exc:
-        raise ProcessError(
-            f"{' '.join(argv[:3])} ... did not finish within {timeout:.0f} s",
-            hint="check that the command is not waiting for input or for the network",
-        ) from exc
-    if check and done.returncode != 0:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-        raise ProcessError(
-            f"{' '.join(argv[:4])} ... exited with status {done.returncode}\n{tail}",
-            hint="read the output above; rerun with INFERFLEET_DEBUG=1 for details",
-        )
-    return done
-
-
-def _run_streaming(
-    argv: list[str],
-    *,
-    cwd: Path | None,
-    env: Mapping[str, str] | None,
-    timeout: float | None,
-    on_line: Callable[[str], None],
-) -> Completed:
-    deadline = None if timeout is None else time.monotonic() + timeout
+def _run_streaming(call: _Call, on_line: Callable[[str], None]) -> Completed:
+    argv, timeout, deadline = call.argv, call.timeout, call.deadline()
     lines: list[str] = []
-    with subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        bufsize=1,
-    ) as proc:
+    with call.popen(merged=True) as proc:
         assert proc.stdout is not None
+        # Read as text the way Popen(text=True) would: the locale's encoding, universal
+        # newlines; a program's bytes are not always UTF-8.
+        output = io.TextIOWrapper(proc.stdout, errors="replace")
         try:
-            for raw in proc.stdout:
+            for raw in output:
                 line = raw.rstrip("\n")
                 lines.append(line)
                 on_line(line)
