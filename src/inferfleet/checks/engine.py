@@ -16,7 +16,7 @@ import datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from inferfleet.artifacts.sources import LocalSources, SourceListing
 from inferfleet.artifacts.st_model import SafetensorsModel
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from inferfleet.facts.hosts import RecordedHost
 
 Severity = Literal["error", "warning"]
+_Answer = TypeVar("_Answer")
 
 
 @dataclass(frozen=True)
@@ -116,37 +117,49 @@ def _register(
     run: RuleFn,
     *,
     header: bool,
+    title: str | None = None,
 ) -> None:
-    """Add a rule to the catalogue: its title is ``fn``'s docstring, its topic ``fn``'s module."""
+    """Add a rule to the catalogue: its title is ``title``, else ``fn``'s docstring; its
+    topic ``fn``'s module."""
     if rule_id in _RULES:
         raise ValueError(f"rule id {rule_id!r} is registered twice")
-    if not fn.__doc__:
+    title = title or fn.__doc__
+    if not title:
         raise ValueError(f"rule {rule_id!r} has no docstring (it is the rule's title)")
     topic = fn.__module__.rsplit(".", 1)[-1]
-    _RULES[rule_id] = Rule(rule_id, lesson, severity, fn.__doc__, header, run, topic)
+    _RULES[rule_id] = Rule(rule_id, lesson, severity, title, header, run, topic)
 
 
-def rule(rule_id: str, lesson: str, severity: Severity) -> Callable[[RuleFn], RuleFn]:
-    """Register a rule over the whole fleet; the function's docstring is its title."""
+def rule(
+    rule_id: str, lesson: str, severity: Severity, *, title: str | None = None
+) -> Callable[[RuleFn], RuleFn]:
+    """Register a rule over the whole fleet; its title is ``title``, else the function's
+    docstring (``title``: one function registered for several rules of a table)."""
 
     def register(fn: RuleFn) -> RuleFn:
-        _register(rule_id, lesson, severity, fn, fn, header=False)
+        _register(rule_id, lesson, severity, fn, fn, header=False, title=title)
         return fn
 
     return register
 
 
 def service_rule(
-    rule_id: str, lesson: str, severity: Severity, *, services: Services = "llm"
+    rule_id: str,
+    lesson: str,
+    severity: Severity,
+    *,
+    services: Services = "llm",
+    title: str | None = None,
 ) -> Callable[[ServiceRuleFn], ServiceRuleFn]:
-    """Register a rule judged once per service of ``services``, in fleet order."""
+    """Register a rule judged once per service of ``services``, in fleet order (``title``:
+    as for :func:`rule`)."""
 
     def register(fn: ServiceRuleFn) -> ServiceRuleFn:
         def run(ctx: CheckContext) -> Iterator[Hit]:
             for subject in ctx.subjects(services):
                 yield from fn(subject)
 
-        _register(rule_id, lesson, severity, fn, run, header=False)
+        _register(rule_id, lesson, severity, fn, run, header=False, title=title)
         return fn
 
     return register
@@ -260,12 +273,14 @@ class CheckContext:
                 continue
             yield subject
 
+    @property
+    def _sources(self) -> ModelSources:
+        assert self.sources is not None  # set by __post_init__
+        return self.sources
+
     def header(self, model_name: str) -> Inspection | str:
         """The model's header facts, or the reason they cannot be read (asked once per model)."""
-        if model_name not in self._headers:
-            assert self.sources is not None
-            self._headers[model_name] = self.sources.header(model_name)
-        return self._headers[model_name]
+        return _asked_once(self._headers, model_name, self._sources.header)
 
     def missing_header(self, service_name: str) -> str | None:
         """Why the header of the service's model cannot be read, or None (read, or no model)."""
@@ -284,27 +299,28 @@ class CheckContext:
 
     def boots(self, service_name: str) -> Sequence[BootReport] | None:
         """The service's recorded boots: the fit rules price it by them (L-27)."""
-        assert self.sources is not None
-        return self.sources.boots(service_name)
+        return self._sources.boots(service_name)
 
     def host_gpus(self, host_name: str) -> RecordedHost | None:
         """The host's GPUs as recorded from ``doctor`` (``facts record --host``), or None."""
-        assert self.sources is not None
-        return self.sources.host_gpus(host_name)
+        return self._sources.host_gpus(host_name)
 
     def safetensors(self, model_name: str) -> SafetensorsModel | str:
         """A safetensors model's config and headers, or why not (asked once per model)."""
-        if model_name not in self._safetensors:
-            assert self.sources is not None
-            self._safetensors[model_name] = self.sources.safetensors(model_name)
-        return self._safetensors[model_name]
+        return _asked_once(self._safetensors, model_name, self._sources.safetensors)
 
     def source_files(self, model_name: str) -> SourceListing | str:
         """What the model's source states about its files, or why it cannot be asked."""
-        if model_name not in self._listings:
-            assert self.sources is not None
-            self._listings[model_name] = self.sources.source_files(model_name)
-        return self._listings[model_name]
+        return _asked_once(self._listings, model_name, self._sources.source_files)
+
+
+def _asked_once(
+    cache: dict[str, _Answer], model_name: str, ask: Callable[[str], _Answer]
+) -> _Answer:
+    """A source's answer about a model, asked once per check (a Hub read is a request)."""
+    if model_name not in cache:
+        cache[model_name] = ask(model_name)
+    return cache[model_name]
 
 
 @dataclass(frozen=True)

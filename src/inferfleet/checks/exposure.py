@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from inferfleet.checks.engine import CheckContext, Hit, rule
+from inferfleet.checks.engine import CheckContext, Hit, RuleFn, rule
 from inferfleet.render import service_keys as keys
 from inferfleet.render.endpoints import HOST_GATEWAY, host_port
 from inferfleet.render.exposure import (
@@ -26,43 +26,50 @@ from inferfleet.render.exposure import (
     rpc_problems,
 )
 
-
-def _problems(ctx: CheckContext, kind: ProblemKind) -> Iterator[Hit]:
-    for listener in listeners(ctx.fleet):
-        for found in problems(ctx.fleet, listener):
-            if found.kind == kind:
-                yield Hit(found.service, found.field, found.message, found.hint)
-
-
-@rule("bind-beyond-exposure", "L-58", "error")
-def bind_beyond_exposure(ctx: CheckContext) -> Iterator[Hit]:
-    """a server listens beyond loopback without an exposure that allows it"""
-    yield from _problems(ctx, "bind")
-
-
-@rule("rpc-worker-bind", "L-58", "error")
-def rpc_worker_bind(ctx: CheckContext) -> Iterator[Hit]:
-    """an RPC worker listens beyond the fleet's private network (it has no authentication)"""
-    for found in rpc_problems(ctx.fleet):
-        yield Hit(found.service, found.field, found.message, found.hint)
-
-
-@rule("router-beyond-gateway", "L-58", "error")
-def router_beyond_gateway(ctx: CheckContext) -> Iterator[Hit]:
-    """a swap group's router (management routes, Hub downloads) is reachable past the gateway"""
-    yield from _problems(ctx, "router")
-
-
-@rule("lan-exposure-without-reason", "L-58", "error")
-def lan_without_reason(ctx: CheckContext) -> Iterator[Hit]:
-    """a lan exposure states no reason: nobody can tell an open port from a forgotten one"""
-    yield from _problems(ctx, "reason")
+# What the exposure policy refuses, one rule per kind of problem (the resolver refuses
+# the same at launch): kind, rule id, title.
+_POLICY: tuple[tuple[ProblemKind, str, str], ...] = (
+    (
+        "bind",
+        "bind-beyond-exposure",
+        "a server listens beyond loopback without an exposure that allows it",
+    ),
+    (
+        "rpc",
+        "rpc-worker-bind",
+        "an RPC worker listens beyond the fleet's private network (it has no authentication)",
+    ),
+    (
+        "router",
+        "router-beyond-gateway",
+        "a swap group's router (management routes, Hub downloads) is reachable past the gateway",
+    ),
+    (
+        "reason",
+        "lan-exposure-without-reason",
+        "a lan exposure states no reason: nobody can tell an open port from a forgotten one",
+    ),
+    (
+        "proxy",
+        "public-without-auth-proxy",
+        "a public service or gateway has no auth proxy in front of it",
+    ),
+)
 
 
-@rule("public-without-auth-proxy", "L-58", "error")
-def public_without_proxy(ctx: CheckContext) -> Iterator[Hit]:
-    """a public service or gateway has no auth proxy in front of it"""
-    yield from _problems(ctx, "proxy")
+def _policy_rule(kind: ProblemKind) -> RuleFn:
+    def refused(ctx: CheckContext) -> Iterator[Hit]:
+        fleet = ctx.fleet
+        found = [p for item in listeners(fleet) for p in problems(fleet, item)]
+        for problem in found + rpc_problems(fleet):
+            if problem.kind == kind:
+                yield Hit(problem.service, problem.field, problem.message, problem.hint)
+
+    return refused
+
+
+for _kind, _rule_id, _title in _POLICY:
+    rule(_rule_id, "L-58", "error", title=_title)(_policy_rule(_kind))
 
 
 @dataclass(frozen=True)

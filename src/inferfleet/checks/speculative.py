@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from inferfleet.checks.engine import Hit, Subject, header_rule, service_rule
+from inferfleet.checks.engine import Hit, Services, Severity, Subject, header_rule, service_rule
 from inferfleet.fleetfile.quantities import format_size
+from inferfleet.fleetfile.service import Speculative
 from inferfleet.gguf import Inspection
 from inferfleet.runtimes.base import gpu_devices
 from inferfleet.runtimes.llamacpp import CONTEXT_BACKED, NEEDS_DRAFT_MODEL
@@ -15,6 +16,7 @@ _SPEC_PREFIXES = ("--spec-", "--draft", "--model-draft", "--device-draft", "--gp
                   "--n-gpu-layers-draft", "--cache-type-k-draft", "--cache-type-v-draft",
                   "--threads-draft", "--speculative")  # fmt: skip
 _SPEC_SHORT = frozenset({"-md", "-devd", "-ngld", "-ctkd", "-ctvd", "-td", "-tbd", "-hfd"})
+SpecRuleFn = Callable[[Subject, Speculative], Iterable[Hit]]
 
 
 def is_spec_flag(arg: str) -> bool:
@@ -43,14 +45,27 @@ def mtp_needs_nextn(s: Subject, model: str, facts: Inspection) -> Iterator[Hit]:
         )
 
 
-@service_rule("spec-draft-without-type", "L-13", "error")
-def draft_without_type(s: Subject) -> Iterator[Hit]:
+def _spec_rule(
+    rule_id: str, lesson: str, severity: Severity, *, services: Services = "llm"
+) -> Callable[[SpecRuleFn], SpecRuleFn]:
+    """Register a per-service rule over the speculative block of each service that has one."""
+
+    def register(fn: SpecRuleFn) -> SpecRuleFn:
+        def judged(s: Subject) -> Iterator[Hit]:
+            if s.service.speculative is not None:
+                yield from fn(s, s.service.speculative)
+
+        service_rule(rule_id, lesson, severity, services=services, title=fn.__doc__)(judged)
+        return fn
+
+    return register
+
+
+@_spec_rule("spec-draft-without-type", "L-13", "error")
+def draft_without_type(s: Subject, spec: Speculative) -> Iterator[Hit]:
     """a draft model or draft settings without a spec type crash the server at load"""
-    spec = s.service.speculative
-    if spec is None or spec.types:
-        return
     given = (["draft_model"] if spec.draft_model else []) + spec.draft_params_set
-    if given:
+    if given and not spec.types:
         yield s.hit(
             "speculative",
             f"service {s.name!r} sets {', '.join(given)} but no speculative.types",
@@ -59,14 +74,11 @@ def draft_without_type(s: Subject) -> Iterator[Hit]:
         )
 
 
-@service_rule("spec-type-without-draft", "L-13", "error")
-def type_without_draft(s: Subject) -> Iterator[Hit]:
+@_spec_rule("spec-type-without-draft", "L-13", "error")
+def type_without_draft(s: Subject, spec: Speculative) -> Iterator[Hit]:
     """a draft-* type that loads a drafter file has no draft_model"""
-    spec = s.service.speculative
-    if spec is None or spec.draft_model is not None:
-        return
     for spec_type in spec.types:
-        if spec_type in NEEDS_DRAFT_MODEL:
+        if spec_type in NEEDS_DRAFT_MODEL and spec.draft_model is None:
             yield s.hit(
                 "speculative.types",
                 f"service {s.name!r} uses {spec_type}, which needs speculative.draft_model",
@@ -74,14 +86,12 @@ def type_without_draft(s: Subject) -> Iterator[Hit]:
             )
 
 
-@service_rule("spec-draft-params-without-drafter", "L-13", "error", services="gguf")
-def params_without_drafter(s: Subject) -> Iterator[Hit]:
+@_spec_rule("spec-draft-params-without-drafter", "L-13", "error", services="gguf")
+def params_without_drafter(s: Subject, spec: Speculative) -> Iterator[Hit]:
     """draft-* tunables are set but no context-backed drafter uses them"""
     # vLLM and SGLang take draft_max as the n-gram proposer's token count.
-    spec = s.service.speculative
-    if spec is None or not spec.types or not spec.draft_params_set:
-        return
-    if not any(t in CONTEXT_BACKED for t in spec.types):
+    drafted = any(t in CONTEXT_BACKED for t in spec.types)
+    if spec.types and spec.draft_params_set and not drafted:
         yield s.hit(
             "speculative",
             f"service {s.name!r} sets {', '.join(spec.draft_params_set)} with only draftless "
@@ -106,11 +116,10 @@ def flags_in_extra_args(s: Subject) -> Iterator[Hit]:
         )
 
 
-@service_rule("spec-one-drafter", "L-14", "error")
-def one_drafter(s: Subject) -> Iterator[Hit]:
+@_spec_rule("spec-one-drafter", "L-14", "error")
+def one_drafter(s: Subject, spec: Speculative) -> Iterator[Hit]:
     """at most one context-backed drafter per process; only draftless n-gram types chain"""
-    spec = s.service.speculative
-    drafters = [] if spec is None else [t for t in spec.types if t in CONTEXT_BACKED]
+    drafters = [t for t in spec.types if t in CONTEXT_BACKED]
     if len(drafters) > 1:
         yield s.hit(
             "speculative.types",
@@ -147,13 +156,10 @@ def drafter_window(s: Subject, model: str, facts: Inspection) -> Iterator[Hit]:
     )
 
 
-@service_rule("spec-draft-device-unpinned", "L-16", "error", services="gguf")
-def draft_device(s: Subject) -> Iterator[Hit]:
+@_spec_rule("spec-draft-device-unpinned", "L-16", "error", services="gguf")
+def draft_device(s: Subject, spec: Speculative) -> Iterator[Hit]:
     """on a multi-device split the drafter must be pinned to one device"""
-    spec = s.service.speculative
-    if spec is None or spec.draft_device is not None:
-        return
-    if not any(t in CONTEXT_BACKED for t in spec.types):
+    if spec.draft_device is not None or not any(t in CONTEXT_BACKED for t in spec.types):
         return
     devices = gpu_devices(s.service, s.host)
     if len(devices) > 1:
