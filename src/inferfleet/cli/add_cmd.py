@@ -29,10 +29,6 @@ FIT_HEADROOM_MIB = 1024  # what `budget` keeps free per device by default
 SOLVE_STEP = 4096  # a placeholder window while the solver runs (it searches its own)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("add")(add)
-
-
 def add(
     ref_text: str = typer.Argument(
         ...,

@@ -21,14 +21,17 @@ from inferfleet import __version__
 from inferfleet.errors import EXIT_FAILED, EXIT_INTERRUPTED, FleetError
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     import typer
 
 
 class Verb:
     """One verb: the module under ``inferfleet.cli`` that defines it, how it
-    attaches ("register": the module's ``register(app)`` adds top-level verbs;
-    "group": its ``app`` is a sub-app named after the verb) and its one-line help
-    for the verb list (the same line as the command's own docstring's first line)."""
+    attaches ("register": the module's function named after the verb, ``-`` as
+    ``_``, is a top-level verb; "group": its ``app`` is a sub-app named after the
+    verb) and its one-line help for the verb list (the same line as the command's
+    own docstring's first line)."""
 
     __slots__ = ("module", "how", "help")
 
@@ -256,31 +259,34 @@ def build_app(verb: str | None = None, *, full: bool = False) -> typer.Typer:
     is listed from :data:`VERBS` without importing its module; ``full=True``
     imports and attaches every verb (for tests and tools that want the whole app).
     """
-    import importlib
-
     app = _new_app()
     if verb not in VERBS and not full:
         for name, entry in VERBS.items():
             app.command(name, help=entry.help, add_help_option=False)(_listed)
         return app
-    wanted = list(VERBS.values()) if full else [VERBS[str(verb)]]
-    done: set[str] = set()
-    for entry in wanted:
-        if entry.module in done:
-            continue
-        done.add(entry.module)
-        try:
-            module = importlib.import_module(f"inferfleet.cli.{entry.module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"inferfleet.cli.{entry.module}":
-                raise
+    # The invoked verb's module attaches all its verbs, as the full app does.
+    wanted = {n: e for n, e in VERBS.items() if full or e.module == VERBS[str(verb)].module}
+    modules = {m: _verb_module(m) for m in dict.fromkeys(e.module for e in wanted.values())}
+    for name, entry in wanted.items():
+        module = modules[entry.module]
+        if module is None:
             continue  # a verb group this installation does not ship
         if entry.how == "register":
-            module.register(app)
+            app.command(name)(getattr(module, name.replace("-", "_")))
         else:
-            names = [v for v, e in VERBS.items() if e.module == entry.module]
-            app.add_typer(module.app, name=names[0])
+            app.add_typer(module.app, name=name)
     return app
+
+
+def _verb_module(name: str) -> ModuleType | None:
+    import importlib
+
+    try:
+        return importlib.import_module(f"inferfleet.cli.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"inferfleet.cli.{name}":
+            raise
+        return None
 
 
 def _listed() -> None:

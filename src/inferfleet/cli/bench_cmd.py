@@ -53,10 +53,6 @@ QUICK = Depth("1,4", 2, 4, MIN_DECODE_TOKENS)  # 1 and the service's slots where
 THOROUGH = Depth("1,2,4", 3, None, 256)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
-
-
 def parse_levels(text: str) -> tuple[int, ...]:
     try:
         levels = tuple(int(part) for part in text.split(",") if part.strip())

@@ -16,10 +16,6 @@ DEFAULT_PORT = 8765
 FACTS_TTL = 30.0  # seconds a host's ssh facts are reused between polls
 
 
-def register(app: typer.Typer) -> None:
-    app.command("board")(board)
-
-
 def board(
     services: list[str] = typer.Argument(
         None, help="Only the hosts of these services (default: every host); hosts: --host."

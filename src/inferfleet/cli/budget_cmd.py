@@ -63,10 +63,6 @@ from inferfleet.render.rpc import service_split
 T = TypeVar("T")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("budget")(budget)
-
-
 def mib(n: int | None) -> str:
     return "-" if n is None else f"{n / MIB:,.2f}"
 

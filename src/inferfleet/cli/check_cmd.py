@@ -35,10 +35,6 @@ from inferfleet.output import Col, Output, esc
 STYLE = {"error": "bold red", "warning": "yellow"}
 
 
-def register(app: typer.Typer) -> None:
-    app.command("check")(check)
-
-
 def check(
     file: Path | None = FileArg,
     file_opt: Path | None = FleetOpt,

@@ -23,10 +23,6 @@ class Shell(StrEnum):
     fish = "fish"
 
 
-def register(app: typer.Typer) -> None:
-    app.command("completion")(completion)
-
-
 def completion(
     shell: Shell = typer.Argument(..., help="The shell to complete in: bash, zsh or fish."),
 ) -> None:

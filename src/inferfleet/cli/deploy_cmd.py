@@ -48,13 +48,6 @@ ServiceOpt = typer.Option([], "--service", "-s", help="Only these services (repe
 ACTION_STYLE = {"deploy": "yellow", "retire": "red", "keep": "dim", "held": "yellow"}
 
 
-def register(app: typer.Typer) -> None:
-    app.command("plan")(plan)
-    app.command("deploy")(deploy)
-    app.command("apply")(apply)
-    app.command("rollback")(rollback)
-
-
 def _loaded(file: Path | None) -> LoadedFleet:
     return load_fleet(file if file is not None else default_fleet_path())
 

@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 REMOTE_TIMEOUT = 120.0
 
 
-def register(app: typer.Typer) -> None:
-    app.command("doctor")(doctor)
-
-
 def doctor(
     services: list[str] = typer.Argument(
         None, help="The hosts of these services (default: this machine); hosts: --host."

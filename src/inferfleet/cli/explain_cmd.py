@@ -21,10 +21,6 @@ from inferfleet.output import Output, esc
 SCHEMA: Final[Literal["inferfleet.explain/v1"]] = "inferfleet.explain/v1"
 
 
-def register(app: typer.Typer) -> None:
-    app.command("explain")(explain)
-
-
 def explain(
     what: str = typer.Argument(
         ..., metavar="ID", help="A lesson (L-25) or a rule id (see `inferfleet check --list`)."

@@ -230,13 +230,6 @@ def resolve_fleet(
     return load_fleet(embedded_example())
 
 
-def register(app: typer.Typer) -> None:
-    app.command("validate")(validate)
-    app.command("show")(show)
-    app.command("schema")(schema)
-    app.command("init")(init)
-
-
 def validate(
     file: Path | None = FileArg, file_opt: Path | None = FleetOpt, json_out: bool = JsonOpt
 ) -> None:

@@ -34,13 +34,6 @@ NoContractOpt = typer.Option(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("stop")(stop)
-    app.command("start")(start)
-    app.command("restart")(restart)
-    app.command("logs")(logs)
-
-
 def _remote(loaded: LoadedFleet, service: str, here: str | None) -> str | None:
     """The host to reach over ssh for ``service``, or None when it is handled here."""
     from inferfleet.deploy.local import local_services

@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
 
-def register(app: typer.Typer) -> None:
-    app.command("probe")(probe)
-
-
 def probe(
     target: str = typer.Argument(..., help="A service of the fleet file, or a base URL."),
     file: Path | None = FleetOpt,

@@ -42,12 +42,6 @@ FactsOpt = typer.Option(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("render")(render)
-    app.command("diff")(diff)
-    app.command("render-settings")(settings)
-
-
 def _check(loaded: LoadedFleet) -> None:
     """Refuse a fleet that fails `check` (render's default)."""
     report = run_checks(loaded, flags=runtime_flags.flag_source())
@@ -217,7 +211,7 @@ def diff(
         raise typer.Exit(EXIT_FAILED)
 
 
-def settings(
+def render_settings(
     service: str = typer.Argument(..., help="The service whose settings files to render."),
     env_file: list[Path] = typer.Option(
         [], "--env-file", help="Env file with the values (default: the service's env_files)."

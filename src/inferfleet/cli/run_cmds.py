@@ -36,12 +36,6 @@ if TYPE_CHECKING:
     from inferfleet.documents import UpService
 
 
-def register(app: typer.Typer) -> None:
-    app.command("up")(up)
-    app.command("down")(down)
-    app.command("status")(status)
-
-
 def up_hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
     from rich.progress import TaskID
 

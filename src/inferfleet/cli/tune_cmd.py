@@ -21,10 +21,6 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.output import Col, Output, esc
 
 
-def register(app: typer.Typer) -> None:
-    app.command("tune")(tune)
-
-
 def tune(
     service: str = typer.Argument(..., help="A service of this machine."),
     budget: str = typer.Option("20m", "--budget", help="Time for the whole search (90s, 20m)."),
