@@ -152,21 +152,6 @@ def read_engine(
             continue
         values[key] = arg.value
     model = values.pop("--model", values.pop("--model-path", model))
-    _apply(engine, values, model, mapped, where, out, files_of)
-    return mapped
-
-
-def _apply(
-    engine: Engine,
-    values: dict[str, str | None],
-    model: str | None,
-    mapped: Mapped,
-    where: Where,
-    out: Imported,
-    files_of: FilesOf,
-) -> None:
-    fields = mapped.fields
-    ex = mapped.explained
     drop_cors(values, mapped, where, out)
     if model is None:
         out.problem(where, f"no model: {engine.name} needs one")
@@ -175,7 +160,18 @@ def _apply(
     else:
         mapped.model = hub_model(model, None)
         mapped.hub_ref = model
-    ex["--model"] = ex["--model-path"] = "the model, as the fleet resolves its folder"
+    mapped.explained["--model"] = "the model, as the fleet resolves its folder"
+    mapped.explained["--model-path"] = mapped.explained["--model"]
+    _apply(engine, values, mapped, where, out)
+    return mapped
+
+
+def _apply(
+    engine: Engine, values: dict[str, str | None], mapped: Mapped, where: Where, out: Imported
+) -> None:
+    """The service fields of the flags other than the model's."""
+    fields = mapped.fields
+    ex = mapped.explained
     for flag, name in engine.text.items():
         if flag in values:
             fields[name] = values.pop(flag)
@@ -185,21 +181,18 @@ def _apply(
                 fields[name] = kind(values.pop(flag) or "")
             except ValueError:
                 out.problem(where, f"{flag} is not a number")
-    if "ctx_per_slot" not in fields:
-        out.problem(
-            where,
-            f"no {engine.window}: {engine.name} took the window from the model",
-            f"write the window with {engine.window} (the client contract, L-25)",
-        )
     if "parallel" not in fields and engine.default_slots is not None:
         fields["parallel"] = engine.default_slots
         ex[engine.slots] = f"{engine.name}'s default ({engine.default_slots}), written out"
-    elif "parallel" not in fields:
-        out.problem(
-            where,
-            f"no {engine.slots}: {engine.name} picks the slots itself",
-            f"write them with {engine.slots} (the fleet states every service's slots)",
-        )
+    # The fleet states every service's window (the client contract, L-25) and slots.
+    for name, flag, lack, hint in (
+        ("ctx_per_slot", engine.window, "took the window from the model",
+         f"write the window with {engine.window} (the client contract, L-25)"),
+        ("parallel", engine.slots, "picks the slots itself",
+         f"write them with {engine.slots} (the fleet states every service's slots)"),
+    ):  # fmt: skip
+        if name not in fields:
+            out.problem(where, f"no {flag}: {engine.name} {lack}", hint)
     if "bind" not in fields and engine.default_host is not None:
         ex["--host"] = f"{engine.name}'s default ({engine.default_host}), written out"
     elif "bind" not in fields:
