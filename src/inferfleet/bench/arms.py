@@ -42,6 +42,7 @@ from inferfleet import paths
 from inferfleet.backends import health as gate
 from inferfleet.backends.host_facts import device_memory_used
 from inferfleet.backends.ports import listeners
+from inferfleet.bench.specs import validated
 from inferfleet.client.target import Target
 from inferfleet.deploy import local
 from inferfleet.deploy.facts import gather, host_facts
@@ -107,16 +108,8 @@ def load_arms(path: Path) -> list[ArmSpec]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise UsageError(f"not valid YAML: {exc}", where=where, hint="fix the syntax") from None
-    try:
-        return ArmsFile.model_validate(data).arms
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise UsageError(
-            f"{loc}: {first['msg']}",
-            where=str(path),
-            hint="each arm has a name and one of service / url / start: {service, port, set}",
-        ) from None
+    hint = "each arm has a name and one of service / url / start: {service, port, set}"
+    return validated(ArmsFile, data, where=str(path), hint=hint).arms
 
 
 @dataclass

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from inferfleet.bench.specs import validated
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Host, Model
 from inferfleet.fleetfile.service import Service
@@ -261,16 +262,8 @@ def load_space(path: Path) -> SpaceFile:
         data = yaml.safe_load(raw.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UsageError(f"the space file is not YAML: {exc}", where=str(path)) from None
-    try:
-        found = SpaceFile.model_validate(data if data is not None else {})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise UsageError(
-            f"{loc}: {first['msg']}",
-            where=str(path),
-            hint="knobs: {NAME: [values]}, only: true|false",
-        ) from None
+    hint = "knobs: {NAME: [values]}, only: true|false"
+    found = validated(SpaceFile, data if data is not None else {}, where=str(path), hint=hint)
     unknown = sorted(set(found.knobs) - set(KNOBS))
     if unknown:
         raise UsageError(
