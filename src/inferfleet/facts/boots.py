@@ -18,7 +18,7 @@ from pydantic import TypeAdapter
 
 from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError
-from inferfleet.facts.stored import read_record
+from inferfleet.facts.stored import mismatch, read_record
 from inferfleet.io.state_files import MAX_STATE_BYTES, write_state
 
 FORMAT = 1
@@ -58,13 +58,10 @@ def read_boots(
     where = boots_path(root, service)
 
     def check(record: RecordedBoots) -> str | None:
-        if record.format != FORMAT:
-            return f"format {record.format}, this inferfleet writes {FORMAT}"
-        if record.service != service:
-            return f"it records service {record.service!r}"
-        if not 1 <= len(record.boots) <= MAX_BOOTS:
+        wrong = mismatch("service", (record.format, record.service), (FORMAT, service))
+        if wrong is None and not 1 <= len(record.boots) <= MAX_BOOTS:
             return f"{len(record.boots)} boots; one or two are recorded"
-        return None
+        return wrong
 
     record = read_record(
         where,

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from inferfleet.doctor.parse import Gpu
-from inferfleet.facts.stored import read_record
+from inferfleet.facts.stored import mismatch, read_record
 from inferfleet.io.files import atomic_write
 
 FORMAT = 1
@@ -48,17 +48,10 @@ def read_host(root: Path, host: str) -> RecordedHost | str | None:
     damaged or another host's."""
     where = host_path(root, host)
 
-    def check(record: RecordedHost) -> str | None:
-        if record.format != FORMAT:
-            return f"format {record.format}, this inferfleet writes {FORMAT}"
-        if record.host != host:
-            return f"it records host {record.host!r}"
-        return None
-
     return read_record(
         where,
         RecordedHost,
         what="recorded host facts",
         hint=f"record them again: inferfleet facts record --host {host}",
-        check=check,
+        check=lambda record: mismatch("host", (record.format, record.host), (FORMAT, host)),
     )

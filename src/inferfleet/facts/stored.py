@@ -32,3 +32,14 @@ def read_record(
         )
     except FleetError as exc:
         return exc.render()
+
+
+def mismatch(kind: str, recorded: tuple[int, str], wanted: tuple[int, str]) -> str | None:
+    """Why a record is not the one asked for: another format's, or another ``kind``'s
+    (``recorded`` and ``wanted`` are each a format and a name)."""
+    (got_format, got_name), (format, name) = recorded, wanted
+    if got_format != format:
+        return f"format {got_format}, this inferfleet writes {format}"
+    if got_name != name:
+        return f"it records {kind} {got_name!r}"
+    return None
