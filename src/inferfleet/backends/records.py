@@ -8,14 +8,13 @@ and log. Written with :func:`~inferfleet.io.files.atomic_write`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from inferfleet.errors import BackendError
-from inferfleet.io.files import atomic_write
 from inferfleet.io.pids import Birth
-from inferfleet.io.state_files import read_state
+from inferfleet.io.state_files import StateFolder
 
 RECORD_VERSION = 1
 
@@ -45,49 +44,34 @@ class ServiceRecord:
     since_boot: float = 0.0
     boot_id: str = ""
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
     @property
     def born(self) -> Birth | None:
         return Birth.recorded(self.since_boot, self.boot_id)
 
 
-class RecordStore:
-    """One JSON file per service under ``<state>/services``."""
+class RecordStore(StateFolder[ServiceRecord]):
+    """One JSON file per service under ``<state>/services``.
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    A damaged record (not JSON, or JSON of the wrong shape) is a
+    :class:`BackendError` naming the file: a record is how a server is found
+    and stopped again, so it is never guessed at.
+    """
 
-    def path(self, service: str) -> Path:
-        return self.folder / f"{service}.json"
+    shape = ServiceRecord
+    what = "service record"
+    error = BackendError
 
-    def read(self, service: str) -> ServiceRecord | None:
-        """The service's record, None when there is none.
-
-        A damaged one (not JSON, or JSON of the wrong shape) is a
-        :class:`BackendError` naming the file: a record is how a server is
-        found and stopped again, so it is never guessed at.
-        """
-        path = self.path(service)
-        return read_state(
-            path,
-            ServiceRecord,
-            what="service record",
-            error=BackendError,
-            hint=f"find the server by its port (ss -ltnp) and stop it by pid if it still "
-            f"runs, then delete {path}",
-            check=_record_problem,
+    def hint(self, path: Path) -> str:
+        return (
+            f"find the server by its port (ss -ltnp) and stop it by pid if it still "
+            f"runs, then delete {path}"
         )
 
-    def write(self, record: ServiceRecord) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path(record.service), json.dumps(asdict(record), indent=2) + "\n")
-
-    def remove(self, service: str) -> None:
-        self.path(service).unlink(missing_ok=True)
-
-    def names(self) -> list[str]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(p.stem for p in self.folder.glob("*.json"))
+    def problem(self, value: ServiceRecord) -> str | None:
+        return _record_problem(value)
 
 
 def _record_problem(record: ServiceRecord) -> str | None:

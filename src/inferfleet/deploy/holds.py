@@ -12,7 +12,6 @@ bounded in length.
 from __future__ import annotations
 
 import getpass
-import json
 import socket
 import time
 from dataclasses import asdict, dataclass
@@ -20,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from inferfleet.errors import FleetError, UsageError
-from inferfleet.io.files import atomic_write
-from inferfleet.io.state_files import read_state
+from inferfleet.io.state_files import StateFolder
 
 HOLDS = "holds"  # <state_dir>/holds/<service>.json
 MAX_REASON = 200
@@ -64,46 +62,16 @@ def new_hold(service: str, reason: str) -> Hold:
     )
 
 
-class HoldStore:
+class HoldStore(StateFolder[Hold]):
+    shape = Hold
+    what = "hold"
+    error = HoldError
+    fix = "`inferfleet start SERVICE` lifts the hold (and removes the file)"
+
     def __init__(self, state_dir: Path) -> None:
-        self.folder = state_dir / HOLDS
+        super().__init__(state_dir / HOLDS)
 
-    def path(self, service: str) -> Path:
-        return self.folder / f"{service}.json"
-
-    def read(self, service: str) -> Hold | None:
-        return read_state(
-            self.path(service),
-            Hold,
-            what="hold",
-            error=HoldError,
-            hint="`inferfleet start SERVICE` lifts the hold (and removes the file)",
-            check=lambda h: (
-                None
-                if h.reason.isprintable() and len(h.reason) <= MAX_REASON
-                else "its reason is not one printable line"
-            ),
-        )
-
-    def all(self) -> dict[str, Hold]:
-        if not self.folder.is_dir():
-            return {}
-        found = {}
-        for path in sorted(self.folder.glob("*.json")):
-            hold = self.read(path.stem)
-            if hold is not None:
-                found[hold.service] = hold
-        return found
-
-    def write(self, hold: Hold) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.path(hold.service)
-        atomic_write(path, json.dumps(hold.to_json(), indent=2) + "\n")
-        return path
-
-    def remove(self, service: str) -> bool:
-        """Lift the hold; whether there was one."""
-        path = self.path(service)
-        existed = path.exists()
-        path.unlink(missing_ok=True)
-        return existed
+    def problem(self, value: Hold) -> str | None:
+        if value.reason.isprintable() and len(value.reason) <= MAX_REASON:
+            return None
+        return "its reason is not one printable line"

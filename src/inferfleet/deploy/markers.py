@@ -21,15 +21,13 @@ written before the field existed reads as none, and those files stay.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from inferfleet.deploy.inputs import ServiceInputs
 from inferfleet.errors import FleetError
-from inferfleet.io.files import atomic_write
-from inferfleet.io.state_files import read_state
+from inferfleet.io.state_files import StateFolder
 
 MARKER_VERSION = 2
 CONTRACT_PASSED = "passed"
@@ -97,42 +95,16 @@ class Marker:
         return replace(new, history=history[:HISTORY])
 
 
-class MarkerStore:
+class MarkerStore(StateFolder[Marker]):
+    shape = Marker
+    what = "revision marker"
+    error = MarkerError
+    fix = "delete it; the next deploy then treats the service as new and redeploys it"
+
     def __init__(self, state_dir: Path) -> None:
-        self.folder = state_dir / "markers"
+        super().__init__(state_dir / "markers")
 
-    def path(self, service: str) -> Path:
-        return self.folder / f"{service}.json"
-
-    def read(self, service: str) -> Marker | None:
-        """The service's marker, None when there is none; a damaged one is a MarkerError."""
-        return read_state(
-            self.path(service),
-            Marker,
-            what="revision marker",
-            error=MarkerError,
-            hint="delete it; the next deploy then treats the service as new and redeploys it",
-        )
-
-    def all(self) -> dict[str, Marker]:
-        if not self.folder.is_dir():
-            return {}
-        found = {}
-        for path in sorted(self.folder.glob("*.json")):
-            marker = self.read(path.stem)
-            if marker is not None:
-                found[marker.service] = marker
-        return found
-
-    def write(self, marker: Marker) -> Path:
-        """Record ``marker`` atomically (temp file + rename), keeping the history."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        previous = self.read(marker.service)
-        if previous is not None:
-            marker = previous.succeeded_by(marker)
-        path = self.path(marker.service)
-        atomic_write(path, json.dumps(marker.to_json(), indent=2) + "\n")
-        return path
-
-    def remove(self, service: str) -> None:
-        self.path(service).unlink(missing_ok=True)
+    def write(self, value: Marker) -> Path:
+        """Record ``value`` atomically (temp file + rename), keeping the history."""
+        previous = self.read(value.service)
+        return super().write(value if previous is None else previous.succeeded_by(value))

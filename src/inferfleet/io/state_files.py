@@ -13,9 +13,10 @@ killed writer leaves the old file or the new one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from inferfleet.bounded import read_bounded
 from inferfleet.errors import FleetError
@@ -132,3 +133,77 @@ def write_cache(where: Path, data: bytes) -> bool:
     except OSError:
         return False
     return True
+
+
+class Stored(Protocol):
+    """What a :class:`StateFolder` keeps: one per service, written as its ``to_json``."""
+
+    @property
+    def service(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=Stored)
+
+
+class StateFolder(Generic[S]):
+    """One JSON state file per service in ``folder`` (``<service>.json``), each a ``shape``.
+
+    Records, markers and holds are all kept this way: read through
+    :func:`read_state` (a damaged file is the store's ``error``), written
+    atomically. A store names its shape, what a file is called in messages,
+    its error and the fix; :meth:`problem` may name what the shape cannot.
+    """
+
+    shape: type[S]
+    what: str
+    error: ErrorFactory
+    fix: str
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, service: str) -> Path:
+        return self.folder / f"{service}.json"
+
+    def hint(self, path: Path) -> str:
+        """The fix said when the file at ``path`` is damaged."""
+        return self.fix
+
+    def problem(self, value: S) -> str | None:
+        """One more problem of a file that has the shape, None when there is none."""
+        return None
+
+    def read(self, service: str) -> S | None:
+        """The service's file, None when there is none; a damaged one is the store's error."""
+        path = self.path(service)
+        hint = self.hint(path)
+        return read_state(
+            path, self.shape, what=self.what, error=self.error, hint=hint, check=self.problem
+        )
+
+    def names(self) -> list[str]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(p.stem for p in self.folder.glob("*.json"))
+
+    def all(self) -> dict[str, S]:
+        """Every readable file, by the service it names."""
+        found = (self.read(name) for name in self.names())
+        return {value.service: value for value in found if value is not None}
+
+    def write(self, value: S) -> Path:
+        """Record ``value`` atomically (temp file + rename)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.path(value.service)
+        atomic_write(path, json.dumps(value.to_json(), indent=2) + "\n")
+        return path
+
+    def remove(self, service: str) -> bool:
+        """Remove the service's file; whether there was one."""
+        try:
+            self.path(service).unlink()
+        except FileNotFoundError:
+            return False
+        return True
