@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inferfleet.importers.commandline import Program
 from inferfleet.importers.llamacpp import Mapped, drop_cors, hub_model, model_name
 from inferfleet.importers.result import Imported, Where
 from inferfleet.render.secrets import SECRET_FLAGS
@@ -115,16 +116,13 @@ def folder_model(
 
 
 def read_engine(
-    kind: str,
-    args: list[str],
-    *,
-    positional_model: bool,
-    where: Where,
-    out: Imported,
-    files_of: FilesOf = local_files,
+    program: Program, *, where: Where, out: Imported, files_of: FilesOf = local_files
 ) -> Mapped:
-    """The service fields a vLLM (after ``serve``) or SGLang argv sets."""
-    engine = ENGINES[kind]
+    """The service fields a vLLM or SGLang command line sets (``vllm serve`` takes the model
+    as its first argument)."""
+    engine = ENGINES[program.kind]
+    args = program.args
+    positional_model = program.program[-1] == "serve"
     mapped = Mapped()
     values: dict[str, str | None] = {}
     model: str | None = None
@@ -139,7 +137,7 @@ def read_engine(
                 continue
             out.problem(where, f"unexpected word {arg.text!r}")
             continue
-        key = canonical_flag(arg.flag, kind)
+        key = canonical_flag(arg.flag, program.kind)
         if key in SECRET_FLAGS:
             env = engine.api_key_env
             mapped.secret_names.append(env)

@@ -272,7 +272,9 @@ def _service(
     port = _port(path, model_id, model, macros, block["port"], out)
     if port is not None:
         block["port"] = port
-    _health(path, model_id, model, macros, block, out)
+    health = _health(path, model_id, model, macros, out)
+    if health is not None:
+        block.setdefault("health", {})["path"] = health
     return service
 
 
@@ -302,28 +304,22 @@ def _port(
 
 
 def _health(
-    path: Path,
-    model_id: str,
-    model: Any,
-    macros: dict[str, str],
-    block: dict[str, Any],
-    out: Imported,
-) -> None:
+    path: Path, model_id: str, model: Any, macros: dict[str, str], out: Imported
+) -> str | None:
+    """The path llama-swap checks the server's health on, when the config names one."""
     check = model.get("checkEndpoint")
     if check is None:
-        return
+        return None
     where = at_line(path, key_line(model, "checkEndpoint"))
     text = expand(str(check), macros, where, out, field=f"models.{model_id}.checkEndpoint")
-    if text is None:
-        return
     if text == "none":
         out.note(
             where,
             f"models.{model_id}.checkEndpoint: none has no equivalent (every service is "
             "health-gated on /health)",
         )
-        return
-    block.setdefault("health", {})["path"] = text
+        return None
+    return text
 
 
 def _env(path: Path, model_id: str, model: Any, out: Imported) -> list[EnvItem]:

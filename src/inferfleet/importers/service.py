@@ -102,15 +102,7 @@ def read_service(
         out.problem(where, f"two servers become service {source.name!r}", "rename one of them")
         return None
     if program.kind != "llama.cpp":
-        positional = program.program[-1] == "serve"
-        mapped = read_engine(
-            program.kind,
-            program.args,
-            positional_model=positional,
-            where=where,
-            out=out,
-            files_of=source.files_of,
-        )
+        mapped = read_engine(program, where=where, out=out, files_of=source.files_of)
     else:
         mapped = read_llama_server(
             program.args, host=host, host_name=host_name, where=where, out=out,
