@@ -19,15 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from inferfleet.checks.engine import (
-    CheckContext,
-    Hit,
-    Skip,
-    Subject,
-    header_rule,
-    rule,
-    service_rule,
-)
+from inferfleet.checks.engine import Hit, Skip, Subject, header_rule, service_rule
 from inferfleet.checks.speculative import is_spec_flag
 from inferfleet.gguf import Inspection
 from inferfleet.render.secrets import SECRET_FLAGS
@@ -57,28 +49,27 @@ def field_flag(s: Subject) -> Iterator[Hit]:
         )
 
 
-@rule("extra-args-unknown-flag", "L-42", "error")
-def unknown_flag(ctx: CheckContext) -> Iterator[Hit | Skip]:
+@service_rule("extra-args-unknown-flag", "L-42", "error")
+def unknown_flag(s: Subject) -> Iterator[Hit | Skip]:
     """a flag in extra_args that the pinned runtime does not take: the unit would crash-loop"""
-    source = ctx.flags
-    for s in ctx.subjects("llm"):
-        if not s.service.extra_args:
-            continue
-        if source is None:
-            yield Skip(s.name, NO_SOURCE)
-            continue
-        assert s.service.runtime is not None
-        known = source(s.service.runtime, s.runtime)
-        if isinstance(known, str):
-            yield Skip(s.name, known)
-            continue
-        for found in unknown_flags(s.traits.flags, known, s.service.extra_args):
-            yield s.hit(
-                f"extra_args[{found.index}]",
-                f"service {s.name!r} passes {found.written}, which {found.problem}; the server "
-                "would refuse to start and its unit crash-loop",
-                found.fix,
-            )
+    source = s.ctx.flags
+    if not s.service.extra_args:
+        return
+    if source is None:
+        yield Skip(s.name, NO_SOURCE)
+        return
+    assert s.service.runtime is not None
+    known = source(s.service.runtime, s.runtime)
+    if isinstance(known, str):
+        yield Skip(s.name, known)
+        return
+    for found in unknown_flags(s.traits.flags, known, s.service.extra_args):
+        yield s.hit(
+            f"extra_args[{found.index}]",
+            f"service {s.name!r} passes {found.written}, which {found.problem}; the server "
+            "would refuse to start and its unit crash-loop",
+            found.fix,
+        )
 
 
 def _mmap_off(s: Subject) -> tuple[str, str] | None:

@@ -88,7 +88,8 @@ class Skipped:
 
 
 RuleFn = Callable[["CheckContext"], Iterable[Hit | Skip]]
-ServiceRuleFn = Callable[["Subject"], Iterable[Hit]]
+ServiceRuleFn = Callable[["Subject"], Iterable[Hit | Skip]]
+_ServiceFn = TypeVar("_ServiceFn", bound=ServiceRuleFn)
 HeaderRuleFn = Callable[["Subject", str, Inspection], Iterable[Hit]]
 # Which services a per-service rule judges: every one, the llm ones, or the llm
 # ones whose runtime serves GGUF files (where header facts and GGUF flags apply).
@@ -150,12 +151,12 @@ def service_rule(
     *,
     services: Services = "llm",
     title: str | None = None,
-) -> Callable[[ServiceRuleFn], ServiceRuleFn]:
-    """Register a rule judged once per service of ``services``, in fleet order (``title``:
-    as for :func:`rule`)."""
+) -> Callable[[_ServiceFn], _ServiceFn]:
+    """Register a rule judged once per service of ``services``, in fleet order; it skips a
+    service it cannot judge, saying why (``title``: as for :func:`rule`)."""
 
-    def register(fn: ServiceRuleFn) -> ServiceRuleFn:
-        def run(ctx: CheckContext) -> Iterator[Hit]:
+    def register(fn: _ServiceFn) -> _ServiceFn:
+        def run(ctx: CheckContext) -> Iterator[Hit | Skip]:
             for subject in ctx.subjects(services):
                 yield from fn(subject)
 

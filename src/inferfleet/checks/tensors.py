@@ -11,15 +11,7 @@ import re
 from collections.abc import Iterator
 
 from inferfleet.budget.placement import layer_slots, split_points
-from inferfleet.checks.engine import (
-    CheckContext,
-    Hit,
-    Skip,
-    Subject,
-    header_rule,
-    rule,
-    service_rule,
-)
+from inferfleet.checks.engine import Hit, Skip, Subject, header_rule, service_rule
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.gguf import Inspection
 from inferfleet.runtimes.base import gpu_devices
@@ -76,14 +68,9 @@ def _guessed_names(count: int) -> list[str]:
     return [f"blk.{i}.{t}" for i in range(count) for t in _BLOCK_TENSORS]
 
 
-@rule("override-gpu-target-layer-split", "L-17", "error")
-def gpu_target(ctx: CheckContext) -> Iterator[Hit | Skip]:
+@service_rule("override-gpu-target-layer-split", "L-17", "error", services="gguf")
+def gpu_target(s: Subject) -> Iterator[Hit | Skip]:
     """an override sends a block to a GPU that does not own its layer on a layer split"""
-    for s in ctx.subjects("gguf"):
-        yield from _foreign_blocks(s)
-
-
-def _foreign_blocks(s: Subject) -> Iterator[Hit | Skip]:
     gpus = gpu_devices(s.service, s.host)
     if s.service.split_mode not in (None, "layer") or len(gpus) < 2:
         return
