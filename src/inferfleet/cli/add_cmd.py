@@ -17,12 +17,12 @@ from typing import Any
 import typer
 
 from inferfleet.cli.edits import write_checked
-from inferfleet.cli.fleet_cmds import FleetOpt, OfflineOpt, fleet_file, go_offline, no_fleet_file
+from inferfleet.cli.fleet_cmds import FleetOpt, OfflineOpt, fleet_file, no_fleet_file, verb_output
 from inferfleet.errors import HTTPError, UsageError
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.hub.errors import HubError
-from inferfleet.output import Output, esc
+from inferfleet.output import esc
 
 FIRST_PORT = 8080
 FIT_HEADROOM_MIB = 1024  # what `budget` keeps free per device by default
@@ -49,7 +49,7 @@ def add(
     offline: bool = OfflineOpt,
 ) -> None:
     """Add a Hub model and a service for it (manifest pinned, checked, comments kept)."""
-    go_offline(offline)
+    out = verb_output(offline)
     from inferfleet.fleetfile.loader import load_fleet, parse_fleet
     from inferfleet.hub.auth import resolve_token
     from inferfleet.hub.fetch_plan import endpoint
@@ -59,7 +59,6 @@ def add(
     from inferfleet.importers.llamacpp import model_name
     from inferfleet.importers.result import Imported, ImportedService, Where
 
-    out = Output()
     file = fleet_file(file_opt, out)
     if file is None:
         raise no_fleet_file()

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from inferfleet.cli.fleet_cmds import HostOpt, OfflineOpt, ServicesArg, WideOpt, go_offline, scope
+from inferfleet.cli.fleet_cmds import HostOpt, OfflineOpt, ServicesArg, WideOpt, scope, verb_output
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
@@ -161,8 +161,7 @@ def deploy(
     offline: bool = OfflineOpt,
 ) -> None:
     """Push, then on each host: git pull --ff-only and inferfleet apply, gated per service."""
-    go_offline(offline)
-    out = Output(json_mode=json_out)
+    out = verb_output(offline, json_out)
     if not services and not service and not host and not drain:
         raise UsageError(
             "name what to deploy",
@@ -359,9 +358,8 @@ def apply(
     offline: bool = OfflineOpt,
 ) -> None:
     """On the host: gates, stop, install, start, health gate, marker; service by service."""
-    go_offline(offline)
     machine = events or facts
-    out = Output(json_mode=json_out or machine)
+    out = verb_output(offline, json_out or machine)
     emit = _EventWriter() if machine else _human_emit(out)
     if machine:
         # Deploy reads this over ssh: a dropped connection must not kill a half-done apply.

@@ -75,12 +75,14 @@ def key_from_env(name: str) -> str:
     return value
 
 
-def go_offline(on: bool) -> None:
-    """``--offline`` for the rest of the verb (undone by ``main`` when it ends)."""
-    if on:
-        from inferfleet.io import offline
+def verb_output(offline: bool, json_out: bool = False) -> Output:
+    """The verb's output, with ``--offline`` on for the rest of the verb (undone by ``main``
+    when it ends): a verb's first step, before anything could reach the network."""
+    if offline:
+        from inferfleet.io import offline as offline_mode
 
-        offline.go_offline()
+        offline_mode.go_offline()
+    return Output(json_mode=json_out)
 
 
 # The board's and the relay's --allow-host: names other than IPs and localhost are

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import typer
 
 from inferfleet.artifacts.manifest import Manifest
-from inferfleet.cli.fleet_cmds import OfflineOpt, go_offline
+from inferfleet.cli.fleet_cmds import OfflineOpt, verb_output
 from inferfleet.errors import EXIT_FAILED, FleetError, SpecError, UsageError
 from inferfleet.fleetfile.fleet import Fleet, Host, HubSource
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet, parse_fleet
@@ -104,11 +104,10 @@ def _file_verb(fmt: _FileFormat) -> Callable[..., None]:
     """The verb importing ``fmt``: its argument, then --file, --host, --dry-run, --offline."""
 
     def verb(**params: Any) -> None:
-        go_offline(params["offline"])
+        out = verb_output(params["offline"])
         module, function = fmt.reader.split(":")
         reader = getattr(importlib.import_module(f"inferfleet.importers.{module}"), function)
         source = params[fmt.argument]
-        out = Output()
         host_name = params["host"] or "local"
         existing, fleet = _existing(params["out_file"])
         imported = reader(source, host_name, None if fleet is None else fleet.hosts.get(host_name))
@@ -155,11 +154,10 @@ def host_cmd(
     offline: bool = OfflineOpt,
 ) -> None:
     """Import the llama-server, vLLM and SGLang processes running on a host (over ssh)."""
-    go_offline(offline)
+    out = verb_output(offline)
     from inferfleet.deploy.ssh import connector_for
     from inferfleet.importers.host import read_host
 
-    out = Output()
     existing, fleet = _existing(out_file)
     host = None if fleet is None else fleet.hosts.get(name)
     if host is None:

@@ -20,7 +20,7 @@ from rich.progress import Progress, TaskID
 
 from inferfleet.artifacts.locate import model_dir, model_named
 from inferfleet.artifacts.verify import FilesRejected, gate
-from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, OfflineOpt, go_offline, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, JsonOpt, OfflineOpt, resolve_fleet, verb_output
 from inferfleet.cli.progress import bytes_progress
 from inferfleet.documents import (
     FetchedFile,
@@ -83,12 +83,11 @@ def manifest_cmd(
     offline: bool = OfflineOpt,
 ) -> None:
     """List a repo's files at one commit (or a folder's files): size, hash and kind, path."""
-    go_offline(offline)
+    out = verb_output(offline, json_out)
     from inferfleet.artifacts.folder_manifest import folder_manifest
     from inferfleet.hub.model_ref import cached_snapshot, manifest_globs, parse_ref
     from inferfleet.io.offline import offline as offline_now
 
-    out = Output(json_mode=json_out)
     local = Path(repo).expanduser()
     if local.is_dir():
         made = folder_manifest(local, includes=include)
@@ -182,8 +181,7 @@ def fetch_cmd(
     offline: bool = OfflineOpt,
 ) -> None:
     """Download exactly the model's declared files, verified; resumes where it stopped."""
-    go_offline(offline)
-    out = Output(json_mode=json_out)
+    out = verb_output(offline, json_out)
     loaded = resolve_fleet(file, out)
     plan = plan_model(loaded, name)
     url = endpoint(endpoint_opt)

@@ -17,10 +17,10 @@ from inferfleet.cli.fleet_cmds import (
     OfflineOpt,
     ServicesArg,
     WideOpt,
-    go_offline,
     one_file,
     resolve_fleet,
     scope,
+    verb_output,
 )
 from inferfleet.errors import EXIT_FAILED, ContractFailingError, UsageError
 from inferfleet.output import Output, esc
@@ -106,13 +106,12 @@ def up(
     healthy but fails it keeps running, is
     shown red with the evidence, stops the run, and up exits 3 (EXIT_CONTRACT).
     """
-    go_offline(offline)
+    out = verb_output(offline, json_out)
     from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.deploy import local
     from inferfleet.deploy.last_up import remember
     from inferfleet.documents import UpDocument, UpFront, document_of
 
-    out = Output(json_mode=json_out)
     loaded = resolve_fleet(one_file(file, file_opt), out, example=True)
     names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
         loaded

@@ -13,8 +13,8 @@ from inferfleet.cli.fleet_cmds import (
     JsonOpt,
     OfflineOpt,
     WideOpt,
-    go_offline,
     resolve_fleet,
+    verb_output,
 )
 from inferfleet.cli.progress import note_above, steps_progress
 from inferfleet.documents import (
@@ -96,8 +96,7 @@ def install(
     """Build llama-server, or install a pinned vLLM package (or the gateway's LiteLLM: kind
     `gateway`) in its own venv, once; later calls are instant. pip reads PIP_INDEX_URL,
     PIP_FIND_LINKS and PIP_NO_INDEX as usual."""
-    go_offline(offline)
-    out = Output(json_mode=json_out)
+    out = verb_output(offline, json_out)
     if kind == GATEWAY_KIND:
         _install_gateway(file, out, json_out)
         return
