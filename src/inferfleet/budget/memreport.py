@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inferfleet.budget.errors import BudgetError
+from inferfleet.gguf.model import Keyed
 
 MAX_LINE = 1 << 16  # longer lines are cut: the report's lines are short
 Phase = Literal["projected", "loaded"]
@@ -125,17 +126,9 @@ class BootReport:
         value = self.params.get(key)
         return int(value) if value is not None and value.isdigit() else None
 
-    @property
-    def n_ctx(self) -> int | None:
-        return self._param("n_ctx")
-
-    @property
-    def n_seq_max(self) -> int | None:
-        return self._param("n_seq_max")
-
-    @property
-    def n_ubatch(self) -> int | None:
-        return self._param("n_ubatch")
+    n_ctx = Keyed("n_ctx", _param)
+    n_seq_max = Keyed("n_seq_max", _param)
+    n_ubatch = Keyed("n_ubatch", _param)
 
     @property
     def breakdown(self) -> Breakdown | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 from inferfleet.gguf import kv
 from inferfleet.gguf.constants import GGML_MAX_NAME, file_type_name, ggml_type_name
@@ -45,20 +45,31 @@ class TensorInfo:
         return ggml_type_name(self.type_id)
 
 
-@dataclass(frozen=True)
-class GGUFHeader:
-    """One file's header, as parsed."""
+M = TypeVar("M")  # a metadata value: parsed (MetaValue), or as JSON in a cache
+Owner = TypeVar("Owner")
+V = TypeVar("V")
 
-    source: str
+
+@dataclass(frozen=True, kw_only=True)
+class HeaderFacts(Generic[M]):
+    """What a GGUF header states: one file's, or a whole model's (all its parts)."""
+
+    location: str  # the path or URL it was read from
     version: int
-    metadata: Mapping[str, MetaValue]
+    metadata: Mapping[str, M]
     value_types: Mapping[str, str]
     tensors: tuple[TensorInfo, ...]
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class GGUFHeader(HeaderFacts[MetaValue]):
+    """One file's header, as parsed."""
+
     alignment: int
     data_offset: int  # where tensor data starts: the header's size
     file_size: int | None
     bytes_read: int
-    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,20 +126,40 @@ def _int_or_layers(value: MetaValue | None) -> int | tuple[int, ...] | None:
     return None
 
 
-@dataclass(frozen=True)
-class Inspection:
-    """A model file as a loader sees it (all parts of a split together)."""
+@dataclass(frozen=True, kw_only=True)
+class ModelFacts(HeaderFacts[M]):
+    """A model's header facts, all parts of a split together (what a cache keeps)."""
 
-    location: str
-    version: int
-    metadata: Mapping[str, MetaValue]
-    value_types: Mapping[str, str]
-    tensors: tuple[TensorInfo, ...]
     parts: tuple[PartInfo, ...]
     split_count: int | None
-    layout: kv.AttentionLayout | None
-    problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+
+    def model_facts(self) -> dict[str, Any]:
+        """These fields by name, to build another kind of record of the same model."""
+        return {f.name: getattr(self, f.name) for f in fields(ModelFacts)}
+
+
+class Keyed(Generic[Owner, V]):
+    """A read-only property that looks one key up with a method of its class:
+    ``context_length = Keyed("context_length", _arch_int)``."""
+
+    def __init__(self, key: str, look_up: Callable[[Owner, str], V]) -> None:
+        self.key = key
+        self.look_up = look_up
+
+    @overload
+    def __get__(self, obj: None, owner: type[Owner]) -> Keyed[Owner, V]: ...
+    @overload
+    def __get__(self, obj: Owner, owner: type[Owner]) -> V: ...
+    def __get__(self, obj: Owner | None, owner: type[Owner]) -> V | Keyed[Owner, V]:
+        return self if obj is None else self.look_up(obj, self.key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inspection(ModelFacts[MetaValue]):
+    """A model file as a loader sees it (all parts of a split together)."""
+
+    layout: kv.AttentionLayout | None
     type_histogram: tuple[TypeStat, ...] = field(default=())
 
     # -- facts from metadata ---------------------------------------------
@@ -163,13 +194,11 @@ class Inspection:
         """Bytes of tensors of known types (unknown ones have no known size)."""
         return sum(t.n_bytes or 0 for t in self.tensors)
 
-    @property
-    def context_length(self) -> int | None:
-        return self._arch_int("context_length")
-
-    @property
-    def block_count(self) -> int | None:
-        return self._arch_int("block_count")
+    context_length = Keyed("context_length", _arch_int)
+    block_count = Keyed("block_count", _arch_int)
+    sliding_window = Keyed("attention.sliding_window", _arch_int)
+    expert_count = Keyed("expert_count", _arch_int)
+    expert_used_count = Keyed("expert_used_count", _arch_int)
 
     @property
     def nextn_layers(self) -> int:
@@ -185,14 +214,6 @@ class Inspection:
         value = _int_or_layers(self._arch_key("attention.head_count_kv"))
         return self.head_count if value is None else value
 
-    @property
-    def key_length(self) -> int | None:
-        return self._head_length("key_length")
-
-    @property
-    def value_length(self) -> int | None:
-        return self._head_length("value_length")
-
     def _head_length(self, suffix: str) -> int | None:
         explicit = self._arch_int(f"attention.{suffix}")
         if explicit is not None:
@@ -201,9 +222,8 @@ class Inspection:
         first = heads[0] if isinstance(heads, tuple) and heads else heads
         return embd // first if isinstance(first, int) and first and embd else None
 
-    @property
-    def sliding_window(self) -> int | None:
-        return self._arch_int("attention.sliding_window")
+    key_length = Keyed("key_length", _head_length)
+    value_length = Keyed("value_length", _head_length)
 
     def _layers(self, kind: kv.LayerKind) -> tuple[int, ...]:
         return () if self.layout is None else self.layout.indices(kind)
@@ -219,14 +239,6 @@ class Inspection:
     @property
     def recurrent_layers(self) -> tuple[int, ...]:
         return self._layers("recurrent")
-
-    @property
-    def expert_count(self) -> int | None:
-        return self._arch_int("expert_count")
-
-    @property
-    def expert_used_count(self) -> int | None:
-        return self._arch_int("expert_used_count")
 
     @property
     def chat_template_length(self) -> int | None:

@@ -545,7 +545,7 @@ def read_header(
     data_offset = (parser.pos + alignment - 1) // alignment * alignment
     size = source.size
     return GGUFHeader(
-        source=source.name,
+        location=source.name,
         version=version,
         metadata=values,
         value_types=types,

@@ -119,7 +119,7 @@ def build_inspection(
     numbers = list(split_numbers) or [None] * len(headers)
     parts = tuple(
         PartInfo(
-            h.source,
+            h.location,
             no,
             len(h.tensors),
             sum(t.n_bytes or 0 for t in h.tensors),

@@ -63,11 +63,11 @@ from inferfleet.facts.boots import boots_path, read_boots
 from inferfleet.facts.hosts import RecordedHost, host_path, read_host
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.gguf import GGUFError, Inspection, PartInfo, SkippedArray, TensorInfo, inspect
+from inferfleet.gguf import GGUFError, Inspection, SkippedArray, TensorInfo, inspect
 from inferfleet.gguf.kv import attention_layout
-from inferfleet.gguf.model import MetaValue
+from inferfleet.gguf.model import MetaValue, ModelFacts
 from inferfleet.gguf.reader import read_header
-from inferfleet.gguf.source import HTTPSource, hf_token_for, http_client
+from inferfleet.gguf.source import HTTPSource, LocalSource, hf_token_for, http_client
 from inferfleet.gguf.split import build_inspection, type_histogram
 from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
@@ -95,8 +95,8 @@ NOT_CACHED = f"the model is not on this machine and its Hub facts are not cached
 # ---------------------------------------------------------------- cached header facts
 
 
-@dataclass(frozen=True)
-class CachedHeader:
+@dataclass(frozen=True, kw_only=True)
+class CachedHeader(ModelFacts[JsonValue]):
     """One Hub file's parsed header facts, as written under ``<cache>/headers``."""
 
     format: int
@@ -104,15 +104,6 @@ class CachedHeader:
     repo: str
     revision: str
     path: str
-    location: str
-    version: int
-    metadata: dict[str, JsonValue]
-    value_types: dict[str, str]
-    tensors: tuple[TensorInfo, ...]
-    parts: tuple[PartInfo, ...]
-    split_count: int | None
-    problems: tuple[str, ...]
-    notes: tuple[str, ...]
 
 
 class _Uncachable(ValueError):
@@ -161,21 +152,14 @@ def _is_tensor(t: TensorInfo) -> bool:
 
 def _to_cache(key: HubKey, found: Inspection) -> bytes:
     endpoint_url, repo, revision, path = key
+    metadata = {key: _encode(value) for key, value in found.metadata.items()}
     record = CachedHeader(
+        **{**found.model_facts(), "metadata": metadata},
         format=CACHE_FORMAT,
         endpoint=endpoint_url,
         repo=repo,
         revision=revision,
         path=path,
-        location=found.location,
-        version=found.version,
-        metadata={key: _encode(value) for key, value in found.metadata.items()},
-        value_types=dict(found.value_types),
-        tensors=found.tensors,
-        parts=found.parts,
-        split_count=found.split_count,
-        problems=found.problems,
-        notes=found.notes,
     )
     return TypeAdapter(CachedHeader).dump_json(record)
 
@@ -196,16 +180,8 @@ def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
 def _from_cache(record: CachedHeader) -> Inspection:
     metadata = {key: _decode(value) for key, value in record.metadata.items()}
     return Inspection(
-        location=record.location,
-        version=record.version,
-        metadata=metadata,
-        value_types=record.value_types,
-        tensors=record.tensors,
-        parts=record.parts,
-        split_count=record.split_count,
+        **{**record.model_facts(), "metadata": metadata},
         layout=attention_layout(metadata),
-        problems=record.problems,
-        notes=record.notes,
         type_histogram=type_histogram(record.tensors),
     )
 
@@ -380,28 +356,17 @@ def folder_key(declared: Sequence[ManifestEntry]) -> str | None:
 # ---------------------------------------------------------------- package models
 
 
-class ChunkSource:
+class ChunkSource(LocalSource):
     """A file shipped as consecutive chunks, read as one (a package's model, in place)."""
 
-    remote = False
-
     def __init__(self, chunks: Sequence[Path], name: str) -> None:
-        self._name = name
         self._spans: list[tuple[int, Path, int]] = []  # (start, path, size)
         start = 0
         for chunk in chunks:
             size = chunk.stat().st_size
             self._spans.append((start, chunk, size))
             start += size
-        self._size = start
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def size(self) -> int:
-        return self._size
+        super().__init__(name, start)
 
     def read(self, start: int, end: int) -> bytes:
         out = bytearray()
@@ -413,9 +378,6 @@ class ChunkSource:
                 handle.seek(lo - begin)
                 out += handle.read(hi - lo)
         return bytes(out)
-
-    def close(self) -> None:
-        return None
 
 
 @dataclass(frozen=True)
