@@ -62,14 +62,14 @@ def is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
 
 
-class BytesSource:
-    """A GGUF already in memory (tests, or bytes from elsewhere)."""
+class LocalSource:
+    """A source on this machine, its size known when opened: a read costs no round trip."""
 
     remote = False
 
-    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
-        self._data = data
+    def __init__(self, name: str, size: int) -> None:
         self._name = name
+        self._size = size
 
     @property
     def name(self) -> str:
@@ -77,23 +77,29 @@ class BytesSource:
 
     @property
     def size(self) -> int:
-        return len(self._data)
-
-    def read(self, start: int, end: int) -> bytes:
-        return self._data[start:end]
+        return self._size
 
     def close(self) -> None:
         return None
+
+
+class BytesSource(LocalSource):
+    """A GGUF already in memory (tests, or bytes from elsewhere)."""
+
+    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
+        super().__init__(name, len(data))
+        self._data = data
+
+    def read(self, start: int, end: int) -> bytes:
+        return self._data[start:end]
 
 
 def _open_error(message: str, *, where: str, hint: str = "") -> GGUFError:
     return GGUFError(message, source=where, hint=hint or "name a .gguf file")
 
 
-class FileSource:
+class FileSource(LocalSource):
     """A local file, read with ``pread``; its size comes from ``stat`` (L-08)."""
-
-    remote = False
 
     def __init__(self, path: Path | str) -> None:
         self._path = Path(path)
@@ -102,19 +108,11 @@ class FileSource:
             self._fd = open_regular(self._path, what="the model path", error=_open_error)
         except FileNotFoundError:
             raise GGUFNotFound("no such file", source=str(path), hint="check the path") from None
-        self._size = os.fstat(self._fd).st_size
-
-    @property
-    def name(self) -> str:
-        return str(self._path)
+        super().__init__(str(self._path), os.fstat(self._fd).st_size)
 
     @property
     def path(self) -> Path:
         return self._path
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     def read(self, start: int, end: int) -> bytes:
         parts: list[bytes] = []
