@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from inferfleet.bounded import parse_json
@@ -82,8 +83,27 @@ class Tensor:
         return self.end - self.begin
 
 
+class ByDtype:
+    """Weights counted by dtype, over what :meth:`_weights` yields: (dtype, bytes) pairs."""
+
+    def _weights(self) -> Iterator[tuple[str, int]]:
+        raise NotImplementedError
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(n for _, n in self._weights())
+
+    @property
+    def dtypes(self) -> dict[str, int]:
+        """Bytes per dtype."""
+        found: Counter[str] = Counter()
+        for dtype, n in self._weights():
+            found[dtype] += n
+        return dict(found)
+
+
 @dataclass(frozen=True)
-class SafetensorsHeader:
+class SafetensorsHeader(ByDtype):
     """One file's header: where it was read, its tensors, and the file's size."""
 
     location: str
@@ -92,17 +112,8 @@ class SafetensorsHeader:
     tensors: tuple[Tensor, ...]
     metadata: dict[str, str]
 
-    @property
-    def weights_bytes(self) -> int:
-        return sum(t.n_bytes for t in self.tensors)
-
-    @property
-    def dtypes(self) -> dict[str, int]:
-        """Bytes per dtype."""
-        found: Counter[str] = Counter()
-        for t in self.tensors:
-            found[t.dtype] += t.n_bytes
-        return dict(found)
+    def _weights(self) -> Iterator[tuple[str, int]]:
+        return ((t.dtype, t.n_bytes) for t in self.tensors)
 
 
 def _fail(source: ByteSource, message: str, hint: str = "") -> SafetensorsError:

@@ -10,13 +10,17 @@ folder or the Hub by range requests (:mod:`inferfleet.hub.headers`).
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from inferfleet.artifacts.hfconfig import MAX_CONFIG_BYTES, AttentionConfig, parse_config
-from inferfleet.artifacts.safetensors import SafetensorsError, SafetensorsHeader, read_header
+from inferfleet.artifacts.safetensors import (
+    ByDtype,
+    SafetensorsError,
+    SafetensorsHeader,
+    read_header,
+)
 from inferfleet.bounded import parse_json
 from inferfleet.gguf.errors import GGUFError
 from inferfleet.gguf.source import ByteSource, FileSource
@@ -47,22 +51,14 @@ class WeightsFile:
 
 
 @dataclass(frozen=True)
-class SafetensorsModel:
+class SafetensorsModel(ByDtype):
     location: str
     config: AttentionConfig
     files: tuple[WeightsFile, ...]
     notes: tuple[str, ...] = field(default=())
 
-    @property
-    def weights_bytes(self) -> int:
-        return sum(f.weights_bytes for f in self.files)
-
-    @property
-    def dtypes(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for f in self.files:
-            total.update(f.dtypes)
-        return dict(total)
+    def _weights(self) -> Iterator[tuple[str, int]]:
+        return (pair for f in self.files for pair in f.dtypes.items())
 
 
 @dataclass(frozen=True)
