@@ -105,6 +105,13 @@ class CachedHeader(ModelFacts[JsonValue]):
     revision: str
     path: str
 
+    @property
+    def key(self) -> HubKey:
+        return (self.endpoint, self.repo, self.revision, self.path)
+
+
+KEY_FIELDS = ("endpoint", "repo", "revision", "path")  # CachedHeader.key, by name
+
 
 class _Uncachable(ValueError):
     """A metadata value JSON cannot carry exactly (a NaN): the header is read again next time."""
@@ -151,16 +158,13 @@ def _is_tensor(t: TensorInfo) -> bool:
 
 
 def _to_cache(key: HubKey, found: Inspection) -> bytes:
-    endpoint_url, repo, revision, path = key
-    metadata = {key: _encode(value) for key, value in found.metadata.items()}
-    record = CachedHeader(
-        **{**found.model_facts(), "metadata": metadata},
-        format=CACHE_FORMAT,
-        endpoint=endpoint_url,
-        repo=repo,
-        revision=revision,
-        path=path,
-    )
+    metadata = {name: _encode(value) for name, value in found.metadata.items()}
+    fields = {
+        **found.model_facts(),
+        "metadata": metadata,
+        **dict(zip(KEY_FIELDS, key, strict=True)),
+    }
+    record = CachedHeader(**fields, format=CACHE_FORMAT)
     return TypeAdapter(CachedHeader).dump_json(record)
 
 
@@ -168,7 +172,7 @@ def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
     def check(record: CachedHeader) -> str | None:
         if record.format != CACHE_FORMAT:
             return f"cache format {record.format}, this inferfleet writes {CACHE_FORMAT}"
-        if (record.endpoint, record.repo, record.revision, record.path) != key:
+        if record.key != key:
             return f"it is the entry of {record.repo}@{record.revision}/{record.path}"
         if not record.parts or not all(_is_tensor(t) for t in record.tensors):
             return "its parts or tensors are not a GGUF's"
