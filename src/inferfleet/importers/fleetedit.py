@@ -19,7 +19,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from inferfleet.errors import SpecError, SpecErrors
-from inferfleet.importers.result import Imported
+from inferfleet.importers.result import Imported, free_name
 from inferfleet.importers.yamlsource import key_line
 
 SECTIONS = ("hosts", "runtimes", "models", "services", "groups")
@@ -73,14 +73,6 @@ def quoted(value: Any) -> Any:
     if isinstance(value, str) and value.lower() in _BOOLISH:
         return DoubleQuotedScalarString(value)
     return value
-
-
-def _free(name: str, taken: Any) -> str:
-    base, count = name, 1
-    while name in taken:
-        count += 1
-        name = f"{base[:60]}-{count}"
-    return name
 
 
 def merge(
@@ -171,7 +163,7 @@ def _add_shared(held: CommentedMap | None, blocks: dict[str, dict[str, Any]]) ->
         if same is not None:
             renamed[name] = str(same)
             continue
-        target = _free(name, held)
+        target = free_name(name, held)
         held[target] = quoted(block)
         renamed[name] = target
     return renamed

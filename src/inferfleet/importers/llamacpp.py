@@ -227,9 +227,6 @@ def _overrides(
     return found
 
 
-Handler = Callable[[str, str | None], None]
-
-
 def read_llama_server(
     args: list[str],
     *,

@@ -25,6 +25,7 @@ from inferfleet.importers.result import Imported, Where
 from inferfleet.importers.systemd import (
     environment,
     exec_words,
+    note_unread,
     parse_unit,
     read_unit_text,
     service_name,
@@ -83,10 +84,4 @@ def _one(path: Path, host_name: str, host: Host | None, out: Imported) -> None:
         elif entry.key == "AddDevice":
             spec.devices.append(entry.value.lstrip("-"))
     read_container(out, spec, host_name=host_name, host=host)
-    for entry in entries:
-        if not (entry.section == "Container" and entry.key in _READ):
-            out.note(
-                Where(str(path), entry.line),
-                f"{entry.key}= ([{entry.section}]): not imported (inferfleet renders its own "
-                "Quadlet file)",
-            )
+    note_unread(entries, "Container", _READ, path, "Quadlet file", out)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.errors import SpecError, SpecErrors
+
+
+def free_name(base: str, taken: Container[Any]) -> str:
+    """``base``, or suffixed (``-2``, ``-3`` ...) until ``taken`` does not hold it."""
+    name, count = base, 1
+    while name in taken:
+        count += 1
+        name = f"{base[:60]}-{count}"
+    return name
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from inferfleet.importers.llamacpp import (
     model_name,
     read_llama_server,
 )
-from inferfleet.importers.result import Imported, ImportedService, Where
+from inferfleet.importers.result import Imported, ImportedService, Where, free_name
 from inferfleet.render.secrets import is_secret_name, runtime_owned, secret_in
 from inferfleet.runtimes.registry import traits
 
@@ -74,10 +74,7 @@ def _held(table: dict[str, dict[str, Any]], base: str, block: dict[str, Any]) ->
     for known, held in table.items():
         if held == block:
             return known
-    name, count = base, 1
-    while name in table:
-        count += 1
-        name = f"{base[:60]}-{count}"
+    name = free_name(base, table)
     table[name] = block
     return name
 

@@ -206,9 +206,18 @@ def _one_unit(
     if unit:
         service.block["unit"] = unit
     out.services[service.name] = service
+    note_unread(entries, "Service", _READ, path, "unit", out)
+
+
+def note_unread(
+    entries: list[Entry], section: str, read: set[str], path: Path, what: str, out: Imported
+) -> None:
+    """Every key but those of ``section`` the import ``read``, listed as not imported: the
+    fleet renders its own unit file (``what``)."""
     for entry in entries:
-        if not (entry.section == "Service" and entry.key in _READ):
+        if not (entry.section == section and entry.key in read):
             out.note(
                 Where(str(path), entry.line),
-                f"{entry.key}= ([{entry.section}]): not imported (inferfleet renders its own unit)",
+                f"{entry.key}= ([{entry.section}]): not imported (inferfleet renders its own "
+                f"{what})",
             )
