@@ -84,6 +84,11 @@ class FlagTable:
             return flag.replace("_", "-")
         return flag
 
+    def of(self, field: str) -> FieldFlag:
+        """The one flag this runtime sets service field ``field`` with."""
+        (found,) = (item for item in self.fields if item.field == field)
+        return found
+
     def field_of(self, flag: str) -> FieldFlag | None:
         return self._by_spelling.get(self.canonical(flag))
 

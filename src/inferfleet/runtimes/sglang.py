@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inferfleet.runtimes import vllm
-from inferfleet.runtimes.base import AdapterError, Launch, MetricNames, require_ctx
+from inferfleet.runtimes.base import AdapterError, Launch, MetricNames
 from inferfleet.runtimes.flags import FieldFlag, FlagTable
 from inferfleet.runtimes.vllm import (
     CHAT_TEMPLATE,
@@ -25,11 +25,9 @@ from inferfleet.runtimes.vllm import (
     REASONING_PARSER,
     SERVED_NAME,
     TOOL_PARSER,
+    Server,
     chat_template_args,
-    kv_cache_dtype,
-    memory_share,
-    refuse_mmproj,
-    tensor_parallel,
+    server_args,
     tool_parser,
 )
 
@@ -70,23 +68,13 @@ FLAGS = FlagTable(
 )  # fmt: skip
 
 
+SERVER = Server("SGLang", FLAGS, DEFAULT_MEM_FRACTION, _KV_DTYPE)
+
+
 def argv(launch: Launch) -> list[str]:
     service = launch.service
     name = launch.service_name
-    refuse_mmproj(launch, "SGLang")
-    share = memory_share(launch, DEFAULT_MEM_FRACTION, "gpu_memory_utilization")
-    args = [
-        *launch.program,
-        *MODEL_PATH.emit(launch.model_path),
-        *SERVED_NAME.emit(launch.alias),
-        *HOST.emit(launch.listen_host),
-        *PORT.emit(str(launch.listen_port)),
-        *CONTEXT_LENGTH.emit(str(require_ctx(launch))),
-        *MAX_RUNNING.emit(str(service.parallel)),
-        *MEM_FRACTION.emit(share),
-        *KV_CACHE_DTYPE.emit(kv_cache_dtype("SGLang", name, service.kv_cache, _KV_DTYPE)),
-        *TP_SIZE.emit(str(tensor_parallel(launch))),
-    ]
+    args = server_args(launch, SERVER, MODEL_PATH.emit(launch.model_path))
     if service.metrics_on:
         args += ENABLE_METRICS.emit()
     if "image" in service.client.input:

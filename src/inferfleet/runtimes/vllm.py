@@ -21,7 +21,7 @@ that both adapters use are marked so.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from inferfleet.fleetfile.fleet import KvCache
@@ -165,24 +165,44 @@ def memory_share(launch: Launch, default: float, flag: str) -> str:
     return f"{share:g}"
 
 
+@dataclass(frozen=True)
+class Server:
+    """One engine of the vLLM family (vLLM, SGLang): the same settings, its own flags."""
+
+    engine: str  # in messages: "vLLM"
+    flags: FlagTable  # the flags of the settings, found by their service field
+    default_share: float  # the memory share when the fleet gives none (L-32)
+    kv_dtypes: dict[str, str]  # the fleet's cache types, as the engine names them (L-21)
+
+
+def server_args(launch: Launch, server: Server, model: list[str]) -> list[str]:
+    """The head of a vLLM or SGLang command line (program, ``model``'s words, name, address,
+    window, slots, memory share, KV dtype, tensor parallel); what neither takes is refused."""
+    service, flag = launch.service, server.flags.of
+    refuse_mmproj(launch, server.engine)
+    share = memory_share(launch, server.default_share, "gpu_memory_utilization")
+    return [
+        *launch.program,
+        *model,
+        *flag("alias").emit(launch.alias),
+        *flag("bind").emit(launch.listen_host),
+        *flag("port").emit(str(launch.listen_port)),
+        *flag("ctx_per_slot").emit(str(require_ctx(launch))),
+        *flag("parallel").emit(str(service.parallel)),
+        *flag("gpu_memory_utilization").emit(share),
+        *flag("kv_cache").emit(
+            kv_cache_dtype(server.engine, launch.service_name, service.kv_cache, server.kv_dtypes)
+        ),
+        *flag("tensor_parallel").emit(str(tensor_parallel(launch))),
+    ]
+
+
+SERVER = Server("vLLM", FLAGS, DEFAULT_GPU_MEMORY_UTILIZATION, _KV_DTYPE)
+
+
 def argv(launch: Launch) -> list[str]:
     service = launch.service
-    name = launch.service_name
-    refuse_mmproj(launch, "vLLM")
-    share = memory_share(launch, DEFAULT_GPU_MEMORY_UTILIZATION, "gpu_memory_utilization")
-    args = [
-        *launch.program,
-        *_model_args(launch),
-        *SERVED_NAME.emit(launch.alias),
-        *HOST.emit(launch.listen_host),
-        *PORT.emit(str(launch.listen_port)),
-        *MAX_MODEL_LEN.emit(str(require_ctx(launch))),
-        *MAX_NUM_SEQS.emit(str(service.parallel)),
-        *GPU_MEMORY.emit(share),
-        *KV_CACHE_DTYPE.emit(kv_cache_dtype("vLLM", name, service.kv_cache, _KV_DTYPE)),
-        *TENSOR_PARALLEL.emit(str(tensor_parallel(launch))),
-        *CORS_ORIGINS.emit(NO_ORIGINS),
-    ]
+    args = [*server_args(launch, SERVER, _model_args(launch)), *CORS_ORIGINS.emit(NO_ORIGINS)]
     if service.reasoning_parser is not None:
         args += REASONING_PARSER.emit(service.reasoning_parser)
     if service.client.tools:
