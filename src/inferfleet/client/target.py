@@ -8,7 +8,6 @@ need a promise say so and skip.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,7 +17,7 @@ import httpx
 
 from inferfleet.client.keys import service_key
 from inferfleet.errors import ContractError, UsageError
-from inferfleet.fleetfile.exposure import url_for
+from inferfleet.fleetfile.exposure import is_ip, url_for
 from inferfleet.fleetfile.fleet import ClientFacts
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import http
@@ -73,7 +72,7 @@ def from_service(loaded: LoadedFleet, name: str) -> Target:
     address = svc.bind
     if svc.bind in {"0.0.0.0", "::"} and not host.is_local(svc.host):
         address = host.address or svc.host  # reach a remote host by its own address
-    base = url_for(address, svc.port, "") if _is_ip(address) else f"http://{address}:{svc.port}"
+    base = url_for(address, svc.port, "") if is_ip(address) else f"http://{address}:{svc.port}"
     return Target(
         label=name,
         base_url=base,
@@ -120,11 +119,3 @@ def with_model(target: Target, *, timeout: float = 10.0) -> Target:
                 hint="an OpenAI-compatible server lists its model ids under data[].id",
             ) from None
     return replace(target, model=first)
-
-
-def _is_ip(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -54,6 +55,19 @@ def _plain_text(value: str) -> str:
 
 # A one-line string safe to hand to the renderers (quoted there as each format needs).
 Text = Annotated[str, AfterValidator(_plain_text)]
+
+
+def must_match(pattern: str, what: str) -> Callable[[str], str]:
+    """A validator that lets through a value ``pattern`` matches whole and refuses any
+    other as ``'<value>' is not <what>``; ``what`` says what a valid value looks like."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return check
 
 
 def _argument(value: str) -> str:
@@ -105,18 +119,11 @@ def _health_path(value: str) -> str:
 
 HealthPath = Annotated[Text, AfterValidator(_health_path)]
 
-_ADDRESS = re.compile(r"^[A-Za-z0-9_.:%@\[\]][A-Za-z0-9_.:%@\[\]-]*$")
-
-
-def _address(value: str) -> str:
-    if not _ADDRESS.match(value):
-        raise ValueError(
-            f"{value!r} is not a host address: use a host name, an IP address or an ssh alias "
-            "(letters, digits, '.', '-', '_', ':', '@'; never starting with '-')"
-        )
-    return value
-
-
+_address = must_match(
+    r"[A-Za-z0-9_.:%@\[\]][A-Za-z0-9_.:%@\[\]-]*",
+    "a host address: use a host name, an IP address or an ssh alias "
+    "(letters, digits, '.', '-', '_', ':', '@'; never starting with '-')",
+)
 Address = Annotated[Text, AfterValidator(_address)]
 
 
@@ -145,35 +152,48 @@ def hub_revision_problem(value: str) -> str | None:
     return None
 
 
-def _hub_repo(value: str) -> str:
-    problem = hub_repo_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
+def _refusing(problem: Callable[[str], str | None]) -> Callable[[str], str]:
+    """A validator that refuses a value with the reason ``problem`` gives for it."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
+        return value
+
+    return check
+
+
+HubRepoId = Annotated[Text, AfterValidator(_refusing(hub_repo_problem))]
+HubRevision = Annotated[Text, AfterValidator(_refusing(hub_revision_problem))]
+
+# An image named by its digest: one exact image, whatever its tags point at later (L-42).
+IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def pinned_image(image: str) -> bool:
+    """Whether ``image`` names one exact image by its digest (L-42)."""
+    return IMAGE_DIGEST.search(image) is not None
+
+
+def _pinned_image(value: str) -> str:
+    if not pinned_image(value):
+        raise ValueError(
+            f"image {value!r} is not pinned by digest: write name@sha256:<digest> "
+            "(L-42: pin what you run)"
+        )
     return value
 
 
-def _hub_revision(value: str) -> str:
-    problem = hub_revision_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
-
-
-HubRepoId = Annotated[Text, AfterValidator(_hub_repo)]
-HubRevision = Annotated[Text, AfterValidator(_hub_revision)]
+PinnedImage = Annotated[Text, AfterValidator(_pinned_image)]
 
 # A POSIX user (or group) name, as useradd and systemd's User= accept one, or a
 # numeric id. Never starting with '-': an ssh user reaches ssh's argv (``-oProxyCommand=``).
-_USER_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9._-]{0,31}|[0-9]{1,10})$")
-
-
-def _user_name(value: str) -> str:
-    if not _USER_RE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a user name: letters, digits, '_', '.', '-' (starting with a "
-            "letter or '_', at most 32 characters), or a numeric id"
-        )
-    return value
+_user_name = must_match(
+    r"[A-Za-z_][A-Za-z0-9._-]{0,31}|[0-9]{1,10}",
+    "a user name: letters, digits, '_', '.', '-' (starting with a letter or '_', at most 32 "
+    "characters), or a numeric id",
+)
 
 
 def _container_user(value: str) -> str:
@@ -212,24 +232,14 @@ def _finite(value: float) -> float:
 FiniteFloat = Annotated[float, AfterValidator(_finite)]
 
 # A Python package pinned to one exact version (L-42): `runtime install`'s venvs and builds.
-_PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
-_VERSION_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.+!_-]{0,62}[A-Za-z0-9])?$")
-
-
-def _package_name(value: str) -> str:
-    if not _PACKAGE_RE.fullmatch(value):
-        raise ValueError(f"{value!r} is not a package name (letters, digits, '.', '_', '-')")
-    return value
-
-
-def _exact_version(value: str) -> str:
-    if not _VERSION_RE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not one exact version (e.g. 0.32.0; no ranges, spaces or URLs)"
-        )
-    return value
-
-
+_package_name = must_match(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?",
+    "a package name (letters, digits, '.', '_', '-')",
+)
+_exact_version = must_match(
+    r"[A-Za-z0-9](?:[A-Za-z0-9.+!_-]{0,62}[A-Za-z0-9])?",
+    "one exact version (e.g. 0.32.0; no ranges, spaces or URLs)",
+)
 PackageName = Annotated[Text, AfterValidator(_package_name)]
 ExactVersion = Annotated[Text, AfterValidator(_exact_version)]
 
@@ -237,6 +247,23 @@ ExactVersion = Annotated[Text, AfterValidator(_exact_version)]
 # Bounds on counts: far above any real deployment, far below what overflows a float.
 MAX_TOKENS = 1 << 24  # 16M tokens of context
 MAX_COUNT = 4096  # devices, tensor-parallel ranks, draft tokens
+
+
+# Where in the fleet file, as pydantic's error locations name it: keys and list indexes.
+Loc = tuple[str | int, ...]
+# An error between sections, found once each is valid: (where, what, hint); the loader
+# points at the line of ``where``.
+Ref = tuple[Loc, str, str]
+
+
+def known(section: str, names: Iterable[str]) -> str:
+    """The hint of a reference to a missing name: the names ``section`` has."""
+    return f"known {section}: {', '.join(sorted(names)) or '(none)'}"
+
+
+def absent(loc: Loc, naming: str, section: str, names: Iterable[str]) -> Ref:
+    """The error of ``naming`` (who names what) naming something ``section`` lacks."""
+    return (loc, f"{naming}, which is not in {section}", known(section, names))
 
 
 class Strict(BaseModel):

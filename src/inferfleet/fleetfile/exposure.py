@@ -29,7 +29,16 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from inferfleet.fleetfile.base import EnvName, ExactVersion, Name, PackageName, Strict, Text
+from inferfleet.fleetfile.base import (
+    EnvName,
+    ExactVersion,
+    Name,
+    PackageName,
+    PinnedImage,
+    Strict,
+    Text,
+    must_match,
+)
 from inferfleet.fleetfile.quantities import Duration
 
 Level = Literal["loopback", "lan", "public"]
@@ -37,11 +46,18 @@ LEVELS: tuple[str, ...] = get_args(Level)
 MAX_REASON = 300  # a sentence or two; it is shown in findings and documents
 
 
-def _ip_address(value: str) -> str:
+def is_ip(text: str) -> bool:
+    """Whether ``text`` is an IP address (v4 or v6), not a host name."""
     try:
-        ipaddress.ip_address(value)
+        ipaddress.ip_address(text)
     except ValueError:
-        raise ValueError(f"bind must be an IP address such as 127.0.0.1, not {value!r}") from None
+        return False
+    return True
+
+
+def _ip_address(value: str) -> str:
+    if not is_ip(value):
+        raise ValueError(f"bind must be an IP address such as 127.0.0.1, not {value!r}")
     return value
 
 
@@ -117,18 +133,11 @@ ExposureField = Annotated[Exposure, BeforeValidator(_shorthand), WithJsonSchema(
 # ---------------------------------------------------------------- the front door
 
 # A DNS name the proxy answers for (what a TLS certificate names).
-_DNS_NAME = re.compile(
-    r"^(\*\.)?(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
-    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
+_dns_name = must_match(
+    r"(\*\.)?(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?",
+    "a DNS name such as ai.example.org",
 )
-
-
-def _dns_name(value: str) -> str:
-    if not _DNS_NAME.match(value):
-        raise ValueError(f"{value!r} is not a DNS name such as ai.example.org")
-    return value
-
-
 DnsName = Annotated[Text, AfterValidator(_dns_name)]
 
 
@@ -205,13 +214,7 @@ AcmeDirectory = Annotated[Text, AfterValidator(_acme_directory)]
 # extra installs from PyPI packages alone (1.110.2's needs a `litellm-proxy` distribution
 # that package indexes and mirrors do not all carry), and before the compromised 1.107.0.
 LITELLM_VERSION = "1.106.12"
-_EXTRA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-
-
-def _extra(value: str) -> str:
-    if not _EXTRA.fullmatch(value):
-        raise ValueError(f"{value!r} is not a package extra such as proxy")
-    return value
+_extra = must_match(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", "a package extra such as proxy")
 
 
 class GatewayEngine(Strict):
@@ -226,20 +229,11 @@ class GatewayEngine(Strict):
         max_length=16,
         description="Package extras; LiteLLM's proxy server needs `proxy`.",
     )
-    image: Text | None = Field(
+    image: PinnedImage | None = Field(
         None,
         description="backend quadlet: LiteLLM's container image of that version, pinned by "
         "digest (name@sha256:...; L-42).",
     )
-
-    @model_validator(mode="after")
-    def _image_pinned(self) -> GatewayEngine:
-        if self.image is not None and "@sha256:" not in self.image:
-            raise ValueError(
-                f"image {self.image!r} is not pinned by digest: write name@sha256:<digest> "
-                "(L-42: pin what you run)"
-            )
-        return self
 
 
 class Gateway(Strict):

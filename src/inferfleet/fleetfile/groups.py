@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from inferfleet.fleetfile.base import MAX_COUNT, Name, Strict
+from inferfleet.fleetfile.base import MAX_COUNT, Loc, Name, Ref, Strict, known
 from inferfleet.fleetfile.quantities import Duration
 from inferfleet.fleetfile.rpc import worker_of, worker_service, worker_unit
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from inferfleet.fleetfile.fleet import Fleet
     from inferfleet.fleetfile.service import Service
 
-Loc = tuple[str | int, ...]
 # The router runtime: only llama-server has a router mode (b11434 --models-preset).
 ROUTER_KIND = "llama.cpp"
 
@@ -171,17 +170,16 @@ def unit_service(fleet: Fleet, name: str) -> Service:
 _SHARED = ("host", "bind", "port", "backend", "runtime")
 
 
-def group_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
+def group_errors(fleet: Fleet) -> list[Ref]:
     """A group is one llama-server: one host, one llama.cpp runtime, one address and port."""
-    errors: list[tuple[Loc, str, str]] = []
+    errors: list[Ref] = []
     for name, service in fleet.services.items():
         if service.group is not None and service.group not in fleet.groups:
             errors.append(
                 (
                     ("services", name, "group"),
                     f"service {name!r} joins group {service.group!r}, which is not in groups",
-                    f"known groups: {', '.join(sorted(fleet.groups)) or '(none)'}; add it "
-                    "under groups:",
+                    known("groups", fleet.groups) + "; add it under groups:",
                 )
             )
         if service.group is not None and service.group in fleet.services:
@@ -197,8 +195,8 @@ def group_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     return errors
 
 
-def _one_group(fleet: Fleet, group_name: str, group: Group) -> list[tuple[Loc, str, str]]:
-    errors: list[tuple[Loc, str, str]] = []
+def _one_group(fleet: Fleet, group_name: str, group: Group) -> list[Ref]:
+    errors: list[Ref] = []
     base: Loc = ("groups", group_name)
     found = members(fleet, group_name)
     if not found:

@@ -18,44 +18,27 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from inferfleet.fleetfile.base import Name, Strict, Text
+from inferfleet.fleetfile.base import Name, Strict, Text, must_match
+from inferfleet.fleetfile.base import pinned_image as pinned_image  # the kube checks read it here
 from inferfleet.fleetfile.quantities import ByteSize
 
-# RFC 1123 label (a namespace) and subdomain (object names: Secrets, StorageClasses).
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_SUBDOMAIN = re.compile(
-    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 # A label key (optional DNS prefix + name) and value, as Kubernetes accepts them.
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
-
-def pinned_image(image: str) -> bool:
-    """Whether ``image`` names one exact image by its digest (L-42)."""
-    return IMAGE_DIGEST.search(image) is not None
-
-
-def _label(value: str) -> str:
-    if not _LABEL.match(value):
-        raise ValueError(
-            f"{value!r} is not a Kubernetes namespace name (lower-case letters, digits and '-', "
-            "at most 63, starting and ending with a letter or digit)"
-        )
-    return value
-
-
-def _subdomain(value: str) -> str:
-    if not _SUBDOMAIN.match(value):
-        raise ValueError(
-            f"{value!r} is not a Kubernetes object name (lower-case letters, digits, '-' "
-            "and '.', at most 253)"
-        )
-    return value
+# RFC 1123 label (a namespace) and subdomain (object names: Secrets, StorageClasses).
+_label = must_match(
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+    "a Kubernetes namespace name (lower-case letters, digits and '-', at most 63, starting "
+    "and ending with a letter or digit)",
+)
+_subdomain = must_match(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+    "a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)",
+)
 
 
 def _image(value: str) -> str:

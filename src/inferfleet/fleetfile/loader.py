@@ -24,10 +24,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from inferfleet.errors import SpecError, SpecErrors
+from inferfleet.fleetfile.base import Loc
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.refs import cross_reference_errors
-
-Loc = tuple[str | int, ...]
 
 MAX_BYTES = 1 << 20  # 1 MiB of fleet file
 MAX_DEPTH = 64  # nesting levels of mappings and lists

@@ -6,49 +6,28 @@ Returned as ``(loc, message, hint)`` so the loader can point at the line.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
 
+from inferfleet.fleetfile.base import Loc, Ref, absent, known
+from inferfleet.fleetfile.exposure import is_ip
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.groups import group_errors
 from inferfleet.fleetfile.rpc import rpc_errors, worker_address
 
-Loc = tuple[str | int, ...]
-Ref = tuple[Loc, str, str]
 
-
-def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
-    errors: list[tuple[Loc, str, str]] = []
-
-    def known(section: str, names: list[str]) -> str:
-        return f"known {section}: {', '.join(sorted(names)) or '(none)'}"
-
+def cross_reference_errors(fleet: Fleet) -> list[Ref]:
+    errors: list[Ref] = []
     for name, service in fleet.services.items():
         base: Loc = ("services", name)
         host = fleet.hosts.get(service.host)
         if host is None:
-            errors.append(
-                (
-                    (*base, "host"),
-                    f"service {name!r} runs on host {service.host!r}, which is not in hosts",
-                    known("hosts", list(fleet.hosts)),
-                )
-            )
+            said = f"service {name!r} runs on host {service.host!r}"
+            errors.append(absent((*base, "host"), said, "hosts", fleet.hosts))
         if service.runtime is not None and service.runtime not in fleet.runtimes:
-            errors.append(
-                (
-                    (*base, "runtime"),
-                    f"service {name!r} uses runtime {service.runtime!r}, which is not in runtimes",
-                    known("runtimes", list(fleet.runtimes)),
-                )
-            )
+            said = f"service {name!r} uses runtime {service.runtime!r}"
+            errors.append(absent((*base, "runtime"), said, "runtimes", fleet.runtimes))
         if service.model is not None and service.model not in fleet.models:
-            errors.append(
-                (
-                    (*base, "model"),
-                    f"service {name!r} serves model {service.model!r}, which is not in models",
-                    known("models", list(fleet.models)),
-                )
-            )
+            said = f"service {name!r} serves model {service.model!r}"
+            errors.append(absent((*base, "model"), said, "models", fleet.models))
         if host is not None:
             device_names = [d.name for d in host.devices]
             for index, device in enumerate(service.devices):
@@ -60,17 +39,17 @@ def cross_reference_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
                             known(f"devices of {service.host}", device_names),
                         )
                     )
-        errors.extend(_option_refs(fleet, name, known))
+        errors.extend(_option_refs(fleet, name))
     errors.extend(_main_refs(fleet))
-    errors.extend(_front_refs(fleet, known))
-    errors.extend(_kubernetes_refs(fleet, known))
+    errors.extend(_front_refs(fleet))
+    errors.extend(_kubernetes_refs(fleet))
     errors.extend(_port_clashes(fleet))
     errors.extend(group_errors(fleet))
     errors.extend(rpc_errors(fleet))
     return errors
 
 
-def _kubernetes_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Ref]:
+def _kubernetes_refs(fleet: Fleet) -> list[Ref]:
     """The kubernetes section's images name runtimes and its volumes name models."""
     target = fleet.kubernetes
     if target is None:
@@ -78,13 +57,8 @@ def _kubernetes_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> li
     errors: list[Ref] = []
     for name in target.images:
         if name not in fleet.runtimes:
-            errors.append(
-                (
-                    ("kubernetes", "images", name),
-                    f"kubernetes.images names runtime {name!r}, which is not in runtimes",
-                    known("runtimes", list(fleet.runtimes)),
-                )
-            )
+            said = f"kubernetes.images names runtime {name!r}"
+            errors.append(absent(("kubernetes", "images", name), said, "runtimes", fleet.runtimes))
         elif fleet.runtimes[name].image is not None:
             errors.append(
                 (
@@ -95,17 +69,12 @@ def _kubernetes_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> li
             )
     for name in target.volumes:
         if name not in fleet.models:
-            errors.append(
-                (
-                    ("kubernetes", "volumes", name),
-                    f"kubernetes.volumes names model {name!r}, which is not in models",
-                    known("models", list(fleet.models)),
-                )
-            )
+            said = f"kubernetes.volumes names model {name!r}"
+            errors.append(absent(("kubernetes", "volumes", name), said, "models", fleet.models))
     return errors
 
 
-def _front_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Ref]:
+def _front_refs(fleet: Fleet) -> list[Ref]:
     """The gateway's, the proxy's and Prometheus' hosts and the services they front exist."""
     errors: list[Ref] = []
     llm = [n for n, s in fleet.services.items() if s.kind == "llm"]
@@ -129,13 +98,8 @@ def _front_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Re
         fronts.append(("proxy", proxy.host, proxy.services, services, "services"))
     for section, host, names, allowed, what in fronts:
         if host not in fleet.hosts:
-            errors.append(
-                (
-                    (section, "host"),
-                    f"the {section} runs on host {host!r}, which is not in hosts",
-                    known("hosts", list(fleet.hosts)),
-                )
-            )
+            said = f"the {section} runs on host {host!r}"
+            errors.append(absent((section, "host"), said, "hosts", fleet.hosts))
         for index, name in enumerate(names):
             if name not in allowed:
                 errors.append(
@@ -147,13 +111,8 @@ def _front_refs(fleet: Fleet, known: Callable[[str, list[str]], str]) -> list[Re
                 )
     site = fleet.monitoring.prometheus if fleet.monitoring is not None else None
     if site is not None and site.host not in fleet.hosts:
-        errors.append(
-            (
-                ("monitoring", "prometheus", "host"),
-                f"Prometheus runs on host {site.host!r}, which is not in hosts",
-                known("hosts", list(fleet.hosts)),
-            )
-        )
+        said = f"Prometheus runs on host {site.host!r}"
+        errors.append(absent(("monitoring", "prometheus", "host"), said, "hosts", fleet.hosts))
     return errors
 
 
@@ -177,7 +136,7 @@ def _main_refs(fleet: Fleet) -> list[Ref]:
     return errors
 
 
-def _option_refs(fleet: Fleet, name: str, known: Callable[[str, list[str]], str]) -> list[Ref]:
+def _option_refs(fleet: Fleet, name: str) -> list[Ref]:
     """Names inside a service's options: drafter model and device, override targets, mmproj."""
     service = fleet.services[name]
     base: Loc = ("services", name)
@@ -190,7 +149,7 @@ def _option_refs(fleet: Fleet, name: str, known: Callable[[str, list[str]], str]
             (
                 (*base, "speculative", "draft_model"),
                 f"draft model {spec.draft_model!r} is not in models",
-                known("models", list(fleet.models)),
+                known("models", fleet.models),
             )
         )
     draft_device = None if spec is None else spec.draft_device
@@ -240,9 +199,9 @@ def _option_refs(fleet: Fleet, name: str, known: Callable[[str, list[str]], str]
     return errors
 
 
-def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
+def _port_clashes(fleet: Fleet) -> list[Ref]:
     """One port per host and bind address; a wildcard bind clashes with every address."""
-    errors: list[tuple[Loc, str, str]] = []
+    errors: list[Ref] = []
     taken: dict[tuple[str, int], list[tuple[str, str]]] = {}
     # (where, what, host, bind, port, swap group): a group's members share its router's port
     listeners: list[tuple[Loc, str, str, str, int, str | None]] = [
@@ -252,7 +211,7 @@ def _port_clashes(fleet: Fleet) -> list[tuple[Loc, str, str]]:
     for name, s in fleet.services.items():
         for index, worker in enumerate(s.rpc):
             address = worker_address(fleet, worker) if worker.host in fleet.hosts else ""
-            if _is_ip(address):  # a name is refused by the exposure rule (rpc-worker-bind)
+            if is_ip(address):  # a name is refused by the exposure rule (rpc-worker-bind)
                 what = f"rpc worker {index} of service {name!r}"
                 where: Loc = ("services", name, "rpc", index)
                 listeners.append((where, what, worker.host, address, worker.port, None))
@@ -296,14 +255,6 @@ def _overlap(a: str, b: str) -> bool:
         wild.is_unspecified and (wild.version == 6 or other.version == 4)
         for wild, other in ((x, y), (y, x))
     )
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

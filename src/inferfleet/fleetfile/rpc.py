@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from inferfleet.fleetfile.base import Name, Strict
+from inferfleet.fleetfile.base import Loc, Name, Ref, Strict, absent
 from inferfleet.fleetfile.exposure import TCP_HEALTH, Bind
 
 if TYPE_CHECKING:
     from inferfleet.fleetfile.fleet import Fleet
     from inferfleet.fleetfile.service import Service
 
-Loc = tuple[str | int, ...]
 RPC_KIND = "llama.cpp"
 UNIT_MARK = ".rpc."  # in a unit name: SERVICE.rpc.HOST
 
@@ -121,17 +120,17 @@ def worker_service(fleet: Fleet, unit: str) -> Service:
     )
 
 
-def rpc_errors(fleet: Fleet) -> list[tuple[Loc, str, str]]:
+def rpc_errors(fleet: Fleet) -> list[Ref]:
     """Workers name other hosts of the fleet, their devices, and one llama.cpp build."""
-    errors: list[tuple[Loc, str, str]] = []
+    errors: list[Ref] = []
     for name, service in fleet.services.items():
         if service.rpc:
             errors += _service_workers(fleet, name, service)
     return errors
 
 
-def _service_workers(fleet: Fleet, name: str, service: Service) -> list[tuple[Loc, str, str]]:
-    errors: list[tuple[Loc, str, str]] = []
+def _service_workers(fleet: Fleet, name: str, service: Service) -> list[Ref]:
+    errors: list[Ref] = []
     base: Loc = ("services", name, "rpc")
     runtime = fleet.runtimes.get(service.runtime or "")
     if service.kind != "llm" or runtime is None or runtime.kind != RPC_KIND:
@@ -176,14 +175,8 @@ def _service_workers(fleet: Fleet, name: str, service: Service) -> list[tuple[Lo
         where: Loc = (*base, index)
         host = fleet.hosts.get(worker.host)
         if host is None:
-            errors.append(
-                (
-                    (*where, "host"),
-                    f"rpc worker {index} of service {name!r} is on host {worker.host!r}, "
-                    "which is not in hosts",
-                    f"known hosts: {', '.join(sorted(fleet.hosts))}",
-                )
-            )
+            said = f"rpc worker {index} of service {name!r} is on host {worker.host!r}"
+            errors.append(absent((*where, "host"), said, "hosts", fleet.hosts))
             continue
         if worker.host == service.host:
             errors.append(
