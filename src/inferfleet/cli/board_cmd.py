@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from inferfleet.cli.fleet_cmds import AllowHostOpt, FleetOpt, HostOpt, resolve_fleet, scope
+from inferfleet.cli.fleet_cmds import (
+    AllowHostOpt,
+    FleetOpt,
+    HostOpt,
+    NoSshOpt,
+    ResultsOpt,
+    resolve_fleet,
+    scope,
+)
 from inferfleet.output import Output, esc
 from inferfleet.status import Collector, Options
 from inferfleet.status.web import create_app
@@ -36,12 +44,8 @@ def board(
         min=0.2,
         help="Seconds between the page's status polls and between collections.",
     ),
-    results: Path | None = typer.Option(
-        None, "--results", help="Bench results folder (default: the state dir's bench/)."
-    ),
-    no_ssh: bool = typer.Option(
-        False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
-    ),
+    results: Path | None = ResultsOpt,
+    no_ssh: bool = NoSshOpt,
     allow_host: list[str] = AllowHostOpt,
 ) -> None:
     """Serve a status page of the fleet: health, slots, revisions and last bench figures."""

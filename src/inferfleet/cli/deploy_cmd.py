@@ -12,7 +12,15 @@ from typing import Any, TypeVar
 
 import typer
 
-from inferfleet.cli.fleet_cmds import HostOpt, OfflineOpt, ServicesArg, WideOpt, scope, verb_output
+from inferfleet.cli.fleet_cmds import (
+    HostOpt,
+    JsonOpt,
+    OfflineOpt,
+    ServicesArg,
+    WideOpt,
+    scope,
+    verb_output,
+)
 from inferfleet.deploy import apply as host_apply
 from inferfleet.deploy import rollout
 from inferfleet.deploy.errors import RemoteError
@@ -41,7 +49,6 @@ from inferfleet.output import Col, Output, esc
 # Discovery ($INFERFLEET_FILE, ./fleet.yaml, the nearest parent's) is fleetfile.discover's,
 # light enough for `apply`, which runs on every host of every deploy.
 Plan = TypeVar("Plan", PlanDocument, DeployPlanDocument)
-JsonOpt = typer.Option(False, "--json", help="Print a versioned JSON document.")
 
 FileOpt = typer.Option(None, "--file", "-f", help="Fleet file in the fleet repo (./fleet.yaml).")
 ServiceOpt = typer.Option([], "--service", "-s", help="Only these services (repeatable).")

@@ -93,6 +93,17 @@ AllowHostOpt = typer.Option(
     help="A host name clients use to reach this server (IP addresses and localhost "
     "always work; other names are refused against DNS rebinding). Repeatable.",
 )
+# up, start and restart: the contract probe that follows the health gate.
+NoContractOpt = typer.Option(
+    False, "--no-contract", help="Skip the contract probe after the health gate."
+)
+# status and board: options of the one collector (inferfleet.status) behind both.
+NoSshOpt = typer.Option(
+    False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
+)
+ResultsOpt = typer.Option(
+    None, "--results", help="Bench results folder (default: the state dir's bench/)."
+)
 
 
 def embedded_example() -> Path:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from inferfleet.cli.fleet_cmds import FleetOpt, resolve_fleet
+from inferfleet.cli.fleet_cmds import FleetOpt, NoContractOpt, resolve_fleet
 from inferfleet.errors import ContractFailingError, UsageError
 from inferfleet.output import Output, esc
 
@@ -29,9 +29,6 @@ HereOpt = typer.Option(
     help="This host's name in the fleet file (what the deploying side passes over ssh).",
 )
 GraceOpt = typer.Option(10.0, "--grace", help="Seconds between SIGTERM and SIGKILL.")
-NoContractOpt = typer.Option(
-    False, "--no-contract", help="Skip the contract probe after the health gate."
-)
 
 
 def _remote(loaded: LoadedFleet, service: str, here: str | None) -> str | None:

@@ -14,7 +14,10 @@ from inferfleet.cli.fleet_cmds import (
     FleetOpt,
     HostOpt,
     JsonOpt,
+    NoContractOpt,
+    NoSshOpt,
     OfflineOpt,
+    ResultsOpt,
     ServicesArg,
     WideOpt,
     one_file,
@@ -95,9 +98,7 @@ def up(
         [], "--service", "-s", help="Only these services (repeatable)."
     ),
     json_out: bool = JsonOpt,
-    no_contract: bool = typer.Option(
-        False, "--no-contract", help="Skip the contract probe after the health gate."
-    ),
+    no_contract: bool = NoContractOpt,
     offline: bool = OfflineOpt,
 ) -> None:
     """Bring this machine's services up: build, verify, start, health-gate, check.
@@ -264,12 +265,8 @@ def status(
     file: Path | None = FleetOpt,
     json_out: bool = JsonOpt,
     watch: float = typer.Option(0.0, "--watch", help="Refresh every N seconds (human mode)."),
-    no_ssh: bool = typer.Option(
-        False, "--no-ssh", help="Read remote hosts over HTTP only (no pids, no revisions)."
-    ),
-    results: Path | None = typer.Option(
-        None, "--results", help="Bench results folder (default: the state dir's bench/)."
-    ),
+    no_ssh: bool = NoSshOpt,
+    results: Path | None = ResultsOpt,
     wide: bool = WideOpt,
 ) -> None:
     """Health, pid, uptime, slots, revision and last bench of every service; exit 1 on a problem.
