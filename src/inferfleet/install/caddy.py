@@ -41,7 +41,7 @@ from pathlib import Path
 from inferfleet import paths
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
-from inferfleet.install.pinned_venv import remove_incomplete, run_step
+from inferfleet.install.pinned_venv import load_record, remove_incomplete, run_step
 from inferfleet.io import process
 from inferfleet.io.files import staged_directory
 from inferfleet.render import caddy as render_caddy
@@ -87,14 +87,8 @@ def install_dir(version: str = VERSION) -> Path:
 def installed(version: str = VERSION) -> InstalledCaddy | None:
     """The cached install of this version, if complete (its binary and record present)."""
     folder = install_dir(version)
-    record = folder / RECORD
-    if not (record.is_file() and (folder / BINARY).is_file()):
-        return None
-    try:
-        done = InstalledCaddy(**json.loads(record.read_text()))
-    except (ValueError, TypeError):
-        return None  # a damaged record means reinstall, not crash
-    return done if done.version == f"v{version}" else None
+    done = load_record(folder / RECORD, InstalledCaddy) if (folder / BINARY).is_file() else None
+    return done if done is not None and done.version == f"v{version}" else None
 
 
 def install(

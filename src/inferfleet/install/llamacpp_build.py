@@ -26,6 +26,7 @@ from pathlib import Path
 from inferfleet import paths
 from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import SCP_LIKE, Runtime, RuntimeSource
+from inferfleet.install.pinned_venv import load_record
 from inferfleet.io import process
 from inferfleet.io.locks import FileLock
 from inferfleet.io.offline import pip_hint
@@ -91,13 +92,7 @@ def _recorded(source: RuntimeSource) -> InstalledRuntime | None:
         binary = folder / "bin" / name
         if not (binary.is_file() and os.access(binary, os.X_OK)):
             return None
-    if not record.is_file():
-        return None
-    try:
-        data = json.loads(record.read_text())
-        return InstalledRuntime(**data)
-    except (ValueError, TypeError):
-        return None  # a damaged record means rebuild, not crash
+    return load_record(record, InstalledRuntime)
 
 
 def server_binary(runtime: Runtime) -> Path | None:

