@@ -54,7 +54,7 @@ from inferfleet.backends import health as gate
 from inferfleet.backends.ports import owned_by
 from inferfleet.backends.process import alive
 from inferfleet.backends.records import RecordStore
-from inferfleet.documents import StatusGateway, StatusProxy
+from inferfleet.documents import StatusGateway, StatusProxy, document_of
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.exposure import url_for
 from inferfleet.fleetfile.loader import LoadedFleet
@@ -95,27 +95,10 @@ class FrontRow:
         return [name for name, state in self.reached.items() if state != "ok"]
 
     def gateway_json(self) -> StatusGateway:
-        return StatusGateway(
-            host=self.host,
-            url=self.url,
-            state=self.state,
-            pid=self.pid,
-            engine=self.engine,
-            backends=dict(self.reached),
-            unreachable=self.unreachable,
-            detail=self.detail,
-        )
+        return document_of(StatusGateway, self, backends=dict(self.reached))
 
     def proxy_json(self) -> StatusProxy:
-        return StatusProxy(
-            host=self.host,
-            url=self.url,
-            state=self.state,
-            pid=self.pid,
-            engine=self.engine,
-            upstreams=dict(self.reached),
-            detail=self.detail,
-        )
+        return document_of(StatusProxy, self, upstreams=dict(self.reached))
 
 
 def _record(loaded: LoadedFleet, name: str, host: str) -> tuple[int | None, str | None]:
