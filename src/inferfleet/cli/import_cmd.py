@@ -10,11 +10,8 @@ the fleet file replaced, atomically.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import typer
 
@@ -55,92 +52,85 @@ DryRunOpt = typer.Option(
 )
 
 
-class _FileFormat(NamedTuple):
-    """A setup read from files: its verb's argument (one file or several) and help, and the
-    reader (``module:function`` under inferfleet.importers, imported when the verb runs)."""
-
-    argument: str
-    argument_help: str
-    several: bool
-    reader: str
-    help: str
+# A format's reader, given the files: (the host's name, its spec) -> what was imported.
+Reader = Callable[[str, Host | None], Imported]
 
 
-# In the order `inferfleet import --help` lists them (then `host`).
-_FILE_FORMATS = {
-    "llama-swap": _FileFormat(
-        "config",
-        "llama-swap's config.yaml.",
-        False,
-        "llamaswap:read_config",
-        "Import llama-swap's models as services (groups where they swap); argv checked per "
-        "service.",
-    ),
-    "systemd": _FileFormat(
-        "units",
-        "Unit files (.service) that start llama-server.",
-        True,
-        "systemd:read_units",
-        "Import systemd units that start llama-server as services (backend systemd).",
-    ),
-    "quadlet": _FileFormat(
-        "files",
-        "Quadlet .container files running llama-server.",
-        True,
-        "quadlet:read_quadlets",
-        "Import Quadlet .container files that run llama-server as services (backend quadlet).",
-    ),
-    "compose": _FileFormat(
-        "file",
-        "A compose file (compose.yaml, docker-compose.yml).",
-        False,
-        "compose:read_compose",
-        "Import a compose file's llama-server services as services (backend quadlet).",
-    ),
-}
+@app.command("llama-swap")
+def llama_swap(
+    config: Path = typer.Argument(..., help="llama-swap's config.yaml."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = DryRunOpt,
+    offline: bool = OfflineOpt,
+) -> None:
+    """Import llama-swap's models as services (groups where they swap); argv checked per service."""
+    out = verb_output(offline)
+    from inferfleet.importers.llamaswap import read_config
+
+    _import_files(out, [config], out_file, host, dry_run, lambda h, s: read_config(config, h, s))
 
 
-def _file_verb(fmt: _FileFormat) -> Callable[..., None]:
-    """The verb importing ``fmt``: its argument, then --file, --host, --dry-run, --offline."""
+@app.command("systemd")
+def systemd(
+    units: list[Path] = typer.Argument(..., help="Unit files (.service) that start llama-server."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = DryRunOpt,
+    offline: bool = OfflineOpt,
+) -> None:
+    """Import systemd units that start llama-server as services (backend systemd)."""
+    out = verb_output(offline)
+    from inferfleet.importers.systemd import read_units
 
-    def verb(**params: Any) -> None:
-        out = verb_output(params["offline"])
-        module, function = fmt.reader.split(":")
-        reader = getattr(importlib.import_module(f"inferfleet.importers.{module}"), function)
-        source = params[fmt.argument]
-        host_name = params["host"] or "local"
-        existing, fleet = _existing(params["out_file"])
-        imported = reader(source, host_name, None if fleet is None else fleet.hosts.get(host_name))
-        imported.raise_problems()
-        origin = ", ".join(str(path) for path in (source if fmt.several else [source]))
-        _finish(
-            out, imported, params["out_file"], existing, origin=origin, dry_run=params["dry_run"]
-        )
-
-    # Typer reads the parameters from the signature: the argument is the format's own.
-    argument = typer.Argument(..., help=fmt.argument_help)
-    verb.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            _param(fmt.argument, list[Path] if fmt.several else Path, argument),
-            _param("out_file", Path, OutOpt),
-            _param("host", str | None, HostOpt),
-            _param("dry_run", bool, DryRunOpt),
-            _param("offline", bool, OfflineOpt),
-        ],
-        return_annotation=None,
-    )
-    verb.__doc__ = fmt.help
-    return verb
+    _import_files(out, units, out_file, host, dry_run, lambda h, s: read_units(units, h, s))
 
 
-def _param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
-    )
+@app.command("quadlet")
+def quadlet(
+    files: list[Path] = typer.Argument(..., help="Quadlet .container files running llama-server."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = DryRunOpt,
+    offline: bool = OfflineOpt,
+) -> None:
+    """Import Quadlet .container files that run llama-server as services (backend quadlet)."""
+    out = verb_output(offline)
+    from inferfleet.importers.quadlet import read_quadlets
+
+    _import_files(out, files, out_file, host, dry_run, lambda h, s: read_quadlets(files, h, s))
 
 
-for _name, _format in _FILE_FORMATS.items():
-    app.command(_name)(_file_verb(_format))
+@app.command("compose")
+def compose(
+    file: Path = typer.Argument(..., help="A compose file (compose.yaml, docker-compose.yml)."),
+    out_file: Path = OutOpt,
+    host: str | None = HostOpt,
+    dry_run: bool = DryRunOpt,
+    offline: bool = OfflineOpt,
+) -> None:
+    """Import a compose file's llama-server services as services (backend quadlet)."""
+    out = verb_output(offline)
+    from inferfleet.importers.compose import read_compose
+
+    _import_files(out, [file], out_file, host, dry_run, lambda h, s: read_compose(file, h, s))
+
+
+def _import_files(
+    out: Output,
+    sources: list[Path],
+    out_file: Path,
+    host: str | None,
+    dry_run: bool,
+    read: Reader,
+) -> None:
+    """Read ``sources`` for ``host`` (default: this machine, as host `local`), then finish."""
+    host_name = host or "local"
+    existing, fleet = _existing(out_file)
+    imported = read(host_name, None if fleet is None else fleet.hosts.get(host_name))
+    imported.raise_problems()
+    origin = ", ".join(str(path) for path in sources)
+    _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
 
 
 @app.command("host")
