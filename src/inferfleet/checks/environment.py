@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from inferfleet.bounded import MAX_DECLARED_TEXT, read_tree_file
-from inferfleet.checks.engine import Hit, ServiceRuleFn, Subject, service_rule
+from inferfleet.checks.engine import Hit, Subject, service_rule
 from inferfleet.errors import FleetError
 from inferfleet.render.secrets import (
     GENERIC_NAMES,
@@ -30,53 +30,31 @@ def secret_argv(s: Subject) -> Iterator[Hit]:
         )
 
 
-def _generic(key: str) -> str | None:
-    """Why runtime_env must not set ``key``, or None (a name the runtime documents)."""
-    generic = key.upper() in GENERIC_NAMES
-    return "the OS, the shell and the GPU runtime all read it" if generic else None
+@service_rule("env-runtime-name", "L-24", "error", services="all")
+def runtime_names(s: Subject) -> Iterator[Hit]:
+    """a tunable named like a variable the OS or GPU runtime reads itself leaks into it"""
+    for key in s.service.env:
+        reason = runtime_owned(key)
+        if reason is not None:
+            yield s.hit(
+                f"env.{key}",
+                f"tunable {key} of service {s.name!r}: {reason}",
+                "rename it (TEMP=1.0 for sampling made every HIP load segfault); if the "
+                "runtime is meant to read it, move it to runtime_env",
+            )
 
 
-# L-24: a name set for a service leaks into whatever else reads it. Per rule: its id, its
-# title, the env map judged, why a name of it leaks (None: it does not), the message
-# (formatted with {key}, {service} and {reason}) and the hint.
-_LEAKING_NAMES = (
-    (
-        "env-runtime-name",
-        "a tunable named like a variable the OS or GPU runtime reads itself leaks into it",
-        "env",
-        runtime_owned,
-        "tunable {key} of service {service!r}: {reason}",
-        "rename it (TEMP=1.0 for sampling made every HIP load segfault); if the "
-        "runtime is meant to read it, move it to runtime_env",
-    ),
-    (
-        "runtime-env-generic-name",
-        "runtime_env sets a name every process reads (TEMP, HOST, PATH ...)",
-        "runtime_env",
-        _generic,
-        "service {service!r} sets {key} for the runtime; {reason}",
-        "leave it to the system; set the specific variable the runtime documents",
-    ),
-)
-
-
-def _leaking_names(
-    where: str, reason_of: Callable[[str], str | None], message: str, hint: str
-) -> ServiceRuleFn:
-    def judged(s: Subject) -> Iterator[Hit]:
-        env: dict[str, str] = getattr(s.service, where)
-        for key in env:
-            reason = reason_of(key)
-            if reason is not None:
-                text = message.format(key=key, service=s.name, reason=reason)
-                yield s.hit(f"{where}.{key}", text, hint)
-
-    return judged
-
-
-for _id, _title, _where, _reason, _message, _hint in _LEAKING_NAMES:
-    _rule = service_rule(_id, "L-24", "error", services="all", title=_title)
-    _rule(_leaking_names(_where, _reason, _message, _hint))
+@service_rule("runtime-env-generic-name", "L-24", "error", services="all")
+def generic_runtime_env(s: Subject) -> Iterator[Hit]:
+    """runtime_env sets a name every process reads (TEMP, HOST, PATH ...)"""
+    for key in s.service.runtime_env:
+        if key.upper() in GENERIC_NAMES:
+            yield s.hit(
+                f"runtime_env.{key}",
+                f"service {s.name!r} sets {key} for the runtime; the OS, the shell and the "
+                "GPU runtime all read it",
+                "leave it to the system; set the specific variable the runtime documents",
+            )
 
 
 @service_rule("secret-in-fleet-file", "L-55", "error", services="all")
