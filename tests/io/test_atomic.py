@@ -33,7 +33,12 @@ from inferfleet.io.files import (
     write_if_changed,
 )
 
-KILLS = 30  # per writer: 60 kills in all
+KILLS = 30  # per writer, at least
+# A marker write spends most of its time reading the previous marker, not inside its temp
+# (about a tenth here, less on a loaded machine): kill more until some kills did land in a
+# write, so the torn-write moments are exercised on every machine.
+MAX_KILLS = 300
+IN_FLIGHT_WANTED = 3
 
 # Each generation is a few hundred KiB so a write spans many syscalls and an fsync.
 _RECORD_WRITER = """
@@ -105,8 +110,9 @@ def test_a_writer_killed_at_random_moments_leaves_old_or_new_never_torn(
     writer_dir = str(state / "services") if kind == "record" else str(state)
     argv = [sys.executable, "-c", script, writer_dir, str(progress)]
     rng = random.Random(11)
-    in_flight_temps = 0
-    for _kill in range(KILLS):
+    in_flight_temps = kills = 0
+    while kills < KILLS or (in_flight_temps < IN_FLIGHT_WANTED and kills < MAX_KILLS):
+        kills += 1
         start = _last_generation(progress)
         child = subprocess.Popen([*argv, str(start)])
         try:
@@ -127,8 +133,8 @@ def test_a_writer_killed_at_random_moments_leaves_old_or_new_never_torn(
             assert is_temp_of(target, leftover), leftover
             assert f".{child.pid}." in leftover.name, "a temp of an earlier writer was left"
         in_flight_temps += len(others)
-    # Most kills land inside a write: the test did exercise torn-write moments.
-    assert in_flight_temps > 0
+    # Some kills landed inside a write: the test did exercise torn-write moments.
+    assert in_flight_temps > 0, f"no kill of {kills} landed inside a write"
     # The store's readers never see a temp as a service.
     if kind == "record":
         assert RecordStore(state / "services").names() == ["chat"]

@@ -120,6 +120,21 @@ def test_the_budget_stops_the_search_and_one_run_decides_nothing() -> None:
     assert result.verdict is not None and "noise unknown" in result.verdict.verdict
 
 
+def test_a_later_rung_starts_only_when_all_of_it_fits_the_budget() -> None:
+    clock = Clock()
+    figures = {"baseline": [10.0, 10.1], "c1": [14.0, 14.2]}
+    measure, calls = stand_in(figures, clock, per_run=10.0)
+    # Rung 1 would be the baseline's two runs (fits: 20 + 20 <= 45) and c1's (does not):
+    # measuring the baseline alone would leave c1 nothing of the same rung to compare with.
+    result = halving(outcomes(1), measure, metric="tok/s", higher_better=True, budget_s=45,
+                     clock=clock)  # fmt: skip
+    assert calls == [("baseline", 1), ("c1", 1)] and not result.budget_left
+    assert result.rungs == 1
+    assert [o.rung for o in result.outcomes] == [0, 0]
+    assert [len(o.runs) for o in result.outcomes] == [1, 1]
+    assert result.verdict is not None and "noise unknown" in result.verdict.verdict
+
+
 def test_rejected_candidates_are_kept_with_their_reason_and_unfit_never_measured() -> None:
     clock = Clock()
     made = outcomes(3)

@@ -5,8 +5,9 @@ rung keeps the better half and measures it again with one run more (up to
 ``max_runs``), on a fresh boot each time, so warm caches and a lucky run do
 not decide (L-47, L-48). The baseline (the service as declared) is measured
 in every rung beside the survivors. The search ends when one challenger is
-left and has at least two runs, or when the next measurement would not fit
-the time budget; the result says how far it got.
+left and has at least two runs, or when the next measurement (in rung 0) or
+the next whole rung (later) would not fit the time budget; the result says
+how far it got.
 
 The winner is the challenger only when it beats the baseline by more than
 the run-to-run noise of both (``bench.stats.compare``); otherwise the honest
@@ -96,10 +97,15 @@ def halving(
     try:
         while True:
             runs = min(rung + 1, max_runs)
+            # A later rung compares the survivors with the baseline measured in the same
+            # rung: it is started only when all of it fits, never the baseline alone (that
+            # would replace the runs the survivors are compared with).
+            if rung > 0 and _over(clock() - started, per_run, runs * len(alive), budget_s):
+                result.budget_left = False
+                return _decide(result, metric, higher_better)
             result.rungs = rung + 1
             for outcome in alive:
-                estimate = median(per_run) or 0.0
-                if clock() - started + estimate * runs > budget_s:
+                if rung == 0 and _over(clock() - started, per_run, runs, budget_s):
                     result.budget_left = False
                     return _decide(result, metric, higher_better)
                 begun = clock()
@@ -130,6 +136,11 @@ def halving(
     except KeyboardInterrupt:
         result.interrupted = True
         return _decide(result, metric, higher_better)
+
+
+def _over(spent: float, per_run: list[float], runs: int, budget_s: float) -> bool:
+    """Whether ``runs`` more runs, at the median seconds a run took so far, overrun the budget."""
+    return spent + (median(per_run) or 0.0) * runs > budget_s
 
 
 def _key(outcome: Outcome, higher_better: bool) -> float:
