@@ -213,7 +213,7 @@ def test_a_container_that_exits_at_once_fails_with_its_exit_code_and_log_tail(
     done = cli("up", str(fleet))
     assert done.code == 1, done.stdout
     said = " ".join(done.stderr.split())
-    assert "the server exited (status 1) before it became healthy" in said
+    assert "the server exited (status 1) before it became healthy" in said, done.stderr
     assert "--no-such-flag-here" in said  # llama-server's own complaint, from the log tail
     # Nothing left: no record, no marker, no container (--rm), nothing on the port.
     assert not (_isolated_state / "services" / "a.json").exists()

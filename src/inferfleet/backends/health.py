@@ -289,15 +289,20 @@ def _timeout_error(
 
 
 def _exited(proc: psutil.Process) -> int | str | None:
+    """The exit status of ``proc`` once it has ended ("unknown" when it is not our child).
+
+    Looked at in this order: has it ended, then its status. The other order
+    raced: a server that exited between the two looks was a zombie with no
+    status yet, and the gate said "status unknown" for what was status 1.
+    """
+    try:
+        ended = proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        ended = True
     code = process.reap(proc.pid)
     if code is not None:
         return code
-    try:
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return "unknown"
-    except psutil.NoSuchProcess:
-        return "unknown"
-    return None
+    return "unknown" if ended else None
 
 
 def tail(log_path: Path | None, lines: int = 20) -> str:
