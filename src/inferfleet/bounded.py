@@ -137,6 +137,40 @@ def read_bounded(
     return b"".join(parts)
 
 
+def read_bounded_text(
+    path: Path | str,
+    max_bytes: int,
+    *,
+    what: str = "file",
+    error: ErrorFactory = BoundedReadError,
+    hint: str = "",
+    name: str = "",
+) -> str:
+    """The UTF-8 text of regular file ``path``, at most ``max_bytes``.
+
+    Unlike :func:`read_bounded`, absence is an ``error`` too: the file was
+    named, so a missing one is the caller's problem to report, not a
+    ``FileNotFoundError`` escaping as a traceback. ``name`` is how messages
+    name the file (default: the path).
+    """
+    name = name or str(path)
+    try:
+        data = read_bounded(path, max_bytes, what=what, error=error, hint=hint)
+    except FileNotFoundError:
+        raise error(
+            f"cannot read {what} {name}: it does not exist", where=str(path), hint=hint
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(
+            f"{what} {name} is not UTF-8 text (byte {exc.start}, line {line})",
+            where=str(path),
+            hint=hint,
+        ) from None
+
+
 # ----------------------------------------------------------------- files the fleet declares
 
 
@@ -190,16 +224,10 @@ def read_tree_file(
         # Where it is fixed: the fleet file's field, not the resolved path.
         return error(message, where=where, hint=hint)
 
-    try:
-        data = read_bounded(target, max_bytes, what=what, error=at_field, hint=hint)
-    except FileNotFoundError:  # removed between the check and the read
-        raise error(f"{what} {relative!r} does not exist", where=where, hint=hint) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(
-            f"{what} {relative!r} is not UTF-8 text (byte {exc.start})", where=where, hint=hint
-        ) from None
+    # A file removed between the check and the read is reported as absent.
+    return read_bounded_text(
+        target, max_bytes, what=what, error=at_field, hint=hint, name=repr(relative)
+    )
 
 
 _TREE_HINT = (

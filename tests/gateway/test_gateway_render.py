@@ -196,7 +196,7 @@ def test_a_unit_gets_its_keys_digest_as_a_file_never_the_keys() -> None:
 @pytest.mark.parametrize(
     ("content", "mode", "expect"),
     [
-        (None, 0o600, "cannot be read"),
+        (None, 0o600, "cannot read key file"),
         ("LITELLM_MASTER_KEY=sk-0123456789abcdef\n", 0o644, "readable by others"),
         ("OTHER=1\n", 0o600, "no usable LITELLM_MASTER_KEY"),
         ("LITELLM_MASTER_KEY=0123456789abcdef0\n", 0o600, "no usable LITELLM_MASTER_KEY"),
@@ -212,6 +212,19 @@ def test_the_key_file_gate(tmp_path: Path, content: str | None, mode: int, expec
         front.read_keys(path)
     assert expect in caught.value.message
     assert caught.value.hint
+
+
+def test_a_key_file_that_is_no_text_or_no_file_is_refused_without_hanging(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.env"
+    binary.write_bytes(b"LITELLM_MASTER_KEY=sk-\xff\xfe0123456789\n")
+    binary.chmod(0o600)
+    fifo = tmp_path / "fifo.env"
+    os.mkfifo(fifo, 0o600)  # no writer: a plain open would wait forever
+    for path, expect in ((binary, "is not UTF-8 text"), (fifo, "is a FIFO")):
+        with pytest.raises(front.GatewayKeysError) as caught:
+            front.read_keys(path)
+        assert expect in caught.value.message and str(path) in caught.value.message
+        assert caught.value.where.startswith("gateway.keys_env") and caught.value.hint
 
 
 def test_a_bad_key_file_stops_the_deploy_before_anything_is_written(

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inferfleet.bounded import read_bounded, tree_path_problem
+from inferfleet.bounded import read_bounded_text, tree_path_problem
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.fleetfile.fleet import Model
 
@@ -127,20 +127,9 @@ def parse_manifest(path: Path) -> Manifest:
         "write it with `inferfleet models manifest` or fix the model's manifest path "
         "(it is relative to the fleet file)"
     )
-    try:
-        text = read_bounded(
-            path, MAX_MANIFEST_BYTES, what="model manifest", error=_manifest_error, hint=hint
-        ).decode("utf-8")
-    except FileNotFoundError:
-        raise SpecError(
-            "cannot read model manifest: No such file or directory", path=path, hint=hint
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            f"model manifest is not UTF-8 text (byte {exc.start})",
-            path=path,
-            hint="regenerate it with `inferfleet models manifest`",
-        ) from None
+    text = read_bounded_text(
+        path, MAX_MANIFEST_BYTES, what="model manifest", error=_manifest_error, hint=hint
+    )
     header: dict[str, str] = {}
     entries: list[ManifestEntry] = []
     seen: dict[str, int] = {}

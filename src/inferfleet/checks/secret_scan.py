@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from inferfleet.bounded import read_bounded
+from inferfleet.bounded import read_bounded_text
 from inferfleet.errors import UsageError
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.secrets import credential_in, is_secret_name, redact, secret_in
@@ -61,15 +61,7 @@ def parse_env_file(path: Path) -> dict[str, str]:
         "the untracked env file that holds the secrets (e.g. secrets.env, mode 600) "
         "must exist and be readable"
     )
-    try:
-        text = read_bounded(
-            path, _MAX_ENV_FILE, what="env file", error=UsageError, hint=hint
-        ).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:  # absent, or not text
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UsageError(
-            f"cannot read env file {path}: {reason}", where=str(path), hint=hint
-        ) from None
+    text = read_bounded_text(path, _MAX_ENV_FILE, what="env file", error=UsageError, hint=hint)
     values, _unreadable = parse_env_text(text)  # lines that are no assignment hold no value
     return values
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, StopResult
+from inferfleet.bounded import read_bounded_text
 from inferfleet.deploy.actions import service_actions
 from inferfleet.deploy.facts import gather
 from inferfleet.deploy.inputs import FleetAtRevision
@@ -49,6 +50,7 @@ from inferfleet.install import pinned_venv
 from inferfleet.io import http
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render import gateway as render_gateway
+from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.frontdoor import STOP_GRACE_S, FrontLaunch, with_keys
 from inferfleet.render.service_keys import front_variable, keyed
@@ -57,6 +59,7 @@ Note = Callable[[str], None]
 GATEWAY = render_gateway.NAME
 PROXY = "proxy"
 KEY_PREFIX = "sk-"
+MAX_KEY_FILE_BYTES = 64 * 1024  # a handful of KEY=value lines
 ProxyKeysError = caddy_tool.ProxyKeysError
 
 
@@ -84,23 +87,23 @@ def read_private_env(
     path: Path, *, error: type[UsageError], where: str, create_hint: str
 ) -> tuple[str, dict[str, str]]:
     """A key file's text and values: present, readable, and private (no group/other bits)."""
-    from inferfleet.checks.secret_scan import parse_env_file
+    def at_field(message: str, **_path_and_hint: str) -> UsageError:
+        # Where it is fixed: the fleet file's field, not the key file's path.
+        return error(message, where=where, hint=create_hint)
 
+    text = read_bounded_text(path, MAX_KEY_FILE_BYTES, what="key file", error=at_field)
     try:
         info = path.stat()
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
-        raise error(
-            f"the key file {path} cannot be read: {reason}", where=where, hint=create_hint
-        ) from None
+    except OSError as exc:  # removed since it was read
+        raise at_field(f"cannot read key file {path}: {exc.strerror}") from None
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise error(
             f"the key file {path} is readable by others (mode {stat.S_IMODE(info.st_mode):03o})",
             where=where,
             hint=f"chmod 600 {path}: it holds the keys clients send (L-55)",
         )
-    return text, parse_env_file(path)
+    values, _unreadable = parse_env_text(text)  # lines that are no assignment hold no value
+    return text, values
 
 
 def read_keys(path: Path) -> dict[str, str]:

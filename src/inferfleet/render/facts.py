@@ -16,7 +16,7 @@ import yaml
 
 from inferfleet.artifacts.locate import declared_file, main_file, model_dir_on
 from inferfleet.artifacts.manifest import declared_files
-from inferfleet.bounded import read_bounded
+from inferfleet.bounded import read_bounded_text
 from inferfleet.errors import SpecError
 from inferfleet.fleetfile.fleet import Fleet, Host, Runtime, Service
 from inferfleet.runtimes.pinned import server_relpath
@@ -70,13 +70,9 @@ def _facts_error(message: str, *, where: str, hint: str = "") -> SpecError:
 
 def load_facts(path: Path, fleet: Fleet, fleet_subdir: str = "") -> dict[str, HostFacts]:
     """Per-host overrides from a YAML file: ``{host: {user, home, cache_dir}}``."""
+    text = read_bounded_text(path, MAX_FACTS_BYTES, what="host facts", error=_facts_error)
     try:
-        raw = read_bounded(path, MAX_FACTS_BYTES, what="host facts", error=_facts_error)
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SpecError("host facts are not UTF-8 text", path=path) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read host facts: {exc.strerror}", path=path) from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError(f"host facts are not valid YAML: {exc}", path=path) from None
     if not isinstance(data, dict):

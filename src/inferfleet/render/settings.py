@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from inferfleet.bounded import MAX_DECLARED_TEXT, read_bounded, read_tree_file
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_bounded_text, read_tree_file
 from inferfleet.errors import FleetError
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.envfile import parse_env_text
@@ -45,15 +45,9 @@ def read_env_files(files: Iterable[Path]) -> dict[str, str]:
     values: dict[str, str] = {}
     for path in files:
         hint = "create it from the committed example (it is untracked on purpose)"
-        try:
-            raw = read_bounded(path, MAX_ENV_BYTES, what="env file", error=SettingsError, hint=hint)
-            text = raw.decode("utf-8")
-        except FileNotFoundError:
-            raise SettingsError(
-                "cannot read env file: it does not exist", where=str(path), hint=hint
-            ) from None
-        except UnicodeDecodeError:
-            raise SettingsError("env file is not UTF-8 text", where=str(path), hint=hint) from None
+        text = read_bounded_text(
+            path, MAX_ENV_BYTES, what="env file", error=SettingsError, hint=hint
+        )
         found, bad = parse_env_text(text)
         if bad:
             raise SettingsError("env file line is not KEY=value", where=f"{path}:{bad[0]}", hint="")

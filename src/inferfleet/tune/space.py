@@ -248,19 +248,14 @@ def load_space(path: Path) -> SpaceFile:
     """A ``--space`` file, validated (unknown keys and knobs are errors, not ignored)."""
     import yaml
 
-    from inferfleet.bounded import read_bounded
+    from inferfleet.bounded import read_bounded_text
 
+    text = read_bounded_text(
+        path, 64 * 1024, what="space file", error=UsageError, hint="check the path"
+    )
     try:
-        raw = read_bounded(path, 64 * 1024, what="space file", error=UsageError)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read the space file: {exc.strerror or exc}",
-            where=str(path),
-            hint="check the path",
-        ) from None
-    try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise UsageError(f"the space file is not YAML: {exc}", where=str(path)) from None
     hint = "knobs: {NAME: [values]}, only: true|false"
     found = validated(SpaceFile, data if data is not None else {}, where=str(path), hint=hint)
