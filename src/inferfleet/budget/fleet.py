@@ -82,10 +82,7 @@ def fleet_request(
     if service.model is None:
         raise BudgetError(f"service {name!r} serves no model; budgets size llm services")
     shape = shape_of(service.model)
-    spec = service.speculative
-    drafter = None
-    if spec is not None and spec.draft_model is not None:
-        drafter = shape_of(spec.draft_model)
+    drafter = None if service.drafter is None else shape_of(service.drafter)
     projector = None
     if service.mmproj is not None:
         projector = projector_size(fleet, root, service.model, service.mmproj)

@@ -120,9 +120,7 @@ def model_dir_shared(ctx: CheckContext) -> Iterator[Hit | Skip]:
     seen: dict[tuple[str, str], _Written] = {}
     reported: set[tuple[str, str]] = set()
     for name, service, _ in _llm(ctx):
-        spec = service.speculative
-        used = [service.model, None if spec is None else spec.draft_model]
-        for model_name in dict.fromkeys(m for m in used if m is not None):
+        for model_name in service.models_loaded:
             model = fleet.models[model_name]
             if isinstance(model.source, PathSource):
                 continue  # files already on the host: inferfleet writes nothing there

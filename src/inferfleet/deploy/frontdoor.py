@@ -87,6 +87,7 @@ def read_private_env(
     path: Path, *, error: type[UsageError], where: str, create_hint: str
 ) -> tuple[str, dict[str, str]]:
     """A key file's text and values: present, readable, and private (no group/other bits)."""
+
     def at_field(message: str, **_path_and_hint: str) -> UsageError:
         # Where it is fixed: the fleet file's field, not the key file's path.
         return error(message, where=where, hint=create_hint)

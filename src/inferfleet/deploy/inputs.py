@@ -143,11 +143,7 @@ def _worker_inputs(
 
 
 def _used_models(fleet: Fleet, name: str) -> list[str]:
-    service = fleet.services[name]
-    used = [service.model]
-    if service.speculative is not None:
-        used.append(service.speculative.draft_model)
-    return [m for m in used if m is not None and m in fleet.models]
+    return [m for m in fleet.services[name].models_loaded if m in fleet.models]
 
 
 def file_inputs(fleet: Fleet, fleet_path: str, name: str) -> tuple[list[str], list[str]]:

@@ -312,6 +312,16 @@ class Service(Strict):
         """Whether /metrics is served (llm services by default, L-56)."""
         return self.metrics if self.metrics is not None else self.kind == "llm"
 
+    @property
+    def drafter(self) -> str | None:
+        """The model that drafts for this one (``speculative.draft_model``), if any."""
+        return None if self.speculative is None else self.speculative.draft_model
+
+    @property
+    def models_loaded(self) -> list[str]:
+        """The fleet's models this service loads: the served one, then its drafter."""
+        return list(dict.fromkeys(m for m in (self.model, self.drafter) if m is not None))
+
     def model_id(self, name: str) -> str:
         """The model id clients send: the alias, else the service's name."""
         return self.alias or name

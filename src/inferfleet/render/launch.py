@@ -109,8 +109,7 @@ def resolve(
         return _llm_container(fleet, fleet_root, name, service, host, facts, runtime, kind, bind)
     binary = paths.runtime_binary(runtime, facts)
     program = [binary, *entry_args(runtime.kind, runtime.source, binary)]
-    spec = service.speculative
-    draft = None if spec is None or spec.draft_model is None else spec.draft_model
+    draft = service.drafter
     launch = Launch(
         service_name=name,
         service=service,
@@ -182,10 +181,7 @@ def _llm_container(
         return inside if main is None else f"{inside}/{main}"
 
     model_path = mount_model(service.model)
-    spec = service.speculative
-    draft_path = None
-    if spec is not None and spec.draft_model is not None:
-        draft_path = mount_model(spec.draft_model)
+    draft_path = None if service.drafter is None else mount_model(service.drafter)
     template_path = None
     if service.chat_template_file is not None:
         source = paths.fleet_relative(facts, service.chat_template_file)

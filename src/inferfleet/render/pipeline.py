@@ -244,8 +244,5 @@ def served_models(fleet: Fleet, name: str) -> list[str]:
     services = services or [fleet.services[name]]
     found: list[str] = []
     for service in services:
-        spec = service.speculative
-        for model in (service.model, None if spec is None else spec.draft_model):
-            if model is not None and model not in found:
-                found.append(model)
+        found += [model for model in service.models_loaded if model not in found]
     return found

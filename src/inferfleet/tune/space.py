@@ -235,7 +235,7 @@ def default_space(
         if on_gpu and moe_blocks:
             knobs["n_cpu_moe"] = tuple(sorted({round(i * moe_blocks / 7) for i in range(8)}))
         knobs["flash_attn"] = ("on", "off")
-        if service.speculative is not None and service.speculative.draft_model is not None:
+        if service.drafter is not None:
             knobs["draft_max"] = (4, 8, 16)
     elif kind == "vllm":
         knobs["max_num_batched_tokens"] = (2048, 8192)

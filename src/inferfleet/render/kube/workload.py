@@ -80,11 +80,7 @@ def exported_models(fleet: Fleet) -> list[str]:
     """The models the exported services load (served and drafter), in fleet order."""
     used: set[str] = set()
     for name in exported_services(fleet):
-        service = fleet.services[name]
-        if service.model is not None:
-            used.add(service.model)
-        if service.speculative is not None and service.speculative.draft_model is not None:
-            used.add(service.speculative.draft_model)
+        used.update(fleet.services[name].models_loaded)
     return [m for m in fleet.models if m in used]
 
 
