@@ -17,7 +17,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from helpers.real_server import state_dir, write_fleet
 from inferfleet.backends.process import ProcessBackend
 from inferfleet.deploy import frontdoor as front
 from inferfleet.deploy import local
+from inferfleet.documents import UpFront
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import llamacpp_build, pinned_venv
 from inferfleet.io import process
@@ -56,7 +57,7 @@ class Front:
     key: str
     url: str  # the gateway's base URL, .../v1
     ports: dict[str, int]
-    started: front.FrontResult
+    started: UpFront
 
     def headers(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key if key is None else key}"}
@@ -102,7 +103,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
             started = local.up_front(loaded, "gateway", local.Hooks())
             assert started is not None
             yield Front(
-                loaded, folder, state, key, started.url, ports, started
+                loaded, folder, state, key, started["url"], ports, started
             )  # fmt: skip
         finally:
             local.down_front(loaded, "gateway", grace=5.0)
@@ -119,10 +120,10 @@ def at(fleet: Front, monkeypatch: pytest.MonkeyPatch) -> Front:
 
 def test_up_starts_the_gateway_behind_its_health_gate(at: Front) -> None:
     started = at.started
-    assert started.action == "started" and started.pid is not None
-    assert started.engine == "litellm 1.106.12"
-    assert started.unhealthy_backends == []  # up ran it after both services were healthy
-    proc = psutil.Process(started.pid)
+    assert started["action"] == "started" and started["pid"] is not None
+    assert started["engine"] == "litellm 1.106.12"
+    assert started["unhealthy_backends"] == []  # up ran it after both services were healthy
+    proc = psutil.Process(started["pid"])
     # The pinned venv's own Python runs LiteLLM's proxy (L-42), never inferfleet's.
     assert proc.cmdline()[:3] == [
         str(pinned_venv.install_dir(front.engine_pin(at.loaded.fleet.gateway)) / "bin/python"),
@@ -194,7 +195,7 @@ def test_the_installed_config_is_the_fleets_contract_without_a_key(at: Front) ->
     rendered = [a.content for a in render_fleet(at.loaded)]
     installed = [Path(f.path).read_text() for f in launch.files]
     assert not [text for text in rendered + installed if at.key in text]
-    assert at.key not in " ".join(psutil.Process(at.started.pid).cmdline())
+    assert at.key not in " ".join(psutil.Process(at.started["pid"]).cmdline())
 
 
 def test_a_second_up_installs_nothing_and_keeps_the_gateway(at: Front, cli: Any) -> None:
@@ -203,13 +204,13 @@ def test_a_second_up_installs_nothing_and_keeps_the_gateway(at: Front, cli: Any)
     assert installed_now is False and record.version == "1.106.12"
     again = local.up_front(at.loaded, "gateway", local.Hooks())
     assert again is not None
-    assert again.action == "unchanged" and again.pid == at.started.pid
+    assert again["action"] == "unchanged" and again["pid"] == at.started["pid"]
     # `up` itself: every service kept, then the gateway, kept too (its JSON document).
     result = cli("up", str(at.loaded.path), "--json", "--no-contract")
     assert result.code == 0, result.stderr + result.stdout
     doc = result.document()
     assert [s["action"] for s in doc["services"]] == ["unchanged", "unchanged"]
-    assert doc["gateway"]["action"] == "unchanged" and doc["gateway"]["pid"] == at.started.pid
+    assert doc["gateway"]["action"] == "unchanged" and doc["gateway"]["pid"] == at.started["pid"]
     assert doc["gateway"]["url"] == at.url and doc["gateway"]["engine"] == "litellm 1.106.12"
 
 
@@ -218,7 +219,7 @@ def test_status_shows_the_gateway_reaching_both_backends(at: Front, cli: Any) ->
     row = status.gateway
     assert row is not None
     assert row.state == "healthy", row.detail
-    assert row.pid == at.started.pid and row.engine == "litellm 1.106.12"
+    assert row.pid == at.started["pid"] and row.engine == "litellm 1.106.12"
     assert row.reached == {NARROW: "ok", WIDE: "ok"} and row.unreachable == []
     doc = status.document()
     assert doc["gateway"]["state"] == "healthy"
@@ -239,8 +240,8 @@ def test_apply_redeploys_the_gateway_alone_when_only_its_section_changed(
     assert done == {"gateway": "deployed"}
     assert {name: _pid(at, name) for name in ALIASES} == service_pids
     pid = _pid(at, render.NAME)
-    assert pid != at.started.pid
-    at.started = replace(at.started, pid=pid)
+    assert pid != at.started["pid"]
+    at.started["pid"] = pid
     launch = front.gateway_launch(load_fleet(at.loaded.path).fleet, _facts(at), at.state)
     written = yaml.safe_load(Path(launch.file("config").path).read_text())
     assert written["litellm_settings"]["request_timeout"] == 1500.0
@@ -317,6 +318,6 @@ def test_keys_env_stays_out_of_the_environment_of_the_services(at: Front) -> Non
     assert record is not None
     environ = psutil.Process(record.pid).environ()
     assert at.key not in environ.values() and "LITELLM_MASTER_KEY" not in environ
-    gateway_env = psutil.Process(at.started.pid).environ()
+    gateway_env = psutil.Process(at.started["pid"]).environ()
     assert gateway_env["LITELLM_MASTER_KEY"] == at.key
     assert os.environ.get("LITELLM_MASTER_KEY") != at.key

@@ -31,6 +31,7 @@ from inferfleet.backends.process import ProcessBackend
 from inferfleet.deploy import frontdoor as door
 from inferfleet.deploy import local
 from inferfleet.deploy.facts import host_facts
+from inferfleet.documents import UpFront
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import caddy as caddy_tool
 from inferfleet.install import llamacpp_build
@@ -52,7 +53,7 @@ class Door:
     key: str  # the gateway's master key, one of the proxy's keys
     keys: Path  # the proxy's keys_env
     url: str  # https://127.0.0.1:PORT
-    started: door.FrontResult
+    started: UpFront
 
     def tls(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(door.ca_root(self.state)))
@@ -142,11 +143,11 @@ def _pids(at: Door) -> dict[str, int]:
 
 def test_up_starts_caddy_behind_its_own_health_gate(at: Door) -> None:
     started = at.started
-    assert started.action == "started" and started.url == at.url
-    assert started.engine == f"caddy v{caddy_tool.VERSION}"
-    assert started.root == str(door.ca_root(at.state)) and Path(started.root).is_file()
-    assert started.pid == _pid(at, door.PROXY)
-    proc = psutil.Process(started.pid)
+    assert started["action"] == "started" and started["url"] == at.url
+    assert started["engine"] == f"caddy v{caddy_tool.VERSION}"
+    assert started["root"] == str(door.ca_root(at.state)) and Path(started["root"]).is_file()
+    assert started["pid"] == _pid(at, door.PROXY)
+    proc = psutil.Process(started["pid"])
     assert proc.cmdline()[1:3] == ["run", "--config"]
     config = door.proxy_folder(at.state) / "Caddyfile"
     assert proc.cmdline()[3] == str(config)
@@ -270,12 +271,14 @@ def test_a_new_key_restarts_caddy_alone(at: Door) -> None:
     new = secrets.token_urlsafe(24)
     _private(at.keys, f"{MAIN_KEY}={at.key}\n{SPARE_KEY}={new}\n")
     again = local.up_front(at.loaded, "proxy", local.Hooks())
-    assert again is not None and again.action == "restarted" and again.reason == "spec changed"
-    assert again.pid != before[door.PROXY] and _gone(before[door.PROXY])
+    assert (
+        again is not None and again["action"] == "restarted" and again["reason"] == "spec changed"
+    )
+    assert again["pid"] != before[door.PROXY] and _gone(before[door.PROXY])
     assert {n: p for n, p in _pids(at).items() if n != door.PROXY} == {
         n: p for n, p in before.items() if n != door.PROXY
     }
-    assert psutil.Process(again.pid).environ()[SPARE_KEY] == new
+    assert psutil.Process(again["pid"]).environ()[SPARE_KEY] == new
     answer = at.post("/v1/completions", at.key, {"model": ALIAS, "prompt": "Hi", "max_tokens": 2})
     assert answer.status_code == 200, answer.text
 

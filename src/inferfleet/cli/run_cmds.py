@@ -35,8 +35,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from inferfleet.deploy import local
-    from inferfleet.deploy.frontdoor import FrontResult
-    from inferfleet.documents import UpService
+    from inferfleet.documents import UpFront, UpService
 
 
 def up_hooks(out: Output) -> tuple[local.Hooks, Progress | None]:
@@ -111,7 +110,7 @@ def up(
     from inferfleet.cli.fleet_cmds import embedded_example
     from inferfleet.deploy import local
     from inferfleet.deploy.last_up import remember
-    from inferfleet.documents import UpDocument, UpFront, document_of
+    from inferfleet.documents import UpDocument
 
     loaded = resolve_fleet(one_file(file, file_opt), out, example=True)
     names = [n for s in service for n in local.local_services(loaded, s)] or local.local_services(
@@ -141,7 +140,7 @@ def up(
             pending=pending,
         )
         for done in fronts:
-            doc["gateway" if done.name == "gateway" else "proxy"] = document_of(UpFront, done)
+            doc["gateway" if done["name"] == "gateway" else "proxy"] = done
         out.emit(doc)
     else:
         print_up(out, results)
@@ -198,16 +197,17 @@ def _up_health(r: local.UpResult) -> str:
     return "[red]contract failing[/red]" if r.contract_failing else "[green]healthy[/green]"
 
 
-def _print_front(out: Output, g: FrontResult) -> None:
-    seconds = "-" if g.seconds_to_healthy is None else f"{g.seconds_to_healthy:.2f}s"
+def _print_front(out: Output, g: UpFront) -> None:
+    healthy_s = g["seconds_to_healthy"]
+    seconds = "-" if healthy_s is None else f"{healthy_s:.2f}s"
     out.line(
-        f"{g.name}: [green]healthy[/green] {esc(g.url)} (pid {g.pid or '-'}, {esc(g.engine)}, "
-        f"ready in {seconds}, {g.action})"
-        + (f"; clients trust the CA root {esc(g.root)}" if g.root else "")
+        f"{g['name']}: [green]healthy[/green] {esc(g['url'])} (pid {g['pid'] or '-'}, "
+        f"{esc(g['engine'])}, ready in {seconds}, {g['action']})"
+        + (f"; clients trust the CA root {esc(g['root'])}" if g["root"] else "")
     )
-    if g.unhealthy_backends:
+    if g["unhealthy_backends"]:
         out.line(
-            "  [yellow]not healthy behind it:[/yellow] " + esc(", ".join(g.unhealthy_backends))
+            "  [yellow]not healthy behind it:[/yellow] " + esc(", ".join(g["unhealthy_backends"]))
         )
 
 

@@ -397,9 +397,9 @@ def _gateway_step(
             return
         outcome = Outcome(
             name,
-            "kept" if done.action == "unchanged" else "deployed",
+            "kept" if done["action"] == "unchanged" else "deployed",
             round(time.monotonic() - started, 3),
-            done.seconds_to_healthy,
+            done["seconds_to_healthy"],
         )
         result.done.append(outcome)
         emit({"event": "done", **outcome.__dict__})

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from inferfleet.deploy.facts import gather
 from inferfleet.deploy.inputs import FleetAtRevision
 from inferfleet.deploy.state import decide
 from inferfleet.deploy.worktree import UNTRACKED
+from inferfleet.documents import UpFront
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet, Gateway
 from inferfleet.install import caddy as caddy_tool
@@ -65,19 +66,6 @@ ProxyKeysError = caddy_tool.ProxyKeysError
 
 class GatewayKeysError(UsageError):
     """The gateway's key file is missing, unreadable, too open or lacks the master key."""
-
-
-@dataclass(frozen=True)
-class FrontResult:
-    name: str  # gateway | proxy
-    action: str  # started | restarted | unchanged
-    url: str  # what clients use: the gateway's .../v1, the proxy's https://name:port
-    pid: int | None
-    engine: str  # "litellm 1.106.12", "caddy v2.11.7"
-    seconds_to_healthy: float | None
-    reason: str = ""
-    root: str = ""  # the proxy's local CA root clients trust (tls internal), else ""
-    unhealthy_backends: list[str] = field(default_factory=list)  # the gateway's, at start
 
 
 # ---------------------------------------------------------------- keys
@@ -296,7 +284,7 @@ def deploy(
     root: Path | None = None,
     note: Note = lambda _text: None,
     on_state: gate.StateFn | None = None,
-) -> FrontResult:
+) -> UpFront:
     """Bring one front-door part (``gateway`` or ``proxy``) to what the fleet says, on this
     host (its ``host``), through the services' decision, actions and executor."""
     from inferfleet.deploy import execute
@@ -350,16 +338,16 @@ def deploy(
             healthy_s = record.healthy_after_s
     else:
         pid = ctx.systemctl(launch.scope).show(launch.service_unit).main_pid or None
-    return FrontResult(
-        name,
-        action,
-        launch.url + "/v1" if name == GATEWAY else launch.url,
-        pid,
-        launch.engine,
-        healthy_s,
-        reason,
-        "" if tls is None or tls.root is None else str(tls.root),
-        unhealthy,
+    return UpFront(
+        name=name,
+        action=action,
+        url=launch.url + "/v1" if name == GATEWAY else launch.url,
+        pid=pid,
+        engine=launch.engine,
+        seconds_to_healthy=healthy_s,
+        reason=reason,
+        root="" if tls is None or tls.root is None else str(tls.root),
+        unhealthy_backends=unhealthy,
     )
 
 

@@ -49,7 +49,7 @@ from inferfleet.runtimes import pinned
 from inferfleet.runtimes.registry import traits
 
 if TYPE_CHECKING:
-    from inferfleet.deploy.frontdoor import FrontResult
+    from inferfleet.documents import UpFront
     from inferfleet.probe.minimal import Check
 
 
@@ -372,7 +372,7 @@ def front_here(loaded: LoadedFleet) -> list[str]:
     return [name for name, host in loaded.fleet.front_door.items() if hosts[host].is_local(host)]
 
 
-def up_front(loaded: LoadedFleet, name: str, hooks: Hooks) -> FrontResult | None:
+def up_front(loaded: LoadedFleet, name: str, hooks: Hooks) -> UpFront | None:
     """One front-door part of this machine (``gateway``, then ``proxy``), after the services
     of the run are healthy; None when the fleet has none here."""
     from inferfleet.deploy import frontdoor
