@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.checks.engine import CheckContext, Hit, Skip, rule
 from inferfleet.errors import FleetError
-from inferfleet.fleetfile.kubernetes import KubernetesTarget, pinned_image
+from inferfleet.fleetfile.base import PIN_HINT, pinned_image
+from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.fleetfile.quantities import format_size
 from inferfleet.render.kube.devices import gpu_problem
 from inferfleet.render.kube.models import fetchable, volume_size
@@ -107,7 +108,7 @@ def image_pinned(ctx: CheckContext) -> Iterator[Hit]:
                 None,
                 where,
                 f"{where} is {image!r}, not pinned by digest",
-                "pin it: name@sha256:<digest> (a tag moves; a fork's later build segfaulted)",
+                PIN_HINT,
             )
     for name in exported_services(ctx.fleet):
         runtime = ctx.fleet.services[name].runtime or ""

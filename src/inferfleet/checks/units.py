@@ -9,11 +9,11 @@ from posixpath import normpath
 
 from inferfleet.checks.engine import CheckContext, Hit, Subject, rule, service_rule
 from inferfleet.doctor.findings import device_findings, pinned_findings
+from inferfleet.fleetfile.base import PIN_HINT, pinned_image
 from inferfleet.fleetfile.fleet import Service
 from inferfleet.render.endpoints import HOST_GATEWAY
 from inferfleet.render.launch import CACHE_MOUNT
 
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"https?://(\[[^\]]+\]|[^/:\s]+):(\d+)")
 
 
@@ -116,7 +116,7 @@ def home_writable(s: Subject) -> Iterator[Hit]:
 
 
 def _unpinned(image: str | None) -> bool:
-    return image is not None and not _DIGEST.search(image)
+    return image is not None and not pinned_image(image)
 
 
 @rule("image-not-pinned", "L-42", "error")
@@ -128,14 +128,14 @@ def image_pinned(ctx: CheckContext) -> Iterator[Hit]:
                 None,
                 f"runtimes.{name}.image",
                 f"runtime {name!r} uses image {runtime.image!r} without a digest",
-                "pin it: name@sha256:<digest> (`podman inspect --format '{{.Digest}}' IMAGE`)",
+                PIN_HINT,
             )
     for s in ctx.subjects("all"):
         if _unpinned(s.service.image):
             yield s.hit(
                 "image",
                 f"service {s.name!r} uses image {s.service.image!r} without a digest",
-                "pin it: name@sha256:<digest> (a tag moves; a fork's later build segfaulted)",
+                PIN_HINT,
             )
 
 

@@ -171,6 +171,13 @@ HubRevision = Annotated[Text, AfterValidator(_refusing(hub_revision_problem))]
 IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
+# How to fix an image that is not pinned (a tag moves; a fork's later build segfaulted).
+PIN_HINT = (
+    "pin it: name@sha256:<digest> (`podman inspect --format '{{.Digest}}' IMAGE`; "
+    "a tag moves, L-42)"
+)
+
+
 def pinned_image(image: str) -> bool:
     """Whether ``image`` names one exact image by its digest (L-42)."""
     return IMAGE_DIGEST.search(image) is not None

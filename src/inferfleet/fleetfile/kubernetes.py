@@ -19,7 +19,6 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from inferfleet.fleetfile.base import Name, Strict, Text, must_match
-from inferfleet.fleetfile.base import pinned_image as pinned_image  # the kube checks read it here
 from inferfleet.fleetfile.quantities import ByteSize
 
 # A label key (optional DNS prefix + name) and value, as Kubernetes accepts them.

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
+from inferfleet.fleetfile.base import pinned_image
 from inferfleet.fleetfile.fleet import Host
 from inferfleet.importers import commandline
 from inferfleet.importers.result import Imported, Where
@@ -182,7 +183,7 @@ def read_container(
         ]
     if container:
         block["container"] = container
-    if "@sha256:" not in spec.image:
+    if not pinned_image(spec.image):
         out.note(where, f"{spec.name}: image {spec.image} is not pinned by digest (L-42): pin it")
     out.services[spec.name] = service
 

@@ -22,8 +22,9 @@ from pathlib import Path, PurePosixPath
 
 from inferfleet.bounded import MAX_DECLARED_TEXT, read_tree_file
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.base import PIN_HINT, pinned_image
 from inferfleet.fleetfile.fleet import Fleet, Runtime, Service
-from inferfleet.fleetfile.kubernetes import KubernetesTarget, pinned_image
+from inferfleet.fleetfile.kubernetes import KubernetesTarget
 from inferfleet.render.envfile import env_file, parse_env_text
 from inferfleet.render.facts import default_facts
 from inferfleet.render.kube.devices import gpu_problem, gpu_requests
@@ -111,7 +112,7 @@ def resolve_in_pod(fleet: Fleet, root: Path, name: str) -> Resolved:
         raise UsageError(
             f"service {name!r} would run image {resolved.image!r}, which is not pinned by digest",
             where=f"services.{name}.runtime",
-            hint="pin it: name@sha256:<digest> (L-42)",
+            hint=PIN_HINT,
         )
     return resolved
 
