@@ -72,6 +72,11 @@ class ManifestEntry:
     def line(self) -> str:
         return f"{self.size} {self.kind}:{self.value} {self.path}"
 
+    @classmethod
+    def stated(cls, path: str, size: int, sha256: str | None) -> ManifestEntry:
+        """A file whose size, and sha256 where there is one, a declaration states."""
+        return cls(path, size, "size", "") if sha256 is None else cls(path, size, "sha256", sha256)
+
 
 @dataclass(frozen=True)
 class Manifest:
@@ -113,12 +118,7 @@ def declared_files(model: Model, fleet_root: Path) -> list[ManifestEntry]:
     path = manifest_path(model, fleet_root)
     if path is not None:
         return list(parse_manifest(path).entries)
-    return [
-        ManifestEntry(f.path, f.size, "sha256", f.sha256)
-        if f.sha256 is not None
-        else ManifestEntry(f.path, f.size, "size", "")
-        for f in model.files
-    ]
+    return [ManifestEntry.stated(f.path, f.size, f.sha256) for f in model.files]
 
 
 def parse_manifest(path: Path) -> Manifest:

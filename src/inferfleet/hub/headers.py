@@ -696,7 +696,10 @@ class ModelSources:
             record = self.recorded(model_name) if self.use_recorded else None
             if record is not None:
                 where = facts_path(self.loaded.root, model_name).relative_to(self.loaded.root)
-                files = {path: _stated(path, f) for path, f in record.files.items()}
+                files = {
+                    path: ManifestEntry.stated(path, f.size, f.sha256)
+                    for path, f in record.files.items()
+                }
                 return SourceListing(f"{where} (recorded from {record.recorded_from})", files)
         if isinstance(model.source, PackageSource):
             return self._package_listing(model_name, model)
@@ -719,7 +722,10 @@ class ModelSources:
                 "declare the one file it ships"
             )
         path = declared[0].path
-        return SourceListing(f"package {model.source.package}", {path: _stated(path, found)})
+        return SourceListing(
+            f"package {model.source.package}",
+            {path: ManifestEntry.stated(path, found.size, found.sha256)},
+        )
 
     def _hub_listing(self, name: str, model: Model, source: HubSource) -> SourceListing | str:
         declared = [e.path for e in self._declared(model)]
@@ -749,13 +755,6 @@ class ModelSources:
             entries = {**cached, **entries}
         _write_listing(self._endpoint(), manifest, entries)
         return SourceListing(where, entries)
-
-
-def _stated(path: str, file: RecordedFile | PackageFile) -> ManifestEntry:
-    """A listing's entry for a file whose size, and sha256 where it has one, a source states."""
-    if file.sha256 is None:
-        return ManifestEntry(path, file.size, "size", "")
-    return ManifestEntry(path, file.size, "sha256", file.sha256)
 
 
 def _first_fragment_of(path: str, main: str) -> bool:
