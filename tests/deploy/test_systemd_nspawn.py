@@ -10,6 +10,8 @@ network, so the test checks health on loopback.
 from __future__ import annotations
 
 import json
+import secrets
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -183,3 +185,82 @@ def test_a_crash_looping_unit_fails_its_gate_with_the_journal(
     assert "linger is off (L-38)" in json.loads(refused.stdout)["failed"]["message"]
     assert box.enter("ls", "/root/.config/systemd/user", check=False) == ""
     assert box.systemctl_show("inferfleet-boom.service", "ActiveState") == {"ActiveState": "active"}
+
+
+def test_the_auth_proxy_as_a_system_unit_in_front_of_a_real_server(
+    machine,
+    real_parts,  # noqa: F811
+) -> None:
+    """The proxy on the spine's systemd backend: apply installs Caddy's unit after the
+    service, gates it over HTTPS on its own local CA, keeps it when nothing changed and
+    restarts it when its Caddyfile does; the key stays out of the unit (L-55)."""
+    from inferfleet.deploy import frontdoor
+    from inferfleet.install import caddy as caddy_tool
+
+    caddy_tool.install()  # the pinned binary, in the cache the container reads (cached)
+    box, shared = machine
+    port, proxy_port = free_port(), free_port()
+    key = "sk-" + secrets.token_urlsafe(24)
+    keys = shared / "proxy.env"
+    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\n")
+    keys.chmod(0o600)
+    service = {"host": "sd", "runtime": "llama-cpp", "model": "gemma3-270m", "port": port,
+               "ctx_per_slot": 2048, "backend": "systemd", "health": {"timeout": "3m"}}  # fmt: skip
+    proxy = {
+        "host": "sd",
+        "bind": "127.0.0.1",
+        "port": proxy_port,
+        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
+        "keys_env": str(keys),
+        "services": ["chat"],
+        "backend": "systemd",
+    }
+    repo = make_repo(shared, "proxied", {"chat": service}, {**real_parts, "proxy": proxy})
+    unit = "inferfleet-proxy.service"
+
+    first = apply_in(box, repo)
+    assert first.returncode == 0, first.stdout + first.stderr
+    doc = json.loads(first.stdout)
+    assert [(d["service"], d["outcome"]) for d in doc["done"]] == [
+        ("chat", "deployed"),
+        ("proxy", "deployed"),
+    ]
+    state = box.systemctl_show(unit, "MainPID", "ActiveState", "UnitFileState")
+    assert state["ActiveState"] == "active" and state["UnitFileState"] == "enabled"
+    installed = box.enter("cat", f"/etc/systemd/system/{unit}")
+    # The unit reads the keys from the untracked file; their values never enter it (L-55).
+    assert key not in installed and f"EnvironmentFile={keys}" in installed
+    # Clients trust the proxy's own CA; a request without the key is refused at the door.
+    tls = ssl.create_default_context(cafile=str(frontdoor.ca_root(repo.states["sd"])))
+    url = f"https://127.0.0.1:{proxy_port}"
+    assert httpx.get(f"{url}/healthz", verify=tls, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/chat/health", verify=tls, timeout=10).status_code == 401
+    through = httpx.get(
+        f"{url}/chat/health", headers={"Authorization": f"Bearer {key}"}, verify=tls, timeout=30
+    )
+    assert through.status_code == 200, through.text
+
+    # Nothing changed: the proxy is kept, its unit's process too.
+    again = apply_in(box, repo)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [d["outcome"] for d in json.loads(again.stdout)["done"]] == ["kept"]
+    assert box.systemctl_show(unit, "MainPID") == {"MainPID": state["MainPID"]}
+
+    # A second accepted key (rotation) changes the Caddyfile: a new process serves, and
+    # either key passes.
+    spare = "sk-" + secrets.token_urlsafe(24)
+    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\nSPARE_KEY={spare}\n")
+    repo.data["proxy"]["key_names"] = ["INFERFLEET_PROXY_KEY", "SPARE_KEY"]
+    repo.commit("proxy: a spare key while rotating")
+    second = apply_in(box, repo)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert [d["outcome"] for d in json.loads(second.stdout)["done"]] == ["deployed"]
+    assert box.systemctl_show(unit, "MainPID") != {"MainPID": state["MainPID"]}
+    for accepted in (key, spare):
+        answer = httpx.get(
+            f"{url}/chat/health",
+            headers={"Authorization": f"Bearer {accepted}"},
+            verify=tls,
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
