@@ -27,6 +27,12 @@ def test_a_well_formed_report_is_read() -> None:
     assert report.memory == {}  # an older host sends none
     memory = {"nvidia:0": 18234 << 20, "amd:1": 1 << 30, "ram": 6 << 30}
     assert HostReport.from_json({**GOOD, "memory": memory}, host="h1").memory == memory
+    assert report.proxy_root is None  # no proxy there
+    assert HostReport.from_json({**GOOD, "proxy_root": ROOT}, host="h1").proxy_root == ROOT
+
+
+# The shape of a PEM certificate (its body need not be a real one to test the shape).
+ROOT = "-----BEGIN CERTIFICATE-----\n" + ("QUJD" * 16 + "\n") * 3 + "-----END CERTIFICATE-----\n"
 
 
 @pytest.mark.parametrize(
@@ -42,6 +48,15 @@ def test_a_well_formed_report_is_read() -> None:
         {"memory": {"\x1b[31mram": 1}},  # a device name status would print
         {"memory": {"ram": -1}},
         {"memory": {"nvidia:0": "18 GiB"}},
+        # The proxy's CA root becomes the only root a TLS connection trusts: one certificate,
+        # nothing before or after it, bounded.
+        {"proxy_root": "not a certificate"},
+        {"proxy_root": ROOT + ROOT},
+        {"proxy_root": "-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----\n"},
+        {"proxy_root": ROOT.replace("QUJD", "QU\x1bD", 1)},
+        {"proxy_root": ROOT.replace("\n", "\n" + "QUJD" * 20 + "\n", 1)},  # a line too long
+        {"proxy_root": ROOT[:28] + ("QUJD" * 19 + "\n") * 300 + ROOT[-26:]},
+        {"proxy_root": 5},
     ],
 )
 def test_a_wrong_shape_is_a_clear_error_naming_the_host(change: dict[str, Any]) -> None:

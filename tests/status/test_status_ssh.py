@@ -116,3 +116,64 @@ def test_remote_facts_over_ssh_give_pid_own_process_health_and_revision(
     # Decided on the host (deploy.state.decide): it names the stranger holding the port.
     assert f"port held by pid {gemma.pid}" in ghost.detail and "(L-35)" in ghost.detail
     assert ghost.revision.state == "new"
+
+
+def test_a_proxy_on_another_host_is_asked_over_tls_with_the_root_its_host_sends(
+    gemma: Served, sshd: Sshd, tmp_path: Path
+) -> None:
+    """Under tls internal the proxy's CA root lives in its host's state dir. Its host's
+    facts (over ssh) carry the root, and status asks Caddy over TLS from here, trusting
+    only that root: healthy while it answers, down once it stops, and unknown (never
+    green) when the facts could not be read."""
+    from inferfleet.deploy import frontdoor
+    from inferfleet.deploy.facts import host_facts
+    from inferfleet.install import caddy as caddy_tool
+
+    caddy_tool.install()  # the pinned binary (cached)
+    repo_dir = tmp_path / "fleet"
+    data = fleet_data(gemma.port)
+    devices = data["hosts"].pop("local")["devices"]
+    data["hosts"]["far"] = {
+        "address": "far.example",
+        "checkout": str(repo_dir),
+        "state_dir": str(gemma.state_dir),
+        "devices": devices,
+    }
+    data["services"][SERVICE]["host"] = "far"
+    keys = tmp_path / "proxy.env"
+    keys.write_text("INFERFLEET_PROXY_KEY=sk-" + "k" * 32 + "\n")
+    keys.chmod(0o600)
+    port = free_port()
+    data["proxy"] = {
+        "host": "far",
+        "bind": "127.0.0.1",  # far is this machine behind sshd: its loopback is ours
+        "port": port,
+        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
+        "keys_env": str(keys),
+        "services": [SERVICE],
+    }
+    path = write_fleet(repo_dir / "fleet.yaml", data)
+    git(repo_dir, "init", "-q", "-b", "main")
+    git(repo_dir, "add", "-A")
+    git(repo_dir, "commit", "-q", "-m", "a fleet with its proxy on far")
+    loaded = load_fleet(path)
+    proxy = loaded.fleet.proxy
+    assert proxy is not None and not loaded.fleet.hosts["far"].is_local("far")
+    started = frontdoor.deploy(loaded.fleet, host_facts(repo_dir), gemma.state_dir, "proxy")
+    try:
+        assert started["action"] == "started"
+        row = collect(loaded, options=Options(timeout=10.0)).proxy
+        assert row is not None and row.host == "far"
+        assert row.state == "healthy", row.detail
+        assert row.pid is None  # its record is on far: no pid is claimed from here
+        assert "no key here" in row.detail  # far's key file is far's: upstreams not asked
+
+        # Without ssh the root is not read: unknown, with why; never green.
+        blind = collect(loaded, options=Options(timeout=10.0, ssh=False)).proxy
+        assert blind is not None and blind.state == "unknown"
+        assert "not read over ssh (--no-ssh)" in blind.detail
+    finally:
+        frontdoor.stop(gemma.state_dir, "proxy", grace=5.0)
+    # Stopped: far still sends the root, and nothing answers on the proxy's port.
+    after = collect(loaded, options=Options(timeout=10.0)).proxy
+    assert after is not None and after.state == "down", after.detail

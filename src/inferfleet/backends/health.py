@@ -73,6 +73,8 @@ class TlsTarget:
     root: Path | None  # the local CA's root (written by the server as it starts); None:
     # the CAs of the environment (a publicly issued certificate)
     server_name: str  # the name (or address) its certificate is for: SNI and Host
+    # The root as PEM text instead of a file: another host's, read there over ssh.
+    pem: str | None = None
 
 
 def probe(
@@ -126,7 +128,12 @@ def probe_tls(
 
     from inferfleet.io import http
 
-    if target.root is None:
+    if target.pem is not None:
+        try:
+            trusted = ssl.create_default_context(cadata=target.pem)
+        except ssl.SSLError as exc:
+            return Probe("down", None, f"the CA root does not load: {type(exc).__name__}")
+    elif target.root is None:
         trusted = http.tls_context()
     elif not target.root.is_file():
         return Probe("down", None, f"no CA root at {target.root} yet")

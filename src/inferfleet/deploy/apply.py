@@ -495,8 +495,12 @@ def host_report(
             for n in names
         }
         from inferfleet.backends.host_facts import memory_used
+        from inferfleet.deploy.frontdoor import ca_root_text
 
         report["memory"] = memory_used()  # what status shows per host
+        root = ca_root_text(at.fleet, host_name, state_dir)
+        if root is not None:  # status elsewhere asks the proxy over TLS, trusting this root
+            report["proxy_root"] = root
     return report
 
 

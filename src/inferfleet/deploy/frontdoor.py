@@ -220,6 +220,23 @@ def ca_root(state_dir: Path) -> Path:
     return Path(render_caddy.root_certificate(render_caddy.data_dir(str(proxy_folder(state_dir)))))
 
 
+MAX_ROOT_BYTES = 16 * 1024  # one PEM certificate is about 1 KiB
+
+
+def ca_root_text(fleet: Fleet, host: str, state_dir: Path) -> str | None:
+    """The proxy's local CA root (PEM) when the proxy runs on ``host`` under ``tls internal``
+    and Caddy has written it; else None. Status on another machine trusts it to ask the
+    proxy over TLS: the certificate is public, and ssh, which carried it, authenticated the
+    host."""
+    proxy = fleet.proxy
+    if proxy is None or proxy.host != host or proxy.tls != "internal":
+        return None
+    path = ca_root(state_dir)
+    if not path.is_file():
+        return None
+    return read_bounded_text(path, MAX_ROOT_BYTES, what="the proxy's CA root")
+
+
 def proxy_launch(
     fleet: Fleet, facts: HostFacts, state_dir: Path, binary: str, keys_env: str | None
 ) -> FrontLaunch:

@@ -187,6 +187,7 @@ class HostReport:
     retired: dict[str, str] = field(default_factory=dict)
     holds: dict[str, Hold] = field(default_factory=dict)  # services held down there
     memory: dict[str, int] = field(default_factory=dict)  # bytes in use per device there
+    proxy_root: str | None = None  # the auth proxy's local CA root (PEM), when it runs there
 
     @classmethod
     def from_json(cls, doc: Any, *, host: str = "") -> HostReport:
@@ -220,7 +221,7 @@ class HostReport:
             ) from None
         return cls(
             raw.host, raw.head, raw.lock, facts, markers, states, dict(raw.retired), holds,
-            dict(raw.memory),
+            dict(raw.memory), raw.proxy_root,
         )  # fmt: skip
 
 
@@ -234,6 +235,12 @@ def _printable_state(state: ServiceState) -> ServiceState:
         detail=clean(state.detail, 400),
         runtime_version=clean(state.runtime_version, 120),
     )
+
+
+_PEM_CERTIFICATE = (
+    r"^-----BEGIN CERTIFICATE-----\r?\n(?:[A-Za-z0-9+/=]{1,76}\r?\n)+"
+    r"-----END CERTIFICATE-----\r?\n?$"
+)
 
 
 class _RawReport(BaseModel):
@@ -251,6 +258,11 @@ class _RawReport(BaseModel):
         Annotated[str, StringConstraints(pattern=r"^(?:(?:nvidia|amd):[0-9]{1,3}|ram)$")],
         Annotated[int, Field(ge=0, le=1 << 60)],
     ] = {}
+    # One PEM certificate: base64 lines between its markers, nothing else (it becomes the
+    # only root a TLS connection from here trusts).
+    proxy_root: (
+        Annotated[str, StringConstraints(max_length=16 * 1024, pattern=_PEM_CERTIFICATE)] | None
+    ) = None
 
 
 _REPORT = TypeAdapter(_RawReport)

@@ -106,3 +106,5 @@ class FactsDocument(TypedDict):
     holds: NotRequired[dict[str, dict[str, Any]]]
     # Bytes in use per device there (nvidia:0, amd:1, ram), read with the states.
     memory: NotRequired[dict[str, int]]
+    # The auth proxy's local CA root (PEM, tls internal) when the proxy runs there.
+    proxy_root: NotRequired[str]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -110,7 +110,7 @@ class Collector:
             groups = {n: pool.submit(self._members, n) for n in services if n in fleet.groups}
             bench: Future[BenchIndex] = pool.submit(self._bench.scan, self.results_dir)
             front: Future[FrontRow | None] = pool.submit(self._gateway)
-            door: Future[FrontRow | None] = pool.submit(self._proxy)
+            door: Future[FrontRow | None] = pool.submit(self._proxy, repo, views)
             host_views = {h: f.result() for h, f in views.items()}
             service_readings = {n: f.result() for n, f in readings.items()}
             local_facts = {n: f.result() for n, f in locals_.items()}
@@ -297,11 +297,24 @@ class Collector:
         with http.client(timeout=self.options.timeout) as client:
             return read_gateway(self.loaded, client, master_key(self.loaded))
 
-    def _proxy(self) -> FrontRow | None:
-        """The auth proxy's row: Caddy's own /healthz, then its upstreams through it."""
-        if self.loaded.fleet.proxy is None:
+    def _proxy(self, repo: RepoState, views: Mapping[str, Future[HostView]]) -> FrontRow | None:
+        """The auth proxy's row: Caddy's own /healthz, then its upstreams through it.
+
+        A proxy on another host under ``tls internal`` is asked with its CA's root as its
+        host's facts (over ssh) carry it. ``views`` were submitted before this task, so
+        waiting on one never waits on a task still queued behind it.
+        """
+        fleet = self.loaded.fleet
+        proxy = fleet.proxy
+        if proxy is None:
             return None
-        return read_proxy(self.loaded, proxy_key(self.loaded))
+        root, note = None, ""
+        if proxy.tls == "internal" and not fleet.hosts[proxy.host].is_local(proxy.host):
+            asked = views.get(proxy.host)
+            view = asked.result() if asked is not None else self._host_view(repo, proxy.host)
+            root = view.proxy_root
+            note = view.error or "its host has none yet (has the proxy started there?)"
+        return read_proxy(self.loaded, proxy_key(self.loaded), remote_root=root, remote_note=note)
 
     def _local(self, name: str) -> Local:
         try:

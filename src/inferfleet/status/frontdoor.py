@@ -8,7 +8,7 @@ States: ``healthy`` (up, everything behind it answers), ``degraded`` (up,
 something behind it does not: named in ``reached``), ``down`` (nothing
 answers), ``unhealthy`` (it answers, but not ready, or not with a well-formed
 health answer), ``foreign`` (another process answers, L-33), ``unknown`` (a
-remote proxy with a local CA: its root is on its host).
+proxy on another host with a local CA whose root could not be read there).
 
 **The gateway**: both answers come from LiteLLM itself:
 
@@ -27,10 +27,11 @@ Without a key the backends are not asked, and the row says so.
 
 **The proxy**:
 
-- Caddy's own ``/healthz`` (no key), over HTTPS: on the proxy's host
-  trusting only the root of its local CA (``tls internal``, from its data dir
-  in the state dir), else the environment's CAs (``acme``); on this machine,
-  also that the answering process is the recorded one (L-33);
+- Caddy's own ``/healthz`` (no key), over HTTPS, trusting only the root of
+  its local CA under ``tls internal`` (from its data dir in the state dir; for
+  a proxy on another host, the root that host's facts carry over ssh), else
+  the environment's CAs (``acme``); on this machine, also that the answering
+  process is the recorded one (L-33);
 - each upstream through Caddy, with a key: the gateway's liveliness path and
   ``/<service>/<health path>`` for each service of ``proxy.services``. Caddy
   answers 503 at once for an upstream its health checks found down. The key
@@ -276,8 +277,18 @@ def upstream_paths(loaded: LoadedFleet) -> dict[str, str]:
     return found
 
 
-def read_proxy(loaded: LoadedFleet, key: str | None = None) -> FrontRow | None:
-    """The proxy's row, or None when the fleet declares no proxy."""
+def read_proxy(
+    loaded: LoadedFleet,
+    key: str | None = None,
+    *,
+    remote_root: str | None = None,
+    remote_note: str = "",
+) -> FrontRow | None:
+    """The proxy's row, or None when the fleet declares no proxy.
+
+    ``remote_root``: the local CA root (PEM) of a proxy on another host, read there over
+    ssh; without it such a proxy is ``unknown`` (``remote_note`` says why it was not read).
+    """
     from inferfleet.deploy import frontdoor
 
     fleet = loaded.fleet
@@ -288,14 +299,17 @@ def read_proxy(loaded: LoadedFleet, key: str | None = None) -> FrontRow | None:
     url = render_caddy.client_url(proxy)
     pid, engine = _record(loaded, frontdoor.PROXY, proxy.host) if local else (None, None)
     row = FrontRow(frontdoor.PROXY, proxy.host, url, "down", pid, engine)
-    root = None
-    if proxy.tls == "internal":
-        if not local:
+    name = render_caddy.server_name(proxy)
+    target = gate.TlsTarget(None, name)  # acme: a publicly issued certificate
+    if proxy.tls == "internal" and local:
+        target = gate.TlsTarget(frontdoor.ca_root(paths.state_dir(fleet.hosts[proxy.host])), name)
+    elif proxy.tls == "internal":
+        if remote_root is None:
+            why = remote_note or "not read"
             return replace(
-                row, state="unknown", detail="its local CA's root is on its host: ask there"
+                row, state="unknown", detail=f"its local CA's root is on its host: {why}"
             )
-        root = frontdoor.ca_root(paths.state_dir(fleet.hosts[proxy.host]))
-    target = gate.TlsTarget(root, render_caddy.server_name(proxy))
+        target = gate.TlsTarget(None, name, pem=remote_root)
     base = url_for(proxy.bind, proxy.port, "", scheme="https") if local else url
     probe = gate.probe_tls(base + render_caddy.HEALTH_PATH, target)
     decided = _answering(row, probe, base, render_caddy.HEALTH_PATH, proxy.bind, proxy.port, local)

@@ -51,6 +51,7 @@ class HostView:
     holds: dict[str, Hold] = field(default_factory=dict)  # services held down (stop --hold)
     # Bytes in use per device (nvidia:0, amd:1, ram) where the host can tell.
     memory: dict[str, int] = field(default_factory=dict)
+    proxy_root: str | None = None  # the auth proxy's local CA root (PEM), read over ssh
 
 
 def repo_state(loaded: LoadedFleet) -> RepoState:
@@ -94,6 +95,7 @@ def remote_facts(
         over_ssh=True,
         holds=report.holds,
         memory=report.memory,
+        proxy_root=report.proxy_root,
     )
 
 
