@@ -37,6 +37,7 @@ from inferfleet.errors import FleetError
 ErrorFactory = Callable[..., FleetError]
 
 MAX_DECLARED_TEXT = 1 << 20  # a template or settings file the fleet names is hand-written
+MAX_SECRET_FILE = 64 * 1024  # a token file, a key file: a handful of lines
 MAX_JSON_DEPTH = 64  # config.json nests 3-4 levels, a safetensors header 3
 MAX_INT_DIGITS = 64  # far past any size, count or id a file of ours holds
 
@@ -102,11 +103,25 @@ def read_bounded(
     error: ErrorFactory = BoundedReadError,
     hint: str = "",
     follow_symlinks: bool = True,
+    private: bool = False,
 ) -> bytes:
-    """The bytes of regular file ``path``, at most ``max_bytes`` (checked before reading)."""
+    """The bytes of regular file ``path``, at most ``max_bytes`` (checked before reading).
+
+    ``private``: the file holds a secret (a token, keys): refused when its group or
+    others may read or write it (L-06), judged on the open file, so a file swapped after
+    the check is not read.
+    """
     fd = open_regular(path, what=what, error=error, hint=hint, follow_symlinks=follow_symlinks)
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if private and info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise error(
+                f"{what} {path} can be read by other users (mode {stat.S_IMODE(info.st_mode):04o})",
+                where=str(path),
+                hint=f"chmod 600 {path}: it holds a secret (L-06); replace the secret if others "
+                "may have read it",
+            )
+        size = info.st_size
         if size > max_bytes:
             raise error(
                 f"{what} {path} has {size:,} bytes; at most {max_bytes:,} are read",
@@ -145,17 +160,18 @@ def read_bounded_text(
     error: ErrorFactory = BoundedReadError,
     hint: str = "",
     name: str = "",
+    private: bool = False,
 ) -> str:
     """The UTF-8 text of regular file ``path``, at most ``max_bytes``.
 
     Unlike :func:`read_bounded`, absence is an ``error`` too: the file was
     named, so a missing one is the caller's problem to report, not a
     ``FileNotFoundError`` escaping as a traceback. ``name`` is how messages
-    name the file (default: the path).
+    name the file (default: the path); ``private`` as for :func:`read_bounded`.
     """
     name = name or str(path)
     try:
-        data = read_bounded(path, max_bytes, what=what, error=error, hint=hint)
+        data = read_bounded(path, max_bytes, what=what, error=error, hint=hint, private=private)
     except FileNotFoundError:
         raise error(
             f"cannot read {what} {name}: it does not exist", where=str(path), hint=hint

@@ -37,7 +37,7 @@ def test_bad_arms_files_name_the_problem(tmp_path: Path, text: str, message: str
 
 
 def test_a_missing_arms_file(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="arms file not found"):
+    with pytest.raises(UsageError, match="cannot read arms file .*: it does not exist"):
         load_arms(tmp_path / "nope.yaml")
 
 

@@ -10,6 +10,7 @@ tensor data), none on the second run (the cache), none with ``--offline``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -220,6 +221,7 @@ def test_skips_are_one_line_per_cause_and_fail_only_with_require_facts(
         "replace-key",
         "bad-metadata",
         "negative-shape",
+        "fifo",  # read, it would wait for a writer forever
         b"x" * (2 << 20),
     ],
 )
@@ -239,6 +241,8 @@ def test_a_damaged_cache_entry_is_ignored_and_replaced(
         record = json.loads(valid)
         record["tensors"][0]["shape"] = [-1, 640]
         data = json.dumps(record).encode()
+    elif damage == "fifo":
+        data = b""
     elif damage == "bad-metadata":
         record = json.loads(valid)
         record["metadata"]["gemma3.context_length"] = None
@@ -246,7 +250,11 @@ def test_a_damaged_cache_entry_is_ignored_and_replaced(
     else:
         assert isinstance(damage, bytes)
         data = damage
-    entry.write_bytes(data)
+    if damage == "fifo":
+        entry.unlink()
+        os.mkfifo(entry)
+    else:
+        entry.write_bytes(data)
     before = len(hub.log)
     again = _doc(cli, path)
     assert _findings(again) == _findings(good) and again["skipped"] == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,12 @@ def test_a_damaged_record_is_not_used_and_nothing_crashes(
         assert result.code == 0 and "Traceback" not in result.stdout + result.stderr
         out = " ".join(result.stdout.split())
         assert "recorded facts not used" in out and "not checked (" in out
+    # A clone can hold a FIFO where the record should be: refused, never waited on.
+    where.unlink()
+    os.mkfifo(where)
+    result = cli("check", str(path))
+    out = " ".join(result.stdout.split())
+    assert result.code == 0 and "recorded facts not used" in out and "is a FIFO" in out
 
 
 def test_a_model_without_a_source_is_not_recorded_with_the_reason(

@@ -197,7 +197,7 @@ def test_a_unit_gets_its_keys_digest_as_a_file_never_the_keys() -> None:
     ("content", "mode", "expect"),
     [
         (None, 0o600, "cannot read key file"),
-        ("LITELLM_MASTER_KEY=sk-0123456789abcdef\n", 0o644, "readable by others"),
+        ("LITELLM_MASTER_KEY=sk-0123456789abcdef\n", 0o644, "can be read by other users"),
         ("OTHER=1\n", 0o600, "no usable LITELLM_MASTER_KEY"),
         ("LITELLM_MASTER_KEY=0123456789abcdef0\n", 0o600, "no usable LITELLM_MASTER_KEY"),
         ("LITELLM_MASTER_KEY=sk-short\n", 0o600, "no usable LITELLM_MASTER_KEY"),
@@ -241,7 +241,7 @@ def test_a_bad_key_file_stops_the_deploy_before_anything_is_written(
     monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(cache))
     facts = HostFacts(user="ops", home=str(tmp_path / "home"), cache_dir=str(cache))
     state = tmp_path / "state"
-    with pytest.raises(front.GatewayKeysError, match="readable by others"):
+    with pytest.raises(front.GatewayKeysError, match="can be read by other users"):
         front.deploy(fleet, facts, state, "gateway")
     assert not cache.exists() and not state.exists() and not (tmp_path / "home").exists()
 

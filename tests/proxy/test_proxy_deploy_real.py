@@ -262,7 +262,7 @@ def test_a_key_file_others_can_read_is_refused(at: Door, tmp_path: Path) -> None
     loaded = _variant(at, tmp_path, f"{MAIN_KEY}={at.key}\n{SPARE_KEY}={'z' * 32}\n")
     assert loaded.fleet.proxy is not None and loaded.fleet.proxy.keys_env is not None
     Path(loaded.fleet.proxy.keys_env).chmod(0o644)
-    with pytest.raises(door.ProxyKeysError, match="readable by others"):
+    with pytest.raises(door.ProxyKeysError, match="can be read by other users"):
         door.deploy(loaded.fleet, host_facts(loaded.root), at.state, door.PROXY)
 
 

@@ -266,5 +266,5 @@ def test_relay_serve_refuses_a_token_file_others_can_read(
         "relay", "serve", "--port", "0", "--token-file", str(token), "--", sys.executable
     )
     assert result.code == 2
-    assert "can be read by other users (mode 644)" in result.stderr
+    assert "can be read by other users (mode 0644)" in result.stderr
     assert f"chmod 600 {token}" in result.stderr

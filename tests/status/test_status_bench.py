@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from helpers.bench_summaries import summary, write
@@ -93,6 +94,23 @@ def test_unreadable_and_foreign_summaries_are_skipped_with_a_note(tmp_path: Path
     assert "'someone.else/v9' is not inferfleet.bench/v1" in notes
     assert "listy/summary.json: schema None" in notes
     assert "undated/summary.json: no finished_at" in notes
+
+
+def test_a_fifo_or_a_deep_document_among_the_results_is_skipped_at_once(tmp_path: Path) -> None:
+    """The board scans the results on every poll: a FIFO there is refused without a read
+    (it would wait for a writer forever) and nesting is bounded (no RecursionError)."""
+    good = write(tmp_path, "good", summary("2026-01-01T00:00:00Z"))
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "summary.json")
+    write(tmp_path, "deep", "[" * 100_000 + "]" * 100_000)
+    started = time.monotonic()
+    index = scan(tmp_path)
+    assert time.monotonic() - started < 5
+    figures = index.figures("gemma", ADDRESSES)
+    assert figures is not None and figures.summary == str(good)
+    notes = "\n".join(index.notes)
+    assert "fifo/summary.json: not a readable JSON summary" in notes and "a FIFO" in notes
+    assert "deep/summary.json: not a readable JSON summary" in notes and "levels deep" in notes
 
 
 def test_a_missing_folder_is_no_figures(tmp_path: Path) -> None:

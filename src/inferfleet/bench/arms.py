@@ -43,6 +43,7 @@ from inferfleet.backends import health as gate
 from inferfleet.backends.host_facts import device_memory_used
 from inferfleet.backends.ports import listeners
 from inferfleet.bench.specs import validated
+from inferfleet.bounded import MAX_DECLARED_TEXT, read_bounded_text
 from inferfleet.client.target import Target
 from inferfleet.deploy import local
 from inferfleet.deploy.facts import gather, host_facts
@@ -100,10 +101,11 @@ class ArmsFile(BaseModel):
 
 
 def load_arms(path: Path) -> list[ArmSpec]:
+    text = read_bounded_text(
+        path, MAX_DECLARED_TEXT, what="arms file", error=UsageError, hint="check the path"
+    )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError("arms file not found", where=str(path), hint="check the path") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

@@ -23,6 +23,7 @@ from inferfleet.artifacts.hfconfig import MAX_CONFIG_BYTES
 from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import declared_files
 from inferfleet.artifacts.st_model import CONFIG, is_safetensors_model
+from inferfleet.bounded import read_bounded
 from inferfleet.budget import DEFAULT_HEADROOM, MIB
 from inferfleet.budget.measured import from_reports
 from inferfleet.budget.memreport import BootReport, parse_log
@@ -229,7 +230,10 @@ def _record_folder(loaded: LoadedFleet, sources: ModelSources, name: str) -> str
         raise FleetError(found, hint="record where the files are, or reach their source")
     folder = model_dir(name, model)
     if (folder / CONFIG).is_file():
-        config, origin = (folder / CONFIG).read_bytes(), f"this machine's {folder}"
+        config = read_bounded(
+            folder / CONFIG, MAX_CONFIG_BYTES, what="config.json", error=FleetError
+        )
+        origin = f"this machine's {folder}"
     elif isinstance(model.source, HubSource) and sources.offline:
         raise FleetError(
             f"model {name!r}: its config.json is read from the Hub, and --offline (or "

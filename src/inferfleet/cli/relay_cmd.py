@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from pathlib import Path
 
 import typer
 
+from inferfleet.bounded import MAX_SECRET_FILE, read_bounded_text
 from inferfleet.cli.fleet_cmds import AllowHostOpt
 from inferfleet.errors import UsageError
 from inferfleet.io.files import atomic_write
@@ -33,20 +33,14 @@ app = typer.Typer(
 
 def read_token(path: Path) -> str:
     """The bearer token from a file only its owner can read (L-06: never on a command line)."""
-    try:
-        info = path.stat()
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read the token file {path}: {exc.strerror or exc}",
-            hint="write the token into a file with mode 600",
-        ) from None
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        raise UsageError(
-            f"the token file {path} can be read by other users "
-            f"(mode {stat.S_IMODE(info.st_mode):o})",
-            hint=f"chmod 600 {path}",
-        )
+    token = read_bounded_text(
+        path,
+        MAX_SECRET_FILE,
+        what="token file",
+        error=UsageError,
+        hint="write the token into a file with mode 600",
+        private=True,
+    ).strip()
     if not token:
         raise UsageError(f"the token file {path} is empty", hint="write the token into it")
     return token

@@ -29,7 +29,6 @@ installs and writes nothing:
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, StopResult
-from inferfleet.bounded import read_bounded_text
+from inferfleet.bounded import MAX_SECRET_FILE, read_bounded_text
 from inferfleet.deploy.actions import service_actions
 from inferfleet.deploy.facts import gather
 from inferfleet.deploy.inputs import FleetAtRevision
@@ -60,7 +59,6 @@ Note = Callable[[str], None]
 GATEWAY = render_gateway.NAME
 PROXY = "proxy"
 KEY_PREFIX = "sk-"
-MAX_KEY_FILE_BYTES = 64 * 1024  # a handful of KEY=value lines
 ProxyKeysError = caddy_tool.ProxyKeysError
 
 
@@ -76,21 +74,13 @@ def read_private_env(
 ) -> tuple[str, dict[str, str]]:
     """A key file's text and values: present, readable, and private (no group/other bits)."""
 
-    def at_field(message: str, **_path_and_hint: str) -> UsageError:
+    def at_field(message: str, *, hint: str = "", **_path: str) -> UsageError:
         # Where it is fixed: the fleet file's field, not the key file's path.
-        return error(message, where=where, hint=create_hint)
+        return error(message, where=where, hint=hint or create_hint)
 
-    text = read_bounded_text(path, MAX_KEY_FILE_BYTES, what="key file", error=at_field)
-    try:
-        info = path.stat()
-    except OSError as exc:  # removed since it was read
-        raise at_field(f"cannot read key file {path}: {exc.strerror}") from None
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise error(
-            f"the key file {path} is readable by others (mode {stat.S_IMODE(info.st_mode):03o})",
-            where=where,
-            hint=f"chmod 600 {path}: it holds the keys clients send (L-55)",
-        )
+    text = read_bounded_text(
+        path, MAX_SECRET_FILE, what="key file", error=at_field, private=True
+    )  # the keys clients send (L-55)
     values, _unreadable = parse_env_text(text)  # lines that are no assignment hold no value
     return text, values
 

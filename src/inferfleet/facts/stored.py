@@ -12,9 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from inferfleet.bounded import read_bounded
 from inferfleet.errors import FleetError
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state
+from inferfleet.io.state_files import read_state
 
 T = TypeVar("T")
 
@@ -23,13 +22,8 @@ def read_record(
     where: Path, shape: type[T], *, what: str, hint: str, check: Callable[[T], str | None]
 ) -> T | str | None:
     """The record at ``where``; None when there is none; why not when it is unusable."""
-    if not where.exists() and not where.is_symlink():
-        return None
     try:
-        raw = read_bounded(where, MAX_STATE_BYTES, what=what, error=FleetError, hint=hint)
-        return parse_state(
-            raw, shape, path=where, what=what, error=FleetError, hint=hint, check=check
-        )
+        return read_state(where, shape, what=what, error=FleetError, hint=hint, check=check)
     except FleetError as exc:
         return exc.render()
 

@@ -22,11 +22,11 @@ ours. Its login file's location is used as is.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferfleet.bounded import MAX_SECRET_FILE, read_bounded_text
 from inferfleet.errors import AuthError
 from inferfleet.io.token_scope import bearer
 
@@ -76,24 +76,14 @@ def stored_login_path(environ: Mapping[str, str]) -> Path:
 
 def read_token_file(path: Path, *, source: str) -> Token:
     """Read a token file that only its owner can read (L-06)."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise AuthError(
-            f"token file {path} does not exist",
-            hint="write the token into it (umask 077; printf %s TOKEN > FILE) or use HF_TOKEN",
-        ) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise AuthError(f"token file {path} is not a regular file", hint="point at the token file")
-    if st.st_mode & 0o077:
-        raise AuthError(
-            f"token file {path} can be read by other users (mode {stat.S_IMODE(st.st_mode):04o})",
-            hint=f"chmod 600 {path}  (and create a new token if others could read this one)",
-        )
-    try:
-        value = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuthError(f"cannot read token file {path}: {exc}", hint="check the file") from None
+    value = read_bounded_text(
+        path,
+        MAX_SECRET_FILE,
+        what="token file",
+        error=AuthError,
+        hint="write the token into it (umask 077; printf %s TOKEN > FILE) or use HF_TOKEN",
+        private=True,
+    ).strip()
     if not value or any(c.isspace() for c in value):
         raise AuthError(
             f"token file {path} does not hold one token",

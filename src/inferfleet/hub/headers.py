@@ -61,6 +61,7 @@ from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.facts.boots import boots_path, read_boots
 from inferfleet.facts.hosts import RecordedHost, host_path, read_host
+from inferfleet.facts.stored import read_record
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.gguf import GGUFError, Inspection, SkippedArray, TensorInfo, inspect
@@ -81,7 +82,12 @@ from inferfleet.hub.st_headers import (
 )
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.offline import offline as hub_offline
-from inferfleet.io.state_files import MAX_STATE_BYTES, parse_state, write_cache, write_state
+from inferfleet.io.state_files import (
+    MAX_STATE_BYTES,
+    read_state,
+    write_cache,
+    write_state,
+)
 
 CACHE_FORMAT = 1
 # A Hub file: (endpoint, repo, revision, path). The endpoint is part of the key:
@@ -206,22 +212,16 @@ def listing_cache_path(endpoint_url: str, repo: str, revision: str) -> Path:
 
 def read_cached_header(key: HubKey) -> Inspection | None:
     """The cached facts, or None when there are none or the entry is damaged (never trusted)."""
-    where = header_cache_path(key)
     try:
-        raw = where.read_bytes()
-    except OSError:
-        return None
-    try:
-        record = parse_state(
-            raw,
+        record = read_state(
+            header_cache_path(key),
             CachedHeader,
-            path=where,
             what="cached GGUF header",
             error=HubError,
             hint="it is read again from the Hub and replaced",
             check=_check_record(key),
         )
-        return _from_cache(record)
+        return None if record is None else _from_cache(record)
     except (FleetError, ValueError):
         return None
 
@@ -308,10 +308,6 @@ def read_recorded(
     """The model's record when it is for the declared main file; None when there is none;
     why it cannot be used (damaged, another model's, a file of another sha256 or size)."""
     where = facts_path(root, model_name)
-    try:
-        raw = where.read_bytes()
-    except OSError:
-        return None
 
     def check(record: RecordedModel) -> str | None:
         key = recorded_key(model_name, record.sha256, main)
@@ -320,17 +316,18 @@ def read_recorded(
         return _check_record(key)(record.header)
 
     try:
-        record = parse_state(
-            raw,
+        found = read_record(
+            where,
             RecordedModel,
-            path=where,
             what="recorded model facts",
-            error=FleetError,
             hint=f"record them again: inferfleet facts record --model {model_name}",
             check=check,
         )
-    except (FleetError, ValueError) as exc:
-        return exc.render() if isinstance(exc, FleetError) else f"{where}: {exc}"
+    except ValueError as exc:
+        return f"{where}: {exc}"
+    if not isinstance(found, RecordedModel):
+        return found  # none, or why it cannot be used
+    record = found
     if declared is not None and declared.sha256 is not None and declared.sha256 != record.sha256:
         return (
             f"{where} records sha256 {record.sha256[:12]}..., the fleet declares "

@@ -24,7 +24,7 @@ from inferfleet.errors import FleetError
 from inferfleet.gguf.source import ByteSource, HTTPSource, hf_token_for
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.wire import resolve_url
-from inferfleet.io.state_files import parse_state, write_cache
+from inferfleet.io.state_files import read_state, write_cache
 
 CACHE_FORMAT = 1
 CACHE_PATH = "model.safetensors"  # the cache key's path (endpoint, repo, revision, this)
@@ -56,10 +56,6 @@ def _location(endpoint: str, repo: str, revision: str) -> str:
 def read_cached(where: Path, endpoint: str, repo: str, revision: str) -> SafetensorsModel | None:
     """The facts cached at ``where``, or None when there are none or the entry is
     damaged or another model's (never trusted)."""
-    try:
-        raw = where.read_bytes()
-    except OSError:
-        return None
 
     def check(record: CachedModel) -> str | None:
         if record.format != CACHE_FORMAT or record.kind != "safetensors":
@@ -73,15 +69,16 @@ def read_cached(where: Path, endpoint: str, repo: str, revision: str) -> Safeten
         return None
 
     try:
-        record = parse_state(
-            raw,
+        record = read_state(
+            where,
             CachedModel,
-            path=where,
             what="cached safetensors headers",
             error=HubError,
             hint="it is read again from the Hub and replaced",
             check=check,
         )
+        if record is None:
+            return None
         location = _location(endpoint, repo, revision)
         config = parse_config(record.config.encode("utf-8"), f"{location}/{CONFIG}")
     except (FleetError, ValueError):

@@ -11,13 +11,13 @@ schema or misses fields is skipped with a note, never an error.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from inferfleet.bounded import BoundedReadError, load_json
 from inferfleet.documents import BenchFiguresInfo, BenchLevelFigures, document_of
 
 SCHEMA_PREFIX = "inferfleet.bench/v1"
@@ -129,12 +129,11 @@ def scan(folder: Path) -> BenchIndex:
 
 def _read(path: Path, notes: list[str]) -> Summary | None:
     try:
-        if path.stat().st_size > MAX_BYTES:
-            notes.append(f"{path}: larger than a bench summary; skipped")
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        notes.append(f"{path}: not a readable JSON summary ({type(exc).__name__}); skipped")
+        # Bounded, regular files only: a FIFO among the results never stalls the board.
+        doc = load_json(path, MAX_BYTES, what="bench summary")
+    except OSError as exc:  # BoundedReadError (too large, not a file, not JSON), or gone
+        why = exc.message if isinstance(exc, BoundedReadError) else type(exc).__name__
+        notes.append(f"{path}: not a readable JSON summary ({why}); skipped")
         return None
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SCHEMA_PREFIX):
         schema = doc.get("schema") if isinstance(doc, dict) else None
