@@ -14,12 +14,15 @@ it runs last in this module on purpose.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -132,6 +135,25 @@ def test_up_starts_the_gateway_behind_its_health_gate(at: Front) -> None:
     ]  # fmt: skip
     ready = httpx.get(at.url.removesuffix("/v1") + render.READINESS_PATH, timeout=10)
     assert ready.status_code == 200
+
+
+def test_an_idle_client_connection_is_kept_past_uvicorns_default(at: Front) -> None:
+    """The gateway keeps an idle connection render.gateway.KEEPALIVE_S seconds, not
+    uvicorn's 5: a client (the auth proxy) asking again seconds later reuses it."""
+    assert render.KEEPALIVE_S > 6
+    address = urlsplit(at.url)
+    conn = http.client.HTTPConnection(address.hostname or "", address.port, timeout=10)
+    try:
+        conn.request("GET", render.READINESS_PATH)
+        assert conn.getresponse().read() and conn.sock is not None
+        first = conn.sock.getsockname()
+        time.sleep(6)  # past uvicorn's default keep-alive of 5 s
+        conn.request("GET", render.READINESS_PATH)  # closed by the server: RemoteDisconnected
+        answer = conn.getresponse()
+        answer.read()
+        assert answer.status == 200 and conn.sock.getsockname() == first  # the same socket
+    finally:
+        conn.close()
 
 
 def test_models_lists_both_aliases(at: Front) -> None:

@@ -56,6 +56,7 @@ from urllib.parse import urlsplit
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.render import gateway as render_gateway
 from inferfleet.render.endpoints import dial_address, host_port
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.frontdoor import FrontLaunch, with_units
@@ -86,6 +87,10 @@ DIAL_TIMEOUT = "5s"
 # connection the upstream is closing at that moment fails mid-response (Caddy's default
 # keeps idle connections for 2 minutes).
 UPSTREAM_KEEPALIVE = "2s"
+# The gateway keeps idle connections longer (render.gateway.KEEPALIVE_S): Caddy keeps its
+# own to it for less than that, so a request between two a few seconds apart reuses one
+# (a new connection cost the hop 3-4 ms here) and still never meets a closing one.
+GATEWAY_KEEPALIVE = f"{render_gateway.KEEPALIVE_S - 15}s"
 READ_HEADER_TIMEOUT = "10s"
 READ_BODY_TIMEOUT = "60s"
 IDLE_TIMEOUT = "5m"
@@ -213,7 +218,12 @@ def _global_options(proxy: Proxy) -> Block:
 
 
 def _reverse_proxy(
-    head: list[str], upstream: str, health: str, timeout_s: float, key: str | None = None
+    head: list[str],
+    upstream: str,
+    health: str,
+    timeout_s: float,
+    key: str | None = None,
+    keepalive: str = UPSTREAM_KEEPALIVE,
 ) -> Block:
     # An upstream beyond loopback requires its own key (L-58): the client's (the proxy's)
     # is replaced by it, read from Caddy's environment at run time.
@@ -228,7 +238,7 @@ def _reverse_proxy(
                 [
                     _line("dial_timeout", DIAL_TIMEOUT),
                     _line("response_header_timeout", _duration(timeout_s)),
-                    _line("keepalive", UPSTREAM_KEEPALIVE),
+                    _line("keepalive", keepalive),
                 ],
             ),
             _line("health_uri", health),
@@ -309,7 +319,9 @@ def _routes(fleet: Fleet, proxy: Proxy) -> list[Block | str]:
         upstream = dial_address(
             fleet, gateway.host, gateway.bind, gateway.port, from_host=proxy.host
         )
-        routes.append(_reverse_proxy([], upstream, GATEWAY_HEALTH_PATH, timeout))
+        routes.append(
+            _reverse_proxy([], upstream, GATEWAY_HEALTH_PATH, timeout, keepalive=GATEWAY_KEEPALIVE)
+        )
     else:
         routes.append(f"respond `{NOT_ROUTED}` 404")
     return routes

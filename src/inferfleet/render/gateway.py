@@ -49,6 +49,10 @@ MODULE: Final = "litellm.proxy.proxy_cli"
 MASTER_KEY_ENV: Final = "LITELLM_MASTER_KEY"
 READINESS_PATH: Final = "/health/readiness"  # 200 when ready; no auth, no LLM calls
 LIVENESS_PATH: Final = "/health/liveliness"
+# How long LiteLLM's uvicorn keeps an idle client connection (its default is 5 s): a client
+# (the auth proxy, an SDK) reuses it between requests seconds apart instead of dialling
+# again. Caddy drops its idle connections to it earlier (render.caddy).
+KEEPALIVE_S: Final = 75
 MODEL_HEALTH_PATH: Final = "/health"  # authenticated; calls every model: healthy/unhealthy
 # What LiteLLM needs that the fleet decides, not the operator's shell: the model
 # cost map bundled with the package (it fetches one from GitHub at start
@@ -198,7 +202,8 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None)
     check(fleet)
     folder = config_dir(facts, gateway) if folder is None else folder
     config_path = f"{folder}/litellm.yaml"
-    listen = ["--host", gateway.bind, "--port", str(gateway.port), "--num_workers", "1"]
+    listen = ["--host", gateway.bind, "--port", str(gateway.port), "--num_workers", "1",
+              "--keepalive_timeout", str(KEEPALIVE_S)]  # fmt: skip
     if gateway.backend == "quadlet":
         # The image's own entrypoint runs LiteLLM's CLI; the config is mounted read-only.
         argv = ["--config", CONTAINER_CONFIG, *listen]
