@@ -328,3 +328,33 @@ def test_quadlet_needs_a_pinned_image_and_only_quadlet_runs_one(
     with pytest.raises(SpecError) as caught:
         loaded_from(tmp_path, data)
     assert expect in caught.value.render()
+
+
+def test_the_proxy_root_a_host_reports_is_its_pem_or_nothing(tmp_path: Path) -> None:
+    """What ``apply --facts`` sends status on another machine: the CA root when the proxy runs
+    there under tls internal and Caddy wrote it; nothing otherwise, and a root that cannot be
+    read (a folder, too large) never fails the host's whole report."""
+    data = fixture_data()
+    keys = tmp_path / "proxy.env"
+    keys.write_text("INFERFLEET_PROXY_KEY=sk-" + "k" * 32 + "\n")
+    data["proxy"] = {
+        "host": data["gateway"]["host"],
+        "bind": "127.0.0.1",
+        "exposure": {"level": "lan", "reason": "the test"},
+        "keys_env": str(keys),
+    }
+    fleet = loaded_from(tmp_path, data).fleet
+    host = data["gateway"]["host"]
+    state = tmp_path / "state"
+    assert front.ca_root_text(fleet, host, state) is None  # Caddy has not written it yet
+    root = front.ca_root(state)
+    root.parent.mkdir(parents=True)
+    pem = "-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n"
+    root.write_text(pem)
+    assert front.ca_root_text(fleet, host, state) == pem
+    assert front.ca_root_text(fleet, "elsewhere", state) is None  # not the proxy's host
+    root.write_text(pem * 1000)  # far larger than a certificate
+    assert front.ca_root_text(fleet, host, state) is None
+    root.unlink()
+    root.mkdir()
+    assert front.ca_root_text(fleet, host, state) is None

@@ -36,10 +36,11 @@ from typing import Any
 
 from inferfleet.backends import health as gate
 from inferfleet.backends.process import ProcessBackend, StopResult
-from inferfleet.bounded import MAX_SECRET_FILE, read_bounded_text
+from inferfleet.bounded import MAX_SECRET_FILE, BoundedReadError, read_bounded_text
 from inferfleet.deploy.actions import service_actions
 from inferfleet.deploy.facts import gather
 from inferfleet.deploy.inputs import FleetAtRevision
+from inferfleet.deploy.rollout import MAX_PROXY_ROOT
 from inferfleet.deploy.state import decide
 from inferfleet.deploy.worktree import UNTRACKED
 from inferfleet.documents import UpFront
@@ -210,21 +211,19 @@ def ca_root(state_dir: Path) -> Path:
     return Path(render_caddy.root_certificate(render_caddy.data_dir(str(proxy_folder(state_dir)))))
 
 
-MAX_ROOT_BYTES = 16 * 1024  # one PEM certificate is about 1 KiB
-
-
 def ca_root_text(fleet: Fleet, host: str, state_dir: Path) -> str | None:
     """The proxy's local CA root (PEM) when the proxy runs on ``host`` under ``tls internal``
     and Caddy has written it; else None. Status on another machine trusts it to ask the
     proxy over TLS: the certificate is public, and ssh, which carried it, authenticated the
-    host."""
+    host. One that cannot be read (absent, not a file, too large) is None too: it must not
+    cost the host's whole report."""
     proxy = fleet.proxy
     if proxy is None or proxy.host != host or proxy.tls != "internal":
         return None
-    path = ca_root(state_dir)
-    if not path.is_file():
+    try:
+        return read_bounded_text(ca_root(state_dir), MAX_PROXY_ROOT, what="the proxy's CA root")
+    except BoundedReadError:
         return None
-    return read_bounded_text(path, MAX_ROOT_BYTES, what="the proxy's CA root")
 
 
 def proxy_launch(

@@ -237,6 +237,7 @@ def _printable_state(state: ServiceState) -> ServiceState:
     )
 
 
+MAX_PROXY_ROOT = 16 * 1024  # one PEM certificate is about 1 KiB
 _PEM_CERTIFICATE = (
     r"^-----BEGIN CERTIFICATE-----\r?\n(?:[A-Za-z0-9+/=]{1,76}\r?\n)+"
     r"-----END CERTIFICATE-----\r?\n?$"
@@ -261,7 +262,8 @@ class _RawReport(BaseModel):
     # One PEM certificate: base64 lines between its markers, nothing else (it becomes the
     # only root a TLS connection from here trusts).
     proxy_root: (
-        Annotated[str, StringConstraints(max_length=16 * 1024, pattern=_PEM_CERTIFICATE)] | None
+        Annotated[str, StringConstraints(max_length=MAX_PROXY_ROOT, pattern=_PEM_CERTIFICATE)]
+        | None
     ) = None
 
 
