@@ -21,6 +21,8 @@ are the example's. One host for the module (a boot costs seconds).
 from __future__ import annotations
 
 import json
+import secrets
+import ssl
 import subprocess
 import sys
 import time
@@ -34,7 +36,7 @@ import yaml
 from deploy_nspawn import Machine, SshLogin, booted_podman_host, sudo_host
 from deploy_repo import FleetRepo, git
 from helpers import ROOT, free_port
-from helpers.containers import IMAGES, Image, Podman, llama_image
+from helpers.containers import IMAGES, Image, Podman, caddy_image, llama_image
 from helpers.real_model import GEMMA, gemma
 from test_become_nspawn import ENTRY, close_ssh, deploy_as
 
@@ -491,4 +493,90 @@ def test_a_health_command_the_image_lacks_fails_the_gate_with_the_journal(
         close_ssh(login, control)
         machine.enter("systemctl", "stop", UNIT, check=False)
         machine.enter("rm", "-f", QUADLET, check=False)
+        machine.enter("systemctl", "daemon-reload", check=False)
+
+
+PROXY_UNIT = "inferfleet-proxy.service"
+PROXY_QUADLET = "/etc/containers/systemd/inferfleet-proxy.container"
+
+
+def test_the_auth_proxy_as_a_rootful_quadlet_container_in_front_of_chat(
+    box: tuple[Machine, Path, SshLogin, Image], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy on the Quadlet backend, rootful through sudo: the image's Caddy checks the
+    Caddyfile, runs as the deploying user (its local CA is ops's, so the gate, status and
+    clients read the root), is gated over HTTPS as the labelled container's (L-33), kept
+    when nothing changed and replaced when its Caddyfile does; the key stays out of the unit
+    (L-55)."""
+    from inferfleet.install import caddy as caddy_tool
+
+    machine, shared, login, image = box
+    record, _now = caddy_tool.install()  # the pinned binary (cached): the test image's Caddy
+    caddy = caddy_image(Path(record.binary), in_host(machine))
+    port, proxy_port = free_port(), free_port()
+    repo = chat_repo(shared, login, image, port, "proxied")
+    key = "sk-" + secrets.token_urlsafe(24)
+    keys = shared / "proxied" / "hosts" / "sd" / "proxy.env"
+    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\n")
+    keys.chmod(0o600)
+    repo.data["proxy"] = {
+        "host": "sd", "bind": BIND, "port": proxy_port,
+        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
+        "keys_env": str(keys), "services": [NAME], "backend": "quadlet", "image": caddy.pinned,
+    }  # fmt: skip
+    repo.commit("an auth proxy in a container")
+    control = deploy_as(login, repo, shared / "proxied", monkeypatch)
+    fleet = str(repo.fleet_file)
+    state = repo.states["sd"]
+    root = state / "proxy" / "data" / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+    url = f"https://{BIND}:{proxy_port}"
+    try:
+        first = deploy(cli, fleet)
+        assert [(d["service"], d["outcome"]) for d in first["done"]] == [
+            (NAME, "deployed"), ("proxy", "deployed")
+        ], first  # fmt: skip
+        unit = machine.enter("cat", PROXY_QUADLET)
+        for line in (f"Image={caddy.pinned}", "Label=inferfleet.service=proxy",
+                     f"User={login.uid}:{login.uid}", f"EnvironmentFile={keys}"):  # fmt: skip
+            assert line in unit.splitlines(), unit
+        assert key not in unit
+        shown = machine.systemctl_show(PROXY_UNIT, "ActiveState", "MainPID", "UnitFileState")
+        assert shown["ActiveState"] == "active", shown
+        # Caddy is ops's, not root's: so is the CA it wrote, which clients trust.
+        caddy_pid = listener(machine, proxy_port)
+        assert caddy_pid is not None
+        assert machine.enter("stat", "-c", "%u", f"/proc/{caddy_pid}").strip() == str(login.uid)
+        assert root.stat().st_uid == login.uid
+        tls = ssl.create_default_context(cafile=str(root))
+        assert httpx.get(f"{url}/healthz", verify=tls, timeout=10).status_code == 200
+        assert httpx.get(f"{url}/{NAME}/health", verify=tls, timeout=10).status_code == 401
+        through = httpx.get(f"{url}/{NAME}/health", verify=tls, timeout=30,
+                            headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        assert through.status_code == 200, through.text
+
+        # Nothing changed: nothing is done; status asks it over TLS on the host's CA root.
+        again = deploy(cli, fleet)
+        assert again["done"] == [] and again["actions"] == [], again
+        assert machine.systemctl_show(PROXY_UNIT, "MainPID") == {"MainPID": shown["MainPID"]}
+        status = cli("status", "--file", fleet, "--json")
+        assert status.code == 0, status.stderr + status.stdout
+        shown_status = json.loads(status.stdout)
+        assert shown_status["proxy"]["state"] == "healthy", shown_status["proxy"]
+
+        # A second accepted key changes the Caddyfile: a new container serves either key.
+        spare = "sk-" + secrets.token_urlsafe(24)
+        keys.write_text(f"INFERFLEET_PROXY_KEY={key}\nSPARE_KEY={spare}\n")
+        repo.data["proxy"]["key_names"] = ["INFERFLEET_PROXY_KEY", "SPARE_KEY"]
+        repo.commit("proxy: a spare key while rotating")
+        second = deploy(cli, fleet)
+        assert [(d["service"], d["outcome"]) for d in second["done"]] == [("proxy", "deployed")]
+        assert machine.systemctl_show(PROXY_UNIT, "MainPID") != {"MainPID": shown["MainPID"]}
+        for accepted in (key, spare):
+            answer = httpx.get(f"{url}/{NAME}/health", verify=tls, timeout=30,
+                               headers={"Authorization": f"Bearer {accepted}"})  # fmt: skip
+            assert answer.status_code == 200, answer.text
+    finally:
+        close_ssh(login, control)
+        machine.enter("systemctl", "stop", PROXY_UNIT, UNIT, check=False)
+        machine.enter("rm", "-f", PROXY_QUADLET, QUADLET, check=False)
         machine.enter("systemctl", "daemon-reload", check=False)

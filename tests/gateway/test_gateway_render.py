@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import ROOT, quadlet_generator
+from helpers import ROOT, quadlet_service
 
 from inferfleet.deploy import frontdoor as front
 from inferfleet.errors import SpecError, UsageError
@@ -280,7 +280,6 @@ IMAGE = "ghcr.io/berriai/litellm@sha256:" + "ab" * 32
 
 def test_quadlet_gateway_passes_the_real_quadlet_generator(tmp_path: Path) -> None:
     """The .container file through Podman's own generator (-dryrun exits 1 on a bad key)."""
-    generator = quadlet_generator()
     data = fixture_data()
     data["gateway"].update(backend="quadlet", scope="user")
     data["gateway"]["engine"]["image"] = IMAGE
@@ -289,23 +288,12 @@ def test_quadlet_gateway_passes_the_real_quadlet_generator(tmp_path: Path) -> No
     unit = launch.unit_file
     assert unit is not None and unit.kind == "quadlet"
     assert unit.path == "/home/ops/.config/containers/systemd/inferfleet-gateway.container"
-    folder = tmp_path / "quadlet"
-    folder.mkdir()
-    (folder / "inferfleet-gateway.container").write_text(unit.content)
-    result = subprocess.run(
-        [generator, "-user", "-dryrun"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "QUADLET_UNIT_DIRS": str(folder)},
-    )
-    problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
-    assert result.returncode == 0 and not problems, result.stderr
-    service = result.stdout
+    service = quadlet_service(tmp_path, "inferfleet-gateway.container", unit.content, user=True)
     # The image by digest on the host's network (L-57: only there are its backends'
     # loopback addresses its host's), config read-only, keys from the env file.
     assert IMAGE in service and "--network host" in service
+    # Labelled as the gateway's: the gate and status accept its processes as its own (L-33).
+    assert "--label inferfleet.service=gateway" in service
     assert f"{launch.file('config').path}:/etc/litellm/config.yaml:ro" in service
     assert "--env-file /srv/fleet/gateway.env" in service
     assert "--config /etc/litellm/config.yaml --host 127.0.0.1 --port 4000" in service

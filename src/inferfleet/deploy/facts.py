@@ -9,6 +9,7 @@ same pure functions.
 from __future__ import annotations
 
 import getpass
+import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -49,6 +50,8 @@ def host_facts(fleet_dir: Path | None = None) -> HostFacts:
         podman=shutil.which("podman") or HostFacts.podman,
         mkdir=shutil.which("mkdir") or HostFacts.mkdir,
         fleet_dir="" if fleet_dir is None else str(fleet_dir),
+        uid=str(os.getuid()),
+        gid=str(os.getgid()),
     )
 
 

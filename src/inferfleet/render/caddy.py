@@ -59,7 +59,7 @@ from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render import gateway as render_gateway
 from inferfleet.render.endpoints import dial_address, host_port
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.frontdoor import FrontLaunch, with_units
+from inferfleet.render.frontdoor import FrontLaunch, deploying_user, with_units
 from inferfleet.render.launch_parts import InstallFile
 from inferfleet.render.service_keys import front_variable, keyed
 
@@ -378,6 +378,7 @@ def upstream_key_names(fleet: Fleet) -> tuple[str, ...]:
 # ---------------------------------------------------------------- launch
 
 CADDYFILE: Final = "Caddyfile"
+CONTAINER_BINARY: Final = "/usr/bin/caddy"  # in the official image (and the tests' own)
 HEALTH_TIMEOUT_S: Final = 60.0  # Caddy starts in well under a second; its local CA at once
 
 
@@ -417,8 +418,9 @@ def run_argv(binary: str, config: str) -> list[str]:
 def proxy_launch(
     fleet: Fleet, facts: HostFacts, *, folder: str, binary: str, keys_env: str | None
 ) -> FrontLaunch:
-    """The auth proxy's launch on its host: the pinned Caddy (``binary``) serving the
-    Caddyfile in ``folder`` (the proxy's folder of the state dir), its data there too.
+    """The auth proxy's launch on its host: the pinned Caddy (``binary``; with backend
+    quadlet the image's) serving the Caddyfile in ``folder`` (the proxy's folder of the
+    state dir), its data there too.
 
     ``keys_env``: the key file's absolute path on the host when Caddy reads keys from it.
     """
@@ -427,6 +429,17 @@ def proxy_launch(
         raise UsageError("the fleet declares no proxy", where="proxy", hint="declare proxy: first")
     config = f"{folder}/{CADDYFILE}"
     data = data_dir(folder)
+    volumes: list[str] = []
+    user = None
+    if proxy.backend == "quadlet":
+        # The image's Caddy, its folder mounted at the same path: the Caddyfile, its data
+        # dir and the CA root clients trust are where the other backends put them.
+        binary = CONTAINER_BINARY
+        volumes = [f"{folder}:{folder}"]
+        if proxy.scope == "system":
+            # Rootful, Caddy would write its local CA as root under 0700 folders, out of
+            # reach of the gate, status and clients, which run as the deploying user.
+            user = deploying_user(facts, where="proxy")
     launch = FrontLaunch(
         name="proxy",
         host=proxy.host,
@@ -444,11 +457,13 @@ def proxy_launch(
         tls_name=server_name(proxy),
         tls_root=root_certificate(data) if proxy.tls == "internal" else None,
         files=[InstallFile(config, caddyfile(fleet, proxy.host), "config")],
+        image=proxy.image,
+        user=user,
         make_dirs=[data],
     )
     return with_units(
         launch,
         facts,
         description=f"inferfleet proxy: Caddy on {proxy.bind}:{proxy.port}",
-        volumes=[],
+        volumes=volumes,
     )

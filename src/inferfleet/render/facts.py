@@ -35,6 +35,11 @@ class HostFacts:
     # The fleet file's folder on the host. Paths in the fleet file (templates,
     # settings, manifests) are relative to it, everywhere (render, check, apply).
     fleet_dir: str = ""
+    # The deploying user's numeric ids ("1000"), read on the host by the deploy; "" where
+    # not known (rendered from the fleet file alone). A rootful container that writes what
+    # that user must read runs as them.
+    uid: str = ""
+    gid: str = ""
 
     def expand(self, path: str) -> str:
         """``~/x`` -> ``<home>/x``: units need absolute paths."""
@@ -60,7 +65,7 @@ def default_facts(host: Host, fleet_subdir: str = "") -> HostFacts:
     return replace(facts, fleet_dir=fleet_dir)
 
 
-_FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir", "fleet_dir"}
+_FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir", "fleet_dir", "uid", "gid"}
 MAX_FACTS_BYTES = 1 << 20  # a few keys per host
 
 

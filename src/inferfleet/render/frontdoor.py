@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeAlias
 
+from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import url_for
 from inferfleet.render.facts import HostFacts
+from inferfleet.render.launch import CONTAINER_LABEL
 from inferfleet.render.launch_parts import InstallFile, UnitParts, launch_digest, passed_from_caller
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 
@@ -62,6 +64,9 @@ class FrontLaunch(UnitParts):
     tls_root: str | None = None
     files: list[InstallFile] = field(default_factory=list)
     image: str | None = None  # quadlet: the engine's image, by digest
+    # quadlet: "uid:gid" the container's process runs as (a rootful container whose files
+    # the deploying user reads: Caddy's local CA); None: the image's own user.
+    user: str | None = None
     make_dirs: list[str] = field(default_factory=list)  # made before it starts (mode 700)
     engine: str = ""  # "litellm 1.106.12", "caddy v2.11.7": the record's runtime version
     # The key file's values (only ever to the process's environment); their digest is in
@@ -149,6 +154,20 @@ def with_keys(launch: FrontLaunch, keys: Mapping[str, str], facts: HostFacts) ->
     return replace(launch, files=[*launch.files, digest])
 
 
+def deploying_user(facts: HostFacts, *, where: str) -> str:
+    """``uid:gid`` of the deploying user (host facts), for a container's ``User=``."""
+    if not (facts.uid.isascii() and facts.uid.isdigit() and facts.gid.isascii()
+            and facts.gid.isdigit()):  # fmt: skip
+        raise UsageError(
+            f"the deploying user's uid and gid are not known (facts: uid {facts.uid!r}, "
+            f"gid {facts.gid!r}): the container of {where} runs as that user",
+            where=where,
+            hint="deploy it on its host (apply reads them there), or give numeric uid and gid "
+            "in the host's --facts",
+        )
+    return f"{facts.uid}:{facts.gid}"
+
+
 def unit_path(facts: HostFacts, scope: str, unit: str) -> str:
     if scope == "system":
         return f"/etc/systemd/system/{unit}.service"
@@ -195,7 +214,8 @@ def quadlet_unit(launch: FrontLaunch, description: str, volumes: list[str]) -> U
     """A Quadlet ``.container``: the engine's image by digest (L-42) on the host's network, so
     it binds the front door's address itself and reaches loopback services as the process
     does; ``volumes`` mounted; the keys from the env file (L-55); a fixed container name that
-    Quadlet replaces (L-36); restarted always and enabled at boot (L-38)."""
+    Quadlet replaces (L-36), labelled as the part's, so the health gate and status accept its
+    processes as its own (L-33); restarted always and enabled at boot (L-38)."""
     assert launch.image is not None
     unit = UnitFile()
     unit.add("Unit", "Description", escape_value(description))
@@ -203,9 +223,16 @@ def quadlet_unit(launch: FrontLaunch, description: str, volumes: list[str]) -> U
     c = "Container"
     unit.add(c, "ContainerName", launch.unit)
     unit.add(c, "Image", launch.image)
+    unit.add(c, "Label", f"{CONTAINER_LABEL}={launch.name}")
     unit.add(c, "Pull", "missing")
     unit.add(c, "Exec", command_line(launch.argv))
     unit.add(c, "Network", "host")
+    if launch.user is not None:
+        unit.add(c, "User", launch.user)
+        if launch.port < PRIVILEGED_PORT:
+            # Port 443 as that user: the one capability it needs (podman gives a capability
+            # it adds to a non-root user's process as an ambient one).
+            unit.add(c, "AddCapability", "CAP_NET_BIND_SERVICE")
     for volume in volumes:
         unit.add(c, "Volume", escape_value(volume))
     for key, value in launch.env.items():
