@@ -36,7 +36,7 @@ import yaml
 from deploy_nspawn import Machine, SshLogin, booted_podman_host, sudo_host
 from deploy_repo import FleetRepo, git
 from helpers import ROOT, free_port
-from helpers.containers import IMAGES, Image, Podman, caddy_image, llama_image
+from helpers.containers import IMAGES, Image, Podman, caddy_image, litellm_image, llama_image
 from helpers.real_model import GEMMA, gemma
 from test_become_nspawn import ENTRY, close_ssh, deploy_as
 
@@ -579,4 +579,78 @@ def test_the_auth_proxy_as_a_rootful_quadlet_container_in_front_of_chat(
         close_ssh(login, control)
         machine.enter("systemctl", "stop", PROXY_UNIT, UNIT, check=False)
         machine.enter("rm", "-f", PROXY_QUADLET, QUADLET, check=False)
+        machine.enter("systemctl", "daemon-reload", check=False)
+
+
+GATEWAY_UNIT = "inferfleet-gateway.service"
+GATEWAY_QUADLET = "/etc/containers/systemd/inferfleet-gateway.container"
+
+
+def test_the_gateway_as_a_rootful_quadlet_container_in_front_of_chat(
+    box: tuple[Machine, Path, SshLogin, Image], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway on the Quadlet backend, rootful through sudo: LiteLLM's image (here made
+    from the pinned venv) reads its config mounted read-only and its key from the env file,
+    is gated on /health/readiness as the labelled container's (L-33), fronts chat under its
+    alias, and is kept when nothing changed; the key stays out of every file written (L-55)."""
+    from inferfleet.deploy import frontdoor as front
+    from inferfleet.fleetfile.exposure import Gateway
+    from inferfleet.install import pinned_venv
+
+    machine, shared, login, image = box
+    pin = front.engine_pin(Gateway(host="sd", keys_env="unused"))  # the default pin (L-42)
+    pinned_venv.install(pin)  # cached
+    litellm = litellm_image(pinned_venv.install_dir(pin), in_host(machine))
+    port, gateway_port = free_port(), free_port()
+    repo = chat_repo(shared, login, image, port, "gateway")
+    key = "sk-" + secrets.token_urlsafe(24)
+    keys = shared / "gateway" / "hosts" / "sd" / "gateway.env"
+    keys.write_text(f"LITELLM_MASTER_KEY={key}\n")
+    keys.chmod(0o600)
+    repo.data["gateway"] = {
+        "host": "sd", "port": gateway_port, "keys_env": str(keys), "backend": "quadlet",
+        "engine": {"image": litellm.pinned}, "health_timeout": "4m",
+    }  # fmt: skip
+    repo.commit("the gateway in a container")
+    control = deploy_as(login, repo, shared / "gateway", monkeypatch)
+    fleet = str(repo.fleet_file)
+    base = f"http://127.0.0.1:{gateway_port}"
+    alias = repo.data["services"][NAME]["alias"]
+    try:
+        first = deploy(cli, fleet)
+        assert [(d["service"], d["outcome"]) for d in first["done"]] == [
+            (NAME, "deployed"), ("gateway", "deployed")
+        ], first  # fmt: skip
+        unit = machine.enter("cat", GATEWAY_QUADLET)
+        for line in (f"Image={litellm.pinned}", "Label=inferfleet.service=gateway",
+                     f"EnvironmentFile={keys}", "Network=host"):  # fmt: skip
+            assert line in unit.splitlines(), unit
+        config = machine.enter("cat", "/etc/inferfleet/gateway/litellm.yaml")
+        assert key not in unit and key not in config
+        shown = machine.systemctl_show(GATEWAY_UNIT, "ActiveState", "MainPID")
+        assert shown["ActiveState"] == "active", shown
+        auth = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{base}/v1/models", timeout=10).status_code == 401
+        models = httpx.get(f"{base}/v1/models", headers=auth, timeout=30).json()
+        assert [m["id"] for m in models["data"]] == [alias]
+        answer = httpx.post(
+            f"{base}/v1/chat/completions", headers=auth, timeout=120,
+            json={"model": alias, "messages": [{"role": "user", "content": "Hi"}],
+                  "max_tokens": 4},
+        )  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] is not None
+
+        # Nothing changed: nothing is done, the same container serves; status reads it.
+        again = deploy(cli, fleet)
+        assert again["done"] == [] and again["actions"] == [], again
+        assert machine.systemctl_show(GATEWAY_UNIT, "MainPID") == {"MainPID": shown["MainPID"]}
+        status = cli("status", "--file", fleet, "--json")
+        assert status.code == 0, status.stderr + status.stdout
+        gateway_row = json.loads(status.stdout)["gateway"]
+        assert gateway_row["state"] == "healthy", gateway_row
+    finally:
+        close_ssh(login, control)
+        machine.enter("systemctl", "stop", GATEWAY_UNIT, UNIT, check=False)
+        machine.enter("rm", "-f", GATEWAY_QUADLET, QUADLET, check=False)
         machine.enter("systemctl", "daemon-reload", check=False)

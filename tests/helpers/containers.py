@@ -24,7 +24,7 @@ import os
 import re
 import subprocess
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -52,6 +52,7 @@ runtime = "runc"
 
 
 CADDY_REPOSITORY = "localhost/inferfleet-test-caddy"
+LITELLM_REPOSITORY = "localhost/inferfleet-test-litellm"
 
 
 @dataclass(frozen=True)
@@ -219,16 +220,70 @@ def caddy_image(binary: Path, run: Podman = podman) -> Image:
     return imported(run, CADDY_REPOSITORY, buffer.getvalue(), 'CMD ["/usr/bin/caddy"]')
 
 
+def litellm_image(venv: Path, run: Podman = podman) -> Image:
+    """LiteLLM's image as the official one runs it (its entrypoint is LiteLLM's CLI; the unit's
+    ``Exec=`` gives the arguments), made from the pinned venv and the interpreter it was made
+    with, at their own paths, and the libraries they link. Tagged by the venv's install record
+    and interpreter (reading the ~1 GB to hash it each run would cost more than the test)."""
+    python = (venv / "bin" / "python").resolve()
+    prefix = python.parents[1]  # pyenv's versions/3.x.y: bin/, lib/pythonX.Y
+    stdlib = prefix / "lib" / f"python{python.name.removeprefix('python')}"
+    key = hashlib.sha256(
+        (venv / "runtime.json").read_bytes() + (venv / "pyvenv.cfg").read_bytes()
+    ).hexdigest()
+
+    def build(path: Path) -> None:
+        objects = [python, *venv.rglob("*.so*"), *(stdlib / "lib-dynload").glob("*.so")]
+        libraries: dict[str, Path] = {}
+        for found in objects:
+            try:
+                linked = shared_libraries(found) if found.is_file() else []
+            except (AssertionError, subprocess.CalledProcessError):
+                continue  # not an ELF object, or an optional module's missing library
+            for library in linked:
+                libraries.setdefault(str(library), library)
+        with tarfile.open(path, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for folder in ("/etc", "/root", "/tmp"):
+                _folder(tar, folder, 0o1777 if folder == "/tmp" else 0o700)
+            _add(tar, "/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n", 0o644)
+            _add(tar, "/etc/group", b"root:x:0:\n", 0o644)
+            for name, library in sorted(libraries.items()):
+                if not (name.startswith(str(prefix)) or name.startswith(str(venv))):
+                    tar.add(library.resolve(), arcname=name.lstrip("/"))
+            tar.add(prefix / "bin", arcname=str(prefix / "bin").lstrip("/"))
+            tar.add(prefix / "lib", arcname=str(prefix / "lib").lstrip("/"),
+                    filter=lambda t: None if _unused(t.name, stdlib) else t)  # fmt: skip
+            tar.add(venv, arcname=str(venv).lstrip("/"))
+
+    entry = f'ENTRYPOINT ["{venv}/bin/python", "-m", "litellm.proxy.proxy_cli"]'
+    return imported_with(run, LITELLM_REPOSITORY, key, build, entry)
+
+
+def _unused(name: str, stdlib: Path) -> bool:
+    """The interpreter's own site-packages and test suite: the venv does not use them."""
+    inside = stdlib.relative_to("/")
+    return name.startswith((f"{inside}/site-packages", f"{inside}/test/", f"{inside}/idlelib"))
+
+
 def imported(run: Podman, repository: str, tarball: bytes, change: str) -> Image:
     """``tarball`` as an image of ``repository`` in ``run``'s podman, tagged by the tarball's
     digest (imported once), with the digest podman reports."""
-    tag = f"{repository}:{hashlib.sha256(tarball).hexdigest()[:16]}"
+    key = hashlib.sha256(tarball).hexdigest()
+    return imported_with(run, repository, key, lambda path: path.write_bytes(tarball), change)
+
+
+def imported_with(
+    run: Podman, repository: str, key: str, build: Callable[[Path], object], change: str
+) -> Image:
+    """The image ``repository:key[:16]`` in ``run``'s podman; when missing, ``build`` writes
+    its rootfs tarball, which is imported once. With the digest podman reports."""
+    tag = f"{repository}:{key[:16]}"
     if run("image", "exists", tag, check=False).returncode != 0:
         IMAGES.mkdir(parents=True, exist_ok=True)
         path = IMAGES / f"{tag.rpartition(':')[2]}.tar"
-        path.write_bytes(tarball)
+        build(path)
         try:
-            run("import", "--change", change, str(path), tag, timeout=300)
+            run("import", "--change", change, str(path), tag, timeout=600)
         finally:
             path.unlink()
     digest = run("image", "inspect", "--format", "{{.Digest}}", tag).stdout.strip()
