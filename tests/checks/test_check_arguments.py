@@ -249,16 +249,25 @@ def test_the_parsed_flags_are_cached_per_binary(
 
 
 @pytest.mark.parametrize(
-    "damage", ["{not json", "[]", '{"program": "x", "flags": {"--a": 7}}', '{"flags": {}}', ""]
-)
+    "damage",
+    ["{not json", "[]", '{"program": "x", "flags": {"--a": 7}}', '{"flags": {}}', "", "FIFO",
+     "HUGE"],
+)  # fmt: skip
 def test_a_damaged_cache_is_ignored_and_rewritten(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
 ) -> None:
+    """Damaged, a FIFO (a plain read would hang check) or too large: read the binary again."""
     monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(tmp_path / "cache"))
     binary, calls = fake_binary(tmp_path / "bin")
     good = runtime_flags.read_flags(binary)
     cached = runtime_flags.cache_path(binary)
-    cached.write_text(damage)
+    cached.unlink()
+    if damage == "FIFO":
+        os.mkfifo(cached)
+    elif damage == "HUGE":
+        cached.write_bytes(b" " * (runtime_flags.MAX_CACHE_BYTES + 1))
+    else:
+        cached.write_text(damage)
     assert runtime_flags.read_flags(binary) == good
     assert calls.read_text().count("run") == 2
     assert FlagList.from_json(json.loads(cached.read_text())) == good

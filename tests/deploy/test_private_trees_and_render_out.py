@@ -79,6 +79,34 @@ def test_render_out_refuses_a_manifest_naming_files_outside_and_deletes_nothing(
     assert victim.read_text() == "precious"
 
 
+@pytest.mark.parametrize("bad", ["fifo", "huge", "not json", "deep"])
+def test_render_out_refuses_a_manifest_it_cannot_read_as_its_own(
+    tmp_path: Path, cli, bad: str
+) -> None:
+    """A manifest that is a FIFO (which would hang a plain read), too large, not JSON or
+    nested without end is refused with the fix, before anything is written or removed."""
+    out = tmp_path / "out"
+    assert _render(cli, out).code == 0
+    manifest = out / "MANIFEST.json"
+    manifest.unlink()
+    if bad == "fifo":
+        os.mkfifo(manifest)
+    elif bad == "huge":
+        manifest.write_bytes(b" " * (16 << 20) + b"{}")
+    elif bad == "not json":
+        manifest.write_text("{not json")
+    else:
+        manifest.write_text("[" * 100 + "]" * 100)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+
+    result = _render(cli, out)
+    assert result.code == 2, result.stdout
+    text = " ".join((result.stdout + result.stderr).split())
+    assert "render manifest" in text and "render into an empty directory" in text, text
+    assert "Traceback" not in text
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_render_out_removes_only_what_it_wrote(tmp_path: Path, cli) -> None:
     out = tmp_path / "out"
     assert _render(cli, out).code == 0

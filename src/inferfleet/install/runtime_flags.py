@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from inferfleet import paths
+from inferfleet.bounded import BoundedReadError, load_json
 from inferfleet.errors import ProcessError
 from inferfleet.fleetfile.fleet import Runtime
 from inferfleet.install import llamacpp_build
@@ -28,6 +29,7 @@ from inferfleet.runtimes.registry import traits
 
 HELP_TIMEOUT_S = 60.0
 CACHE_FOLDER = "flags"
+MAX_CACHE_BYTES = 1 << 20  # a flag list: a few hundred names, a few kB
 
 
 def binary_of(runtime: Runtime) -> Path | str:
@@ -62,9 +64,10 @@ def read_flags(binary: Path) -> FlagList | str:
     except OSError as exc:
         return f"cannot read {binary}: {exc.strerror}"
     try:
-        flags = FlagList.from_json(json.loads(cached.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        flags = None  # absent or damaged: read the binary again
+        doc = load_json(cached, MAX_CACHE_BYTES, what="the runtime flag cache")
+        flags = FlagList.from_json(doc)
+    except (OSError, BoundedReadError):
+        flags = None  # absent, damaged or not a file: read the binary again
     if flags is not None:
         return flags
     try:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from inferfleet.bounded import load_json
 from inferfleet.budget.fleet import ShapeOf
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
@@ -198,22 +199,19 @@ def manifest(entries: list[dict[str, str]]) -> str:
     return json.dumps({"schema": MANIFEST_SCHEMA, "files": files}, indent=2) + "\n"
 
 
+_NOT_OURS = "render into an empty directory, or one inferfleet rendered before"
+MAX_MANIFEST_BYTES = 16 << 20  # a path, a hash and a service per rendered file
+
+
 def read_manifest(out: Path) -> list[dict[str, str]]:
     """The entries of a previous render's manifest ([] when there is none)."""
     try:
-        doc = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        doc = load_json(out / MANIFEST, MAX_MANIFEST_BYTES, what="render manifest",
+                        error=UsageError, hint=_NOT_OURS)  # fmt: skip
     except FileNotFoundError:
         return []
-    except (OSError, ValueError) as exc:
-        raise UsageError(
-            f"{out / MANIFEST} is not a render manifest ({exc})",
-            hint="render into an empty directory, or one inferfleet rendered before",
-        ) from None
     if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
-        raise UsageError(
-            f"{out / MANIFEST} is not an inferfleet render manifest",
-            hint="render into an empty directory, or one inferfleet rendered before",
-        )
+        raise UsageError(f"{out / MANIFEST} is not an inferfleet render manifest", hint=_NOT_OURS)
     files = doc.get("files", [])
     return [e for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
 
