@@ -24,7 +24,7 @@ from remote_fleet import (
     model_blobs_fixture,  # noqa: F401 - the model_blobs fixture
 )
 
-from inferfleet.hub.headers import listing_cache_path
+from inferfleet.hub.header_cache import listing_cache_path
 
 Cli = Callable[..., Any]
 RULE = "declared-files-match-source"

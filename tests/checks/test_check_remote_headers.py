@@ -31,7 +31,7 @@ from remote_fleet import (
     model_blobs_fixture,  # noqa: F401 - the model_blobs fixture
 )
 
-from inferfleet.hub.headers import header_cache_path
+from inferfleet.hub.header_cache import header_cache_path
 
 Cli = Callable[..., Any]
 WHOLE = "test/gemma-whole"

@@ -33,14 +33,8 @@ from inferfleet.errors import EXIT_FAILED, FleetError, UsageError
 from inferfleet.facts.boots import FORMAT, MAX_BOOTS, RecordedBoots, write_boots
 from inferfleet.fleetfile.fleet import HubSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.hub.headers import (
-    RECORDED,
-    ModelSources,
-    RecordedFile,
-    facts_path,
-    folder_key,
-    write_recorded,
-)
+from inferfleet.hub.headers import ModelSources
+from inferfleet.hub.recorded import RECORDED, RecordedFile, facts_path, folder_key, write_recorded
 from inferfleet.hub.st_headers import hub_reader, write_cached
 from inferfleet.output import Output, esc
 

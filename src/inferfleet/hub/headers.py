@@ -11,12 +11,12 @@ no model files. :class:`ModelSources` answers, for each model, in this order:
    client (:func:`inferfleet.gguf.inspect` on the resolve URL: 256 KiB, then
    the rest of the header, the redirect followed once per file, so at most
    4 requests per file; every part of a split GGUF, found from part 1's
-   ``split.count``). The parsed facts are cached under
-   ``<cache>/headers/`` keyed by (repo, revision, path) on the endpoint
-   (a mirror's repo is not the Hub's), so a second run
-   makes no request. A cached entry is parsed as hostile input
-   (:mod:`inferfleet.io.state_files`): a damaged one is ignored, read again
-   and replaced (atomically), never trusted.
+   ``split.count``). The parsed facts are cached
+   (:mod:`inferfleet.hub.header_cache`), so a second run makes no request.
+
+Before the Hub, facts recorded in the fleet repository
+(:mod:`inferfleet.hub.recorded`) answer for a model whose files are
+elsewhere; a package model is read by :mod:`inferfleet.hub.package_model`.
 
 What a source states about the declared files (size, and sha256 where it has
 one: the LFS oid) comes from the Hub listing at the pinned revision
@@ -36,17 +36,11 @@ answer is a reason, which the caller shows as a skip.
 from __future__ import annotations
 
 import glob
-import hashlib
-import importlib
-import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from pydantic import JsonValue, TypeAdapter
 
-from inferfleet import paths
 from inferfleet.artifacts.locate import main_file, model_dir
 from inferfleet.artifacts.manifest import (
     Manifest,
@@ -61,20 +55,33 @@ from inferfleet.budget.memreport import BootReport
 from inferfleet.errors import FleetError, SpecError
 from inferfleet.facts.boots import boots_path, read_boots
 from inferfleet.facts.hosts import RecordedHost, host_path, read_host
-from inferfleet.facts.stored import read_record
 from inferfleet.fleetfile.fleet import HubSource, Model, PackageSource, PathSource
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.gguf import GGUFError, Inspection, SkippedArray, TensorInfo, inspect
-from inferfleet.gguf.kv import attention_layout
-from inferfleet.gguf.model import MetaValue, ModelFacts
+from inferfleet.gguf import GGUFError, Inspection, inspect
 from inferfleet.gguf.reader import read_header
-from inferfleet.gguf.source import HTTPSource, LocalSource, hf_token_for, http_client
-from inferfleet.gguf.split import build_inspection, type_histogram
+from inferfleet.gguf.source import HTTPSource, hf_token_for, http_client
+from inferfleet.gguf.split import build_inspection
 from inferfleet.hub.auth import resolve_token
 from inferfleet.hub.errors import HubError
 from inferfleet.hub.fetch_plan import endpoint
+from inferfleet.hub.header_cache import (
+    HubKey,
+    header_cache_path,
+    listing_cache_path,
+    read_cached_header,
+    write_cached_header,
+)
 from inferfleet.hub.manifest import build_manifest, write_manifest
+from inferfleet.hub.package_model import ChunkSource, package_file
 from inferfleet.hub.reach import unreachable
+from inferfleet.hub.recorded import (
+    RECORDED,
+    RecordedModel,
+    facts_path,
+    folder_key,
+    read_recorded,
+    recorded_inspection,
+)
 from inferfleet.hub.st_headers import (
     CACHE_PATH,
     read_cached,
@@ -82,342 +89,10 @@ from inferfleet.hub.st_headers import (
 )
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.offline import offline as hub_offline
-from inferfleet.io.state_files import (
-    MAX_STATE_BYTES,
-    read_state,
-    write_cache,
-    write_state,
-)
 
-CACHE_FORMAT = 1
-# A Hub file: (endpoint, repo, revision, path). The endpoint is part of the key:
-# a mirror's repo of the same name is not the Hub's.
-HubKey = tuple[str, str, str, str]
 OFFLINE = "--offline: no network request was made"
 # One text for every Hub model a run cannot read, so `check` reports it once (one cause).
 NOT_CACHED = f"the model is not on this machine and its Hub facts are not cached ({OFFLINE})"
-
-
-# ---------------------------------------------------------------- cached header facts
-
-
-@dataclass(frozen=True, kw_only=True)
-class CachedHeader(ModelFacts[JsonValue]):
-    """One Hub file's parsed header facts, as written under ``<cache>/headers``."""
-
-    format: int
-    endpoint: str
-    repo: str
-    revision: str
-    path: str
-
-    @property
-    def key(self) -> HubKey:
-        return (self.endpoint, self.repo, self.revision, self.path)
-
-
-KEY_FIELDS = ("endpoint", "repo", "revision", "path")  # CachedHeader.key, by name
-
-
-class _Uncachable(ValueError):
-    """A metadata value JSON cannot carry exactly (a NaN): the header is read again next time."""
-
-
-def _encode(value: MetaValue) -> JsonValue:
-    if isinstance(value, SkippedArray):
-        return {"array_of": value.element_type, "count": value.count, "offset": value.offset}
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _Uncachable(repr(value))
-    return value
-
-
-def _decode(value: JsonValue) -> MetaValue:
-    """A cached metadata value back; anything GGUF metadata cannot be is refused."""
-    if isinstance(value, dict):
-        array_of, count, offset = value.get("array_of"), value.get("count"), value.get("offset")
-        if (
-            set(value) != {"array_of", "count", "offset"}
-            or not isinstance(array_of, str)
-            or not _natural(count)
-            or not _natural(offset)
-        ):
-            raise ValueError(f"not a skipped array: {sorted(value)}")
-        assert isinstance(count, int) and isinstance(offset, int)
-        return SkippedArray(array_of, count, offset)
-    if isinstance(value, list):
-        return tuple(_decode(v) for v in value)
-    if value is None:
-        raise ValueError("null is not a GGUF metadata value")
-    return value
-
-
-def _natural(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_tensor(t: TensorInfo) -> bool:
-    """Every number of a cached tensor is one the reader could have parsed (none negative)."""
-    numbers = (t.type_id, t.offset, t.n_elements, *t.shape)
-    return all(_natural(n) for n in numbers) and (t.n_bytes is None or _natural(t.n_bytes))
-
-
-def _to_cache(key: HubKey, found: Inspection) -> bytes:
-    metadata = {name: _encode(value) for name, value in found.metadata.items()}
-    fields = {
-        **found.model_facts(),
-        "metadata": metadata,
-        **dict(zip(KEY_FIELDS, key, strict=True)),
-    }
-    record = CachedHeader(**fields, format=CACHE_FORMAT)
-    return TypeAdapter(CachedHeader).dump_json(record)
-
-
-def _check_record(key: HubKey) -> Callable[[CachedHeader], str | None]:
-    def check(record: CachedHeader) -> str | None:
-        if record.format != CACHE_FORMAT:
-            return f"cache format {record.format}, this inferfleet writes {CACHE_FORMAT}"
-        if record.key != key:
-            return f"it is the entry of {record.repo}@{record.revision}/{record.path}"
-        if not record.parts or not all(_is_tensor(t) for t in record.tensors):
-            return "its parts or tensors are not a GGUF's"
-        return None
-
-    return check
-
-
-def _from_cache(record: CachedHeader) -> Inspection:
-    metadata = {key: _decode(value) for key, value in record.metadata.items()}
-    return Inspection(
-        **{**record.model_facts(), "metadata": metadata},
-        layout=attention_layout(metadata),
-        type_histogram=type_histogram(record.tensors),
-    )
-
-
-def _key_name(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
-
-
-def header_cache_path(key: HubKey) -> Path:
-    """Where the parsed header of one Hub file (endpoint, repo, revision, path) is cached."""
-    return paths.cache_dir() / "headers" / f"{_key_name(*key)}.json"
-
-
-def listing_cache_path(endpoint_url: str, repo: str, revision: str) -> Path:
-    """Where the Hub listing of ``repo@revision`` on an endpoint is cached (a manifest)."""
-    return paths.cache_dir() / "listings" / f"{_key_name(endpoint_url, repo, revision)}.manifest"
-
-
-def read_cached_header(key: HubKey) -> Inspection | None:
-    """The cached facts, or None when there are none or the entry is damaged (never trusted)."""
-    try:
-        record = read_state(
-            header_cache_path(key),
-            CachedHeader,
-            what="cached GGUF header",
-            error=HubError,
-            hint="it is read again from the Hub and replaced",
-            check=_check_record(key),
-        )
-        return None if record is None else _from_cache(record)
-    except (FleetError, ValueError):
-        return None
-
-
-def write_cached_header(key: HubKey, found: Inspection) -> bool:
-    """Cache ``found`` atomically; False (nothing written) when it cannot be cached exactly."""
-    try:
-        data = _to_cache(key, found)
-    except _Uncachable:
-        return False
-    return write_cache(header_cache_path(key), data)
-
-
-# ---------------------------------------------------------------- facts in the repository
-
-FACTS_DIR = "facts"
-RECORDED = "recorded"  # the header key's endpoint: facts recorded in the fleet repository
-
-
-@dataclass(frozen=True)
-class RecordedFile:
-    size: int
-    sha256: str | None
-
-
-@dataclass(frozen=True)
-class RecordedModel:
-    """``facts/models/<model>.json``: a model's header facts and files, recorded where the
-    files were (``inferfleet facts record``) so a checkout without them judges the same.
-    Keyed by the main file's sha256: a changed file makes the record stale, never wrong."""
-
-    format: int
-    model: str
-    main: str
-    sha256: str
-    recorded_from: str
-    files: dict[str, RecordedFile]
-    header: CachedHeader
-
-
-def facts_path(root: Path, model_name: str) -> Path:
-    return root / FACTS_DIR / "models" / f"{model_name}.json"
-
-
-def recorded_key(model_name: str, sha256: str, main: str) -> HubKey:
-    return (RECORDED, model_name, sha256, main)
-
-
-def write_recorded(
-    root: Path,
-    model_name: str,
-    main: str,
-    sha256: str,
-    found: Inspection,
-    files: dict[str, RecordedFile],
-    recorded_from: str,
-) -> Path:
-    """Write the record atomically (indented, one key per line: diff-friendly); SpecError
-    when the header cannot be recorded exactly (a NaN in its metadata) or is too large."""
-    key = recorded_key(model_name, sha256, main)
-    try:
-        header = TypeAdapter(CachedHeader).validate_json(_to_cache(key, found))
-    except _Uncachable as exc:
-        raise SpecError(
-            f"model {model_name!r}: its header has a value JSON cannot carry exactly ({exc})",
-            hint="check reads this model's header where its file is",
-        ) from None
-    record = RecordedModel(CACHE_FORMAT, model_name, main, sha256, recorded_from, files, header)
-    data = TypeAdapter(RecordedModel).dump_json(record, indent=1) + b"\n"
-    if len(data) > MAX_STATE_BYTES:
-        raise SpecError(
-            f"model {model_name!r}: its header facts take {len(data):,} bytes, more than "
-            f"a record may ({MAX_STATE_BYTES:,})",
-            hint="check reads this model's header where its file is",
-        )
-    where = facts_path(root, model_name)
-    write_state(where, data)
-    return where
-
-
-def read_recorded(
-    root: Path, model_name: str, main: str, declared: ManifestEntry | None
-) -> RecordedModel | str | None:
-    """The model's record when it is for the declared main file; None when there is none;
-    why it cannot be used (damaged, another model's, a file of another sha256 or size)."""
-    where = facts_path(root, model_name)
-
-    def check(record: RecordedModel) -> str | None:
-        key = recorded_key(model_name, record.sha256, main)
-        if record.model != model_name or record.main != main:
-            return f"it records {record.model!r}/{record.main}, not {model_name!r}/{main}"
-        return _check_record(key)(record.header)
-
-    try:
-        found = read_record(
-            where,
-            RecordedModel,
-            what="recorded model facts",
-            hint=f"record them again: inferfleet facts record --model {model_name}",
-            check=check,
-        )
-    except ValueError as exc:
-        return f"{where}: {exc}"
-    if not isinstance(found, RecordedModel):
-        return found  # none, or why it cannot be used
-    record = found
-    if declared is not None and declared.sha256 is not None and declared.sha256 != record.sha256:
-        return (
-            f"{where} records sha256 {record.sha256[:12]}..., the fleet declares "
-            f"{declared.sha256[:12]}... for {main}: record the facts again"
-        )
-    mine = record.files.get(main)
-    if declared is not None and declared.sha256 is None and mine and mine.size != declared.size:
-        return (
-            f"{where} records {main} as {mine.size:,} bytes, the fleet declares {declared.size:,}"
-        )
-    return record
-
-
-def recorded_inspection(record: RecordedModel) -> Inspection:
-    return _from_cache(record.header)
-
-
-def folder_key(declared: Sequence[ManifestEntry]) -> str | None:
-    """A safetensors folder's record key: sha256 over its declared files' sha256; None
-    when a file is declared without one (a record could not tell it from another)."""
-    if not declared or any(e.sha256 is None for e in declared):
-        return None
-    text = "".join(f"{e.path}\0{e.sha256}\n" for e in sorted(declared, key=lambda e: e.path))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-# ---------------------------------------------------------------- package models
-
-
-class ChunkSource(LocalSource):
-    """A file shipped as consecutive chunks, read as one (a package's model, in place)."""
-
-    def __init__(self, chunks: Sequence[Path], name: str) -> None:
-        self._spans: list[tuple[int, Path, int]] = []  # (start, path, size)
-        start = 0
-        for chunk in chunks:
-            size = chunk.stat().st_size
-            self._spans.append((start, chunk, size))
-            start += size
-        super().__init__(name, start)
-
-    def read(self, start: int, end: int) -> bytes:
-        out = bytearray()
-        for begin, chunk, size in self._spans:
-            lo, hi = max(start, begin), min(end, begin + size)
-            if lo >= hi:
-                continue
-            with chunk.open("rb") as handle:
-                handle.seek(lo - begin)
-                out += handle.read(hi - lo)
-        return bytes(out)
-
-
-@dataclass(frozen=True)
-class PackageFile:
-    """The model file an installed package ships: its chunks, and the sha256 it states."""
-
-    chunks: tuple[Path, ...]
-    sha256: str | None
-
-    @property
-    def size(self) -> int:
-        return sum(chunk.stat().st_size for chunk in self.chunks)
-
-
-def package_file(name: str, source: PackageSource) -> PackageFile | str:
-    """The installed package's model file, or why it cannot be read here."""
-    try:
-        module = importlib.import_module(source.import_name)
-    except ImportError:
-        return (
-            f"model {name!r} comes from the package {source.package!r}, which is not installed "
-            f"here (pip install {source.package})"
-        )
-    chunk_paths = getattr(module, "chunk_paths", None)
-    if not callable(chunk_paths):
-        return (
-            f"model {name!r}: the package {source.package!r} does not say where its file lies "
-            "(no chunk_paths()); assemble it with `inferfleet up` to check it"
-        )
-    try:
-        chunks = tuple(Path(p) for p in chunk_paths())
-        missing = [str(p) for p in chunks if not p.is_file()]
-    except Exception as exc:  # a third-party package: any failure is a reason, not a crash
-        return f"model {name!r}: package {source.package!r} failed to list its file: {exc}"
-    if not chunks or missing:
-        return f"model {name!r}: package {source.package!r} is incomplete: {', '.join(missing)}"
-    stated = getattr(module, "EXPECTED_SHA256", None)
-    sha = stated if isinstance(stated, str) and len(stated) == 64 else None
-    return PackageFile(chunks, sha)
 
 
 # ---------------------------------------------------------------- the sources
@@ -809,13 +484,4 @@ def _write_listing(endpoint_url: str, listed: Manifest, entries: dict[str, Manif
         return  # a read-only cache costs requests, not the answer
 
 
-__all__ = [
-    "ChunkSource",
-    "ModelSources",
-    "PackageFile",
-    "header_cache_path",
-    "listing_cache_path",
-    "package_file",
-    "read_cached_header",
-    "write_cached_header",
-]
+__all__ = ["ModelSources"]
