@@ -341,3 +341,28 @@ def test_a_server_that_takes_its_key_in_argv_only_stays_on_loopback(cli: Any) ->
     assert "argv only" in hits["sg"]["message"] and "bind 127.0.0.1" in hits["sg"]["hint"]
     assert "VLLM_API_KEY=" in hits["vl"]["hint"] and "INFERFLEET_KEY_VL" in hits["vl"]["hint"]
     assert "big" not in hits  # it reads its key from its secrets_env
+
+
+def test_the_exposure_policy_is_judged_once_per_check_for_all_its_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five rules report the policy's findings, one per kind; the policy runs once per check
+    (every listener of the fleet), and a second check runs it again (nothing kept between)."""
+    from inferfleet.checks import exposure
+    from inferfleet.checks.engine import run_checks
+    from inferfleet.fleetfile.loader import load_fleet
+
+    calls: list[int] = []
+    real = exposure._problems
+
+    def counted(fleet: Any) -> Any:
+        calls.append(1)
+        return real(fleet)
+
+    monkeypatch.setattr(exposure, "_problems", counted)
+    loaded = load_fleet(ROOT / "examples" / "homelab" / "fleet.yaml")
+    policy = [r for r in catalogue() if r.id in {rid for _k, rid, _t in exposure._POLICY}]
+    assert len(policy) == 5
+    first = run_checks(loaded, rules=policy)
+    assert len(calls) == 1
+    assert run_checks(loaded, rules=policy).findings == first.findings and len(calls) == 2

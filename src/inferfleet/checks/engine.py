@@ -16,7 +16,7 @@ import datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast
 
 from inferfleet.artifacts.sources import LocalSources, SourceListing
 from inferfleet.artifacts.st_model import SafetensorsModel
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 Severity = Literal["error", "warning"]
 _Answer = TypeVar("_Answer")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,7 @@ class CheckContext:
     _headers: dict[str, Inspection | str] = field(default_factory=dict)
     _listings: dict[str, SourceListing | str] = field(default_factory=dict)
     _safetensors: dict[str, SafetensorsModel | str] = field(default_factory=dict)
+    _once: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sources is None:
@@ -263,6 +265,13 @@ class CheckContext:
     @property
     def root(self) -> Path:
         return self.loaded.root
+
+    def once(self, key: str, compute: Callable[[], T]) -> T:
+        """What ``compute`` finds about the whole fleet, computed once per check: several
+        rules judge one finding (the exposure policy's problems, one rule per kind)."""
+        if key not in self._once:
+            self._once[key] = compute()
+        return cast(T, self._once[key])
 
     def subjects(self, services: Services) -> Iterator[Subject]:
         """The services a per-service rule over ``services`` judges, in fleet order."""

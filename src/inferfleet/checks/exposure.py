@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from inferfleet.checks.engine import CheckContext, Hit, RuleFn, rule
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render import service_keys as keys
 from inferfleet.render.endpoints import HOST_GATEWAY, host_port
 from inferfleet.render.exposure import (
     Listener,
+    Problem,
     ProblemKind,
     gateway_services,
     is_loopback,
@@ -59,13 +61,16 @@ _POLICY: tuple[tuple[ProblemKind, str, str], ...] = (
 
 def _policy_rule(kind: ProblemKind) -> RuleFn:
     def refused(ctx: CheckContext) -> Iterator[Hit]:
-        fleet = ctx.fleet
-        found = [p for item in listeners(fleet) for p in problems(fleet, item)]
-        for problem in found + rpc_problems(fleet):
+        for problem in ctx.once("exposure-problems", lambda: _problems(ctx.fleet)):
             if problem.kind == kind:
                 yield Hit(problem.service, problem.field, problem.message, problem.hint)
 
     return refused
+
+
+def _problems(fleet: Fleet) -> list[Problem]:
+    """Everything the exposure policy refuses in the fleet (every listener, the RPC split)."""
+    return [p for item in listeners(fleet) for p in problems(fleet, item)] + rpc_problems(fleet)
 
 
 for _kind, _rule_id, _title in _POLICY:
