@@ -217,6 +217,21 @@ LITELLM_VERSION = "1.106.12"
 _extra = must_match(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", "a package extra such as proxy")
 
 
+# What runs a front-door part (the gateway, the auth proxy): the engine's pinned build as a
+# recorded process or a systemd unit, or its pinned image as a Quadlet container.
+FrontBackend = Annotated[
+    Literal["process", "systemd", "quadlet"],
+    Field(
+        description="What runs it: a recorded process or a systemd unit (restarted on failure, "
+        "started at boot) of its pinned engine, or a Quadlet container of its pinned image."
+    ),
+]
+FrontScope = Annotated[
+    Literal["system", "user"],
+    Field(description="systemd and quadlet backends: a system unit or a user unit."),
+]
+
+
 class GatewayEngine(Strict):
     """The gateway's engine: a Python package pinned to one version, in a venv of its own."""
 
@@ -263,14 +278,8 @@ class Gateway(Strict):
         description="The pinned LiteLLM package, installed in its own venv under the runtime "
         "cache (L-42).",
     )
-    backend: Literal["process", "systemd", "quadlet"] = Field(
-        "process",
-        description="What runs it: a recorded process or a systemd unit (the pinned venv), or "
-        "a Quadlet container (engine.image).",
-    )
-    scope: Literal["system", "user"] = Field(
-        "system", description="systemd and quadlet backends: a system unit or a user unit."
-    )
+    backend: FrontBackend = "process"
+    scope: FrontScope = "system"
     health_timeout: Duration = Field(
         120.0, description="How long LiteLLM may take to answer /health/readiness (L-34)."
     )
@@ -352,20 +361,13 @@ class Proxy(Strict):
         description="Services it routes to directly, besides the gateway (which is always "
         "behind it when both are declared).",
     )
-    backend: Literal["process", "systemd", "quadlet"] = Field(
-        "process",
-        description="What runs it: a recorded process or a systemd unit (restarted on "
-        "failure, started at boot) of the pinned Caddy, or a Quadlet container (image).",
-    )
-    scope: Literal["system", "user"] = Field(
-        "system",
-        description="systemd and quadlet backends: a system unit or a user unit. A system "
-        "unit's container runs as the deploying user, so its local CA stays readable.",
-    )
+    backend: FrontBackend = "process"
+    scope: FrontScope = "system"
     image: PinnedImage | None = Field(
         None,
         description="backend quadlet: a Caddy v2 image with /usr/bin/caddy (the official "
-        "caddy image), pinned by digest (name@sha256:...; L-42).",
+        "caddy image), pinned by digest (name@sha256:...; L-42). A system unit's container "
+        "runs as the deploying user, so its local CA stays readable to them.",
     )
 
     @model_validator(mode="after")
