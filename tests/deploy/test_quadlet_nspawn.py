@@ -377,16 +377,10 @@ def user_manager(machine: Machine, login: SshLogin) -> list[str]:
     return ops
 
 
-def test_a_rootless_quadlet_chat_as_a_user_unit(
-    box: tuple[Machine, Path, SshLogin, Image],
-) -> None:
-    """The user scope: ops's own systemd and rootless podman; every verb run there as ops
-    (as the host runs it, ``--host``). The container's processes are ops's: the gate sees
-    the socket's owner without sudo."""
-    machine, shared, login, _image = box
-    ops = user_manager(machine, login)
+def podman_of(machine: Machine, ops: list[str]) -> Podman:
+    """podman as ``ops`` in the box (its rootless storage), ``ops`` from :func:`user_manager`."""
 
-    def podman_as_ops(
+    def run(
         *args: str, check: bool = True, timeout: float = 120.0
     ) -> subprocess.CompletedProcess[str]:
         argv = ["nsenter", "-t", str(machine.leader), "-a", *ops, "podman", *args]
@@ -395,6 +389,18 @@ def test_a_rootless_quadlet_chat_as_a_user_unit(
             raise AssertionError(f"podman {' '.join(args)} as ops: {done.stderr}")
         return done
 
+    return run
+
+
+def test_a_rootless_quadlet_chat_as_a_user_unit(
+    box: tuple[Machine, Path, SshLogin, Image],
+) -> None:
+    """The user scope: ops's own systemd and rootless podman; every verb run there as ops
+    (as the host runs it, ``--host``). The container's processes are ops's: the gate sees
+    the socket's owner without sudo."""
+    machine, shared, login, _image = box
+    ops = user_manager(machine, login)
+    podman_as_ops = podman_of(machine, ops)
     image = llama_image(podman_as_ops)  # ops's own storage
     port = free_port()
     repo = chat_repo(shared, login, image, port, "rootless", user=True)
@@ -654,3 +660,72 @@ def test_the_gateway_as_a_rootful_quadlet_container_in_front_of_chat(
         machine.enter("systemctl", "stop", GATEWAY_UNIT, UNIT, check=False)
         machine.enter("rm", "-f", GATEWAY_QUADLET, QUADLET, check=False)
         machine.enter("systemctl", "daemon-reload", check=False)
+
+
+def test_the_auth_proxy_as_a_rootless_quadlet_container_of_a_user_unit(
+    box: tuple[Machine, Path, SshLogin, Image],
+) -> None:
+    """The user scope: ops's rootless podman runs the image's Caddy as the container's root,
+    which is ops on the host: its local CA is ops's without a User= line, and the gate
+    reads the root to ask the proxy over HTTPS."""
+    from inferfleet.install import caddy as caddy_tool
+
+    machine, shared, login, _image = box
+    ops = user_manager(machine, login)
+    podman_as_ops = podman_of(machine, ops)
+    image = llama_image(podman_as_ops)
+    record, _now = caddy_tool.install()
+    caddy = caddy_image(Path(record.binary), podman_as_ops)
+    port, proxy_port = free_port(), free_port()
+    repo = chat_repo(shared, login, image, port, "rootless-proxy", user=True)
+    key = "sk-" + secrets.token_urlsafe(24)
+    keys = shared / "rootless-proxy" / "hosts" / "sd" / "proxy.env"
+    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\n")
+    keys.chmod(0o600)
+    repo.data["proxy"] = {
+        "host": "sd", "bind": BIND, "port": proxy_port,
+        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
+        "keys_env": str(keys), "services": [NAME], "backend": "quadlet", "image": caddy.pinned,
+        "scope": "user",
+    }  # fmt: skip
+    repo.commit("an auth proxy in a rootless container")
+    subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}",
+                    str(shared / "rootless-proxy" / "hosts")], check=True)  # fmt: skip
+    subprocess.run(["chmod", "-R", "a+rX", str(repo.remote)], check=True)
+    fleet = str(repo.checkouts["sd"] / "fleet.yaml")
+    quadlet = f"/home/{login.user}/.config/containers/systemd/inferfleet-proxy.container"
+    root = repo.states["sd"] / "proxy" / "data" / "caddy" / "pki" / "authorities" / "local"
+
+    def apply() -> dict[str, Any]:
+        git(repo.operator, "push", "-q")
+        done = subprocess.run(
+            ["nsenter", "-t", str(machine.leader), "-a", *ops, sys.executable, str(ENTRY),
+             "apply", "--pull", "--expect", repo.head(), "--json", "--file", fleet,
+             "--host", "sd"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    try:
+        first = apply()
+        assert [(d["service"], d["outcome"]) for d in first["done"]] == [
+            (NAME, "deployed"), ("proxy", "deployed")
+        ], first  # fmt: skip
+        unit = machine.enter("cat", quadlet)
+        assert "Label=inferfleet.service=proxy" in unit.splitlines() and "User=" not in unit
+        caddy_pid = listener(machine, proxy_port)
+        assert caddy_pid is not None
+        assert machine.enter("stat", "-c", "%u", f"/proc/{caddy_pid}").strip() == str(login.uid)
+        assert (root / "root.crt").stat().st_uid == login.uid
+        tls = ssl.create_default_context(cafile=str(root / "root.crt"))
+        url = f"https://{BIND}:{proxy_port}"
+        assert httpx.get(f"{url}/healthz", verify=tls, timeout=10).status_code == 200
+        through = httpx.get(f"{url}/{NAME}/health", verify=tls, timeout=30,
+                            headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        assert through.status_code == 200, through.text
+        kept = apply()["done"]  # unchanged: the proxy kept, chat not even looked at again
+        assert [(d["service"], d["outcome"]) for d in kept] == [("proxy", "kept")], kept
+    finally:
+        machine.enter(*ops, "systemctl", "--user", "stop", "inferfleet-proxy.service", UNIT,
+                      check=False)  # fmt: skip
