@@ -123,3 +123,19 @@ def test_the_images_own_caddy_checks_the_caddyfile(
         caddy_tool.validate(text.replace("reverse_proxy", "reverse_proxi", 1), caddy)
     assert "reverse_proxi" in caught.value.message
     assert podman("ps", "-aq").stdout == before  # --rm: no container left
+
+
+def test_a_state_folder_podman_would_split_is_refused_for_the_container(tmp_path: Path) -> None:
+    """``host:container`` mounts: a ':' or ',' in the proxy's folder would mount something
+    else, so the launch is refused, naming the field to change."""
+    fleet = proxy_fleet(
+        tmp_path,
+        8080,
+        {"keys_env": keys_file(tmp_path), "services": ["gemma"], "backend": "quadlet",
+         "image": IMAGE},
+    )  # fmt: skip
+    for folder in ("/srv/state:x/proxy", "/srv/a,b/proxy"):
+        with pytest.raises(UsageError) as caught:
+            render.proxy_launch(fleet, FACTS, folder=folder, binary="/unused", keys_env=None)
+        text = caught.value.render()
+        assert "cannot be mounted into its container" in text and "state_dir" in text

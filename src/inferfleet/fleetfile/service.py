@@ -104,6 +104,12 @@ class Speculative(Strict):
         return [f for f in fields if getattr(self, f) is not None]
 
 
+def splits_a_mount(path: str) -> bool:
+    """podman reads a mount as host:container[:options]; a ':' or ',' inside a path would
+    shift the fields and mount something else."""
+    return ":" in path or "," in path
+
+
 class Volume(Strict):
     host: Text = Field(description="Path on the host (absolute or ~/...).")
     container: Text = Field(description="Absolute path inside the container.")
@@ -112,9 +118,7 @@ class Volume(Strict):
     @field_validator("host", "container")
     @classmethod
     def _no_separator(cls, value: str) -> str:
-        # podman reads a mount as host:container[:options]; a ':' or ',' inside a path
-        # would shift the fields and mount something else.
-        if ":" in value or "," in value:
+        if splits_a_mount(value):
             raise ValueError(f"a volume path cannot contain ':' or ',' ({value!r})")
         return value
 

@@ -56,6 +56,7 @@ from urllib.parse import urlsplit
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
 from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.service import splits_a_mount
 from inferfleet.render import gateway as render_gateway
 from inferfleet.render.endpoints import dial_address, host_port
 from inferfleet.render.facts import HostFacts
@@ -435,6 +436,13 @@ def proxy_launch(
         # The image's Caddy, its folder mounted at the same path: the Caddyfile, its data
         # dir and the CA root clients trust are where the other backends put them.
         binary = CONTAINER_BINARY
+        if splits_a_mount(folder):
+            raise UsageError(
+                f"the proxy's folder {folder!r} cannot be mounted into its container: podman "
+                "reads ':' and ',' in a mount as separators",
+                where=f"hosts.{proxy.host}.state_dir",
+                hint="give the host a state_dir without ':' or ','",
+            )
         volumes = [f"{folder}:{folder}"]
         if proxy.scope == "system":
             # Rootful, Caddy would write its local CA as root under 0700 folders, out of
