@@ -24,16 +24,12 @@ from inferfleet.gguf.kv import attention_layout
 from inferfleet.gguf.model import MetaValue, ModelFacts
 from inferfleet.gguf.split import type_histogram
 from inferfleet.hub.errors import HubError
-from inferfleet.io.state_files import (
-    read_state,
-    write_cache,
-)
+from inferfleet.io.state_files import read_state, write_cache
 
 CACHE_FORMAT = 1
 # A Hub file: (endpoint, repo, revision, path). The endpoint is part of the key:
 # a mirror's repo of the same name is not the Hub's.
 HubKey = tuple[str, str, str, str]
-# ---------------------------------------------------------------- cached header facts
 
 
 @dataclass(frozen=True, kw_only=True)

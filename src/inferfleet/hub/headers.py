@@ -82,11 +82,7 @@ from inferfleet.hub.recorded import (
     read_recorded,
     recorded_inspection,
 )
-from inferfleet.hub.st_headers import (
-    CACHE_PATH,
-    read_cached,
-    read_hub_model,
-)
+from inferfleet.hub.st_headers import CACHE_PATH, read_cached, read_hub_model
 from inferfleet.hub.wire import resolve_url
 from inferfleet.io.offline import offline as hub_offline
 

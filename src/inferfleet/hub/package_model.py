@@ -15,8 +15,6 @@ from pathlib import Path
 from inferfleet.fleetfile.fleet import PackageSource
 from inferfleet.gguf.source import LocalSource
 
-# ---------------------------------------------------------------- package models
-
 
 class ChunkSource(LocalSource):
     """A file shipped as consecutive chunks, read as one (a package's model, in place)."""

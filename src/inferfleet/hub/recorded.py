@@ -16,9 +16,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from inferfleet.artifacts.manifest import (
-    ManifestEntry,
-)
+from inferfleet.artifacts.manifest import ManifestEntry
 from inferfleet.errors import SpecError
 from inferfleet.facts.stored import read_record
 from inferfleet.gguf import Inspection
@@ -31,12 +29,7 @@ from inferfleet.hub.header_cache import (
     from_cache,
     to_cache,
 )
-from inferfleet.io.state_files import (
-    MAX_STATE_BYTES,
-    write_state,
-)
-
-# ---------------------------------------------------------------- facts in the repository
+from inferfleet.io.state_files import MAX_STATE_BYTES, write_state
 
 FACTS_DIR = "facts"
 RECORDED = "recorded"  # the header key's endpoint: facts recorded in the fleet repository
