@@ -164,8 +164,8 @@ class ImageCaddy:
 
 def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -> None:
     """``caddy validate`` on ``text`` by the Caddy that will serve it (a binary, or an
-    image's in a throwaway container without network, the Caddyfile mounted read-only
-    and its data on a tmpfs); CaddyfileError with Caddy's own reason."""
+    image's in a throwaway container, the Caddyfile mounted read-only and its data on a
+    tmpfs); CaddyfileError with Caddy's own reason."""
     with tempfile.TemporaryDirectory(prefix="inferfleet-caddy-") as tmp:
         config = Path(tmp) / "Caddyfile"
         config.write_text(text, encoding="utf-8")
