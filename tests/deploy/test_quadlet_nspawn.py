@@ -497,9 +497,16 @@ def test_a_health_command_the_image_lacks_fails_the_gate_with_the_journal(
         assert repo.marker("sd", NAME) is None
     finally:
         close_ssh(login, control)
-        machine.enter("systemctl", "stop", UNIT, check=False)
-        machine.enter("rm", "-f", QUADLET, check=False)
-        machine.enter("systemctl", "daemon-reload", check=False)
+        remove_rootful(machine, NAME)
+
+
+def remove_rootful(machine: Machine, *parts: str) -> None:
+    """Stop the rootful units of ``parts`` (services or front-door parts) and remove their
+    Quadlet files, so the next test of the module starts from none."""
+    machine.enter("systemctl", "stop", *(f"inferfleet-{p}.service" for p in parts), check=False)
+    machine.enter("rm", "-f", *(f"/etc/containers/systemd/inferfleet-{p}.container"
+                                for p in parts), check=False)  # fmt: skip
+    machine.enter("systemctl", "daemon-reload", check=False)
 
 
 PROXY_UNIT = "inferfleet-proxy.service"
@@ -583,9 +590,7 @@ def test_the_auth_proxy_as_a_rootful_quadlet_container_in_front_of_chat(
             assert answer.status_code == 200, answer.text
     finally:
         close_ssh(login, control)
-        machine.enter("systemctl", "stop", PROXY_UNIT, UNIT, check=False)
-        machine.enter("rm", "-f", PROXY_QUADLET, QUADLET, check=False)
-        machine.enter("systemctl", "daemon-reload", check=False)
+        remove_rootful(machine, "proxy", NAME)
 
 
 GATEWAY_UNIT = "inferfleet-gateway.service"
@@ -657,9 +662,7 @@ def test_the_gateway_as_a_rootful_quadlet_container_in_front_of_chat(
         assert gateway_row["state"] == "healthy", gateway_row
     finally:
         close_ssh(login, control)
-        machine.enter("systemctl", "stop", GATEWAY_UNIT, UNIT, check=False)
-        machine.enter("rm", "-f", GATEWAY_QUADLET, QUADLET, check=False)
-        machine.enter("systemctl", "daemon-reload", check=False)
+        remove_rootful(machine, "gateway", NAME)
 
 
 def test_the_auth_proxy_as_a_rootless_quadlet_container_of_a_user_unit(
