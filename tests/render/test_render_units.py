@@ -47,7 +47,12 @@ def verify(
 
 
 def system_units(fleet: str) -> list[Artifact]:
-    return [a for a in render(fleet) if a.kind == "systemd" and "/systemd/" in a.path]
+    """The fleet's system units: the services' and the front door's (gateway, proxy)."""
+    return [
+        a
+        for a in render(fleet)
+        if a.kind == "systemd" and (a.install or "").startswith("/etc/systemd/system/")
+    ]
 
 
 @pytest.mark.parametrize("fleet", ["homelab", "runtimes"])
@@ -56,6 +61,8 @@ def test_system_units_pass_systemd_analyze_verify(
 ) -> None:
     units = system_units(fleet)
     assert units
+    if fleet == "runtimes":  # its proxy is a unit of the pinned Caddy
+        assert "hosts/lab/caddy/inferfleet-proxy.service" in {u.path for u in units}
     root = verify_root([p for u in units for p in executables(u.content)])
     verify(systemd_analyze, root, units)
 

@@ -22,7 +22,7 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.install import runtime_flags
 from inferfleet.output import Output, esc
 from inferfleet.render.bundle import Artifact, diff_bundle, render_fleet
-from inferfleet.render.facts import load_facts
+from inferfleet.render.facts import FACT_KEYS, load_facts
 from inferfleet.render.settings import render_service_settings
 
 ServiceArg = typer.Argument(None, help="Only this service's artifacts (default: all).")
@@ -38,7 +38,10 @@ NamespaceOpt = typer.Option(
     None, "--namespace", help="kubernetes: the namespace (default: kubernetes.namespace)."
 )
 FactsOpt = typer.Option(
-    None, "--facts", help="YAML of host facts per host: user, home, cache_dir (default: derived)."
+    None,
+    "--facts",
+    help=f"YAML of host facts per host: {', '.join(FACT_KEYS)} (default: derived from the "
+    "fleet file; a rootful Quadlet front door needs uid and gid).",
 )
 
 

@@ -59,7 +59,7 @@ from inferfleet.render.service_keys import front_variable, keyed
 
 Note = Callable[[str], None]
 GATEWAY = render_gateway.NAME
-PROXY = "proxy"
+PROXY = render_caddy.NAME
 KEY_PREFIX = "sk-"
 ProxyKeysError = caddy_tool.ProxyKeysError
 
@@ -140,9 +140,9 @@ def proxy_keys(fleet: Fleet, facts: HostFacts) -> tuple[dict[str, str], str | No
             hint="declare proxy.keys_env: an untracked mode-600 file on the proxy's host with "
             f"{names[0]}=<the key of that service's secrets_env> (L-58)",
         )
-    if proxy.keys_env is None or not names:
+    path = render_caddy.keys_path(fleet, facts)
+    if path is None:
         return {}, None
-    path = render_gateway.key_file_path(proxy.keys_env, facts, where="proxy.keys_env")
     where = f"proxy.keys_env ({path})"
     text, _values = read_private_env(
         Path(path),
@@ -261,7 +261,8 @@ def _proxy_ready(fleet: Fleet, facts: HostFacts, state_dir: Path, note: Note) ->
     if proxy.image is None:
         done = caddy_tool.installed()
         if done is None:
-            note(f"{caddy_tool.PACKAGE}=={caddy_tool.VERSION} is not installed yet; installing it")
+            pin = f"{render_caddy.PACKAGE}=={render_caddy.VERSION}"
+            note(f"{pin} is not installed yet; installing it")
             done, _ = caddy_tool.install(on_line=note)
         binary, engine = done.binary, f"caddy {done.version}"
         caddy = Path(binary)

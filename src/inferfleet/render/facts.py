@@ -65,7 +65,8 @@ def default_facts(host: Host, fleet_subdir: str = "") -> HostFacts:
     return replace(facts, fleet_dir=fleet_dir)
 
 
-_FACT_KEYS = {"user", "home", "cache_dir", "podman", "mkdir", "fleet_dir", "uid", "gid"}
+# What a host's facts may override, in the order --facts help and errors name them.
+FACT_KEYS = ("user", "home", "cache_dir", "podman", "mkdir", "fleet_dir", "uid", "gid")
 MAX_FACTS_BYTES = 1 << 20  # a few keys per host
 
 
@@ -90,9 +91,9 @@ def load_facts(path: Path, fleet: Fleet, fleet_subdir: str = "") -> dict[str, Ho
                 path=path,
                 hint=f"known hosts: {', '.join(sorted(fleet.hosts))}",
             )
-        if not isinstance(values, dict) or not set(values) <= _FACT_KEYS:
+        if not isinstance(values, dict) or not set(values) <= set(FACT_KEYS):
             raise SpecError(
-                f"facts of host {name!r} must be a mapping of {', '.join(sorted(_FACT_KEYS))}",
+                f"facts of host {name!r} must be a mapping of {', '.join(FACT_KEYS)}",
                 path=path,
             )
         facts[name] = replace(facts[name], **{k: str(v) for k, v in values.items()})
