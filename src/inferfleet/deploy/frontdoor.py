@@ -54,7 +54,7 @@ from inferfleet.render import caddy as render_caddy
 from inferfleet.render import gateway as render_gateway
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.frontdoor import STOP_GRACE_S, FrontLaunch, with_keys
+from inferfleet.render.frontdoor import STOP_GRACE_S, FrontLaunch, relabels, with_keys
 from inferfleet.render.service_keys import front_variable, keyed
 
 Note = Callable[[str], None]
@@ -270,7 +270,8 @@ def _proxy_ready(fleet: Fleet, facts: HostFacts, state_dir: Path, note: Note) ->
         host = fleet.hosts.get(proxy.host)
         become = for_scope(proxy.host, None if host is None else host.become, proxy.scope)
         binary, engine = render_caddy.CONTAINER_BINARY, f"caddy ({proxy.image})"
-        caddy = caddy_tool.ImageCaddy(proxy.image, facts.podman, become)
+        relabel = relabels(fleet, proxy.host)
+        caddy = caddy_tool.ImageCaddy(proxy.image, facts.podman, become, relabel)
     launch = proxy_launch(fleet, facts, state_dir, binary, keys_env)
     config = launch.file("config")
     path = Path(config.path)

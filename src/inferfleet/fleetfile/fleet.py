@@ -189,6 +189,14 @@ class Host(Strict):
         "host itself (over ssh) when it is loopback there. `host`: always on the host (a "
         "firewall or NAT between, or an address that means something else from here).",
     )
+    selinux: bool = Field(
+        False,
+        description="The host enforces SELinux (Fedora, RHEL, CentOS Stream): podman relabels "
+        "every bind mount of its containers with the shared container label (`z`), so a "
+        "container can read its model and write its cache; without it they are refused "
+        "(Permission denied). Off: podman leaves the host's labels as they are. Podman refuses "
+        "to relabel system folders (/, /home, /usr, /etc ...): mount a folder below them.",
+    )
     become: Literal["sudo"] | None = Field(
         None,
         description="How apply gets root on this host for what needs it (system units under "

@@ -47,6 +47,7 @@ from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.io.files import staged_directory
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render.envfile import parse_env_text
+from inferfleet.render.launch import mount_spec
 
 RECORD = "caddy.json"
 PIP_TIMEOUT_S = 600.0
@@ -147,11 +148,13 @@ def binary_version(binary: Path) -> str:
 @dataclass(frozen=True)
 class ImageCaddy:
     """The Caddy of a container image (backend quadlet), run by ``podman`` as the unit's
-    scope runs it (``become``: a rootful one through sudo)."""
+    scope runs it (``become``: a rootful one through sudo); ``relabel`` on a host that
+    enforces SELinux, so the container may read the Caddyfile it validates."""
 
     image: str
     podman: str
     become: Become = NO_BECOME
+    relabel: bool = False
 
 
 def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -> None:
@@ -173,8 +176,9 @@ def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -
             # The unit's own network (host): validating listens on nothing, and a network
             # namespace of its own needs a writable /proc/sys, which a container host may
             # not give.
+            volume = mount_spec(tmp, tmp, read_only=True, relabel=caddy.relabel)
             done = caddy.become.run(
-                [caddy.podman, "run", "--rm", "--network=host", f"--volume={tmp}:{tmp}:ro",
+                [caddy.podman, "run", "--rm", "--network=host", f"--volume={volume}",
                  f"--tmpfs={data}", *env_args, caddy.image, render_caddy.CONTAINER_BINARY,
                  *args],
                 timeout=VALIDATE_TIMEOUT_S,

@@ -61,7 +61,8 @@ from inferfleet.fleetfile.service import splits_a_mount
 from inferfleet.render import gateway as render_gateway
 from inferfleet.render.endpoints import dial_address, host_port
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.frontdoor import FrontLaunch, deploying_user, with_units
+from inferfleet.render.frontdoor import FrontLaunch, deploying_user, relabels, with_units
+from inferfleet.render.launch import Mount
 from inferfleet.render.launch_parts import InstallFile
 from inferfleet.render.service_keys import front_variable, keyed
 from inferfleet.runtimes.pinned import venv_relpath
@@ -461,7 +462,7 @@ def proxy_launch(
         raise UsageError("the fleet declares no proxy", where="proxy", hint="declare proxy: first")
     config = f"{folder}/{CADDYFILE}"
     data = data_dir(folder)
-    volumes: list[str] = []
+    volumes: list[Mount] = []
     user = None
     if proxy.backend == "quadlet":
         # The image's Caddy, its folder mounted at the same path: the Caddyfile, its data
@@ -474,7 +475,7 @@ def proxy_launch(
                 where=f"hosts.{proxy.host}.state_dir",
                 hint="give the host a state_dir without ':' or ','",
             )
-        volumes = [f"{folder}:{folder}"]
+        volumes = [Mount(folder, folder, read_only=False)]
         if proxy.scope == "system":
             # Rootful, Caddy would write its local CA as root under 0700 folders, out of
             # reach of the gate, status and clients, which run as the deploying user.
@@ -505,4 +506,5 @@ def proxy_launch(
         facts,
         description=f"inferfleet proxy: Caddy on {proxy.bind}:{proxy.port}",
         volumes=volumes,
+        relabel=relabels(fleet, proxy.host),
     )

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 from inferfleet.errors import UsageError
 from inferfleet.fleetfile.exposure import url_for
+from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.launch import CONTAINER_LABEL
+from inferfleet.render.launch import CONTAINER_LABEL, Mount
 from inferfleet.render.launch_parts import InstallFile, UnitParts, launch_digest, passed_from_caller
 from inferfleet.render.unitfile import UnitFile, command_line, escape_value
 
@@ -117,11 +118,22 @@ def keys_digest(values: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def relabels(fleet: Fleet, host: str) -> bool:
+    """Whether ``host``'s bind mounts carry the shared SELinux label (its ``selinux``)."""
+    spec = fleet.hosts.get(host)
+    return spec is not None and spec.selinux
+
+
 def with_units(
-    launch: FrontLaunch, facts: HostFacts, *, description: str, volumes: list[str]
+    launch: FrontLaunch,
+    facts: HostFacts,
+    *,
+    description: str,
+    volumes: list[Mount],
+    relabel: bool = False,
 ) -> FrontLaunch:
     """The launch with its unit (systemd) or Quadlet file; a process-backend launch is
-    returned as it is."""
+    returned as it is. ``relabel``: the host enforces SELinux (its ``selinux``)."""
     if launch.backend == "process":
         return launch
     if launch.backend == "systemd":
@@ -133,7 +145,7 @@ def with_units(
     else:
         unit = InstallFile(
             f"{quadlet_dir(facts, launch.scope)}/{launch.unit}.container",
-            quadlet_unit(launch, description, volumes).text(),
+            quadlet_unit(launch, description, volumes, relabel).text(),
             "quadlet",
         )
     return replace(launch, files=[*launch.files, unit])
@@ -210,7 +222,9 @@ def systemd_unit(launch: FrontLaunch, facts: HostFacts, description: str) -> Uni
     return unit
 
 
-def quadlet_unit(launch: FrontLaunch, description: str, volumes: list[str]) -> UnitFile:
+def quadlet_unit(
+    launch: FrontLaunch, description: str, volumes: list[Mount], relabel: bool = False
+) -> UnitFile:
     """A Quadlet ``.container``: the engine's image by digest (L-42) on the host's network, so
     it binds the front door's address itself and reaches loopback services as the process
     does; ``volumes`` mounted; the keys from the env file (L-55); a fixed container name that
@@ -234,7 +248,7 @@ def quadlet_unit(launch: FrontLaunch, description: str, volumes: list[str]) -> U
             # it adds to a non-root user's process as an ambient one).
             unit.add(c, "AddCapability", "CAP_NET_BIND_SERVICE")
     for volume in volumes:
-        unit.add(c, "Volume", escape_value(volume))
+        unit.add(c, "Volume", escape_value(volume.spec(relabel)))
     for key, value in launch.env.items():
         unit.add(c, "Environment", command_line([f"{key}={value}"]))
     if launch.keys_env is not None:

@@ -37,7 +37,8 @@ from inferfleet.render.clients import NO_KEY, model_entry
 from inferfleet.render.endpoints import dial_address
 from inferfleet.render.exposure import gateway_services, listen_address
 from inferfleet.render.facts import HostFacts
-from inferfleet.render.frontdoor import FrontLaunch, with_units
+from inferfleet.render.frontdoor import FrontLaunch, relabels, with_units
+from inferfleet.render.launch import Mount
 from inferfleet.render.launch_parts import InstallFile
 from inferfleet.render.service_keys import front_variable, keyed
 from inferfleet.runtimes.pinned import VENV_PYTHON, package_venv_relpath
@@ -230,7 +231,8 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, *, folder: str | None = None)
         launch,
         facts,
         description=f"inferfleet gateway: LiteLLM proxy on {gateway.bind}:{gateway.port}",
-        volumes=[f"{config_path}:{CONTAINER_CONFIG}:ro"],
+        volumes=[Mount(config_path, CONTAINER_CONFIG, read_only=True)],
+        relabel=relabels(fleet, gateway.host),
     )
 
 

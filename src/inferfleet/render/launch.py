@@ -35,8 +35,15 @@ class Mount:
     container: str
     read_only: bool
 
-    def spec(self) -> str:
-        return f"{self.host}:{self.container}" + (":ro" if self.read_only else "")
+    def spec(self, relabel: bool = False) -> str:
+        """podman's ``host:container[:options]``; ``relabel`` on a host that enforces SELinux:
+        the shared container label (``z``), so every container of the host may use it."""
+        return mount_spec(self.host, self.container, read_only=self.read_only, relabel=relabel)
+
+
+def mount_spec(host: str, container: str, *, read_only: bool, relabel: bool) -> str:
+    options = [o for o, on in (("ro", read_only), ("z", relabel)) if on]
+    return f"{host}:{container}" + (f":{','.join(options)}" if options else "")
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,8 @@ def container_unit(resolved: Resolved) -> UnitFile:
     if resolved.devices and resolved.traits is not None:
         # Rootless podman: keep the user's video/render groups so /dev/kfd and /dev/dri open.
         unit.add(c, "GroupAdd", "keep-groups")
-    unit.extend(c, "Volume", [escape_value(m.spec()) for m in resolved.mounts])
+    relabel = resolved.host.selinux
+    unit.extend(c, "Volume", [escape_value(m.spec(relabel)) for m in resolved.mounts])
     for key, value in resolved.container_env.items():
         unit.add(c, "Environment", command_line([f"{key}={value}"]))
     unit.add(c, "EnvironmentFile", escape_value(resolved.env_file))

@@ -149,7 +149,7 @@ def podman_run(
     for key in env_names or []:
         run += ["--env", key]
     for mount in resolved.mounts:
-        run += ["--volume", mount.spec()]
+        run += ["--volume", mount.spec(relabel=resolved.host.selinux)]
     for device in resolved.devices:
         run += ["--device", device]
     if process and resolved.devices and resolved.traits is not None:
