@@ -240,3 +240,40 @@ def test_containers_without_podman_are_a_finding_and_the_image_gate_says_how_to_
         caught.value.message
     )
     assert "apt-get install podman runc" in (caught.value.hint or "")
+
+
+def test_containers_on_an_enforcing_selinux_host_need_the_fleet_to_say_so(
+    tmp_path: Path,
+) -> None:
+    """Podman leaves labels as they are: on an enforcing host a container is refused its
+    bind mounts unless they are relabelled, which `selinux: true` on the host asks for."""
+    amd = parse.amd_smi_static((FIXTURES / "doctor" / "amd-smi-static.json").read_text())
+    fleet = homelab(tmp_path)
+    quadlets = sorted(
+        n for n, s in fleet.services.items() if s.host == "atlas" and s.backend == "quadlet"
+    )
+    assert quadlets  # the homelab runs containers on atlas
+    enforcing = facts(amd, "amd-smi", podman="5.4.2", quadlet=True, selinux="enforcing")
+    (finding,) = [f for f in host_findings(enforcing, fleet, "atlas") if f.check == "selinux"]
+    assert finding.severity == "error" and finding.where == "hosts.atlas.selinux"
+    assert all(name in finding.message for name in quadlets)
+    assert "set selinux: true on host atlas" in finding.fix
+
+    def declared(data: dict[str, Any]) -> None:
+        data["hosts"]["atlas"]["selinux"] = True
+
+    relabelled = homelab(tmp_path, declared)
+    assert "selinux" not in checks(host_findings(enforcing, relabelled, "atlas"))
+    # Permissive or disabled: nothing is refused; a declaration without SELinux is said.
+    permissive = facts(amd, "amd-smi", podman="5.4.2", quadlet=True, selinux="permissive")
+    assert "selinux" not in checks(host_findings(permissive, fleet, "atlas"))
+    disabled = facts(amd, "amd-smi", podman="5.4.2", quadlet=True)
+    (info,) = [f for f in host_findings(disabled, relabelled, "atlas") if f.check == "selinux"]
+    assert info.severity == "info" and "not enabled" in info.message
+
+
+def test_a_report_without_selinux_reads_as_disabled() -> None:
+    """An older inferfleet on the host prints no selinux fact: read as no SELinux."""
+    data = facts([], None).to_json()
+    del data["selinux"]
+    assert parse.Facts.from_json(data).selinux == "disabled"

@@ -97,3 +97,16 @@ def test_an_apu_with_a_large_carve_out_is_known_by_its_kfd_node() -> None:
     # A discrete card on a host without an APU is never unified, whatever its GTT.
     assert not parse.is_apu(2 * 1024 * MIB, 64 * 1024 * MIB, False)
     assert parse.is_apu(512 * MIB, 64 * 1024 * MIB, None)
+
+
+def test_selinux_mode_is_read_from_its_kernel_file(tmp_path: Path) -> None:
+    """``/sys/fs/selinux/enforce``: 1 enforcing, 0 permissive; no file, no SELinux."""
+    from inferfleet.backends.host_facts import gather
+
+    assert gather([], tmp_path, tools=False).selinux == "disabled"
+    enforce = tmp_path / "sys" / "fs" / "selinux" / "enforce"
+    enforce.parent.mkdir(parents=True)
+    for written, mode in (("1", "enforcing"), ("0", "permissive"), ("2\n", "unknown")):
+        enforce.write_text(written)
+        assert gather([], tmp_path, tools=False).selinux == mode
+    assert parse.selinux_mode("1\n") == "enforcing" and parse.selinux_mode(None) == "disabled"

@@ -256,6 +256,8 @@ def gather(
     facts.linger = _exists(root / LINGER_DIR.relative_to("/") / user)
     facts.quadlet = any(_exists(root / Path(p).relative_to("/")) for p in quadlet.GENERATORS)
     facts.user_systemd = _exists(root / "run" / "user" / str(os.getuid()) / "systemd" / "private")
+    enforce = root / "sys" / "fs" / "selinux" / "enforce"
+    facts.selinux = parse.selinux_mode(_read(enforce, 16) if _exists(enforce) else None)
     if tools:
         out, _ = _tool(["loginctl", "show-user", user, "--property=Linger"])
         if out is not None and (said := parse.lingering(out)) is not None:

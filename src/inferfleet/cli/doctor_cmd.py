@@ -238,7 +238,8 @@ def print_report(out: Output, report: Any) -> None:
     out.line(
         f"  Python {facts['python']}, podman {facts['podman'] or 'not installed'}, "
         f"linger {'on' if facts['linger'] else 'off'} for {_show(facts['user'])}, "
-        f"systemd user instance {'running' if facts['user_systemd'] else 'not running'}"
+        f"systemd user instance {'running' if facts['user_systemd'] else 'not running'}, "
+        f"SELinux {facts.get('selinux', 'disabled')}"
     )
     for disk in facts["disks"]:
         free = "?" if disk["free"] is None else f"{disk['free'] / 2**30:.1f} GiB free"

@@ -271,6 +271,7 @@ def host_findings(
                     f"sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "
                     f"{facts.user}")
         )  # fmt: skip
+    found += _selinux(facts, fleet, host, [*quadlets, *contained], where)
     mlocked = [n for n, s in services if "--mlock" in s.extra_args]
     if (
         mlocked
@@ -285,6 +286,33 @@ def host_findings(
                     "/etc/security/limits.conf)")
         )  # fmt: skip
     return found
+
+
+def _selinux(
+    facts: Facts, fleet: Fleet, host: str, contained: list[str], where: str
+) -> list[Finding]:
+    """Containers on a host that enforces SELinux need their bind mounts relabelled; the
+    fleet says whether the host does (``selinux``), the host says whether it is so."""
+    declared = fleet.hosts[host].selinux
+    front = [f"the {name}" for name, part in (("gateway", fleet.gateway), ("proxy", fleet.proxy))
+             if part is not None and part.host == host and part.backend == "quadlet"]  # fmt: skip
+    parts = [*contained, *front]
+    if parts and facts.selinux == "enforcing" and not declared:
+        return [
+            Finding("selinux", "error",
+                    f"SELinux is enforcing on {host}: the bind mounts of {', '.join(parts)} "
+                    "(model, cache, config) are refused to their containers (Permission "
+                    "denied) unless podman relabels them", f"{where}.selinux",
+                    f"set selinux: true on host {host}: podman relabels them shared (`z`)")
+        ]  # fmt: skip
+    if declared and facts.selinux == "disabled":
+        return [
+            Finding("selinux", "info",
+                    f"the fleet says {host} enforces SELinux, but SELinux is not enabled "
+                    "there: the relabel option changes nothing", f"{where}.selinux",
+                    "leave it (harmless) or set selinux: false")
+        ]  # fmt: skip
+    return []
 
 
 def _image_of(fleet: Fleet, service: Service) -> str | None:

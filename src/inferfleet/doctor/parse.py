@@ -327,6 +327,14 @@ def podman_version(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+def selinux_mode(enforce: str | None) -> str:
+    """SELinux's mode from ``/sys/fs/selinux/enforce`` (None: no such file, so no SELinux):
+    ``1`` enforcing, ``0`` permissive; anything else is not a mode the kernel writes."""
+    if enforce is None:
+        return "disabled"
+    return {"1": "enforcing", "0": "permissive"}.get(enforce.strip(), "unknown")
+
+
 def subids(text: str, user: str) -> int:
     """Subordinate ids of ``user`` in ``/etc/subuid`` (rootless podman needs 65536)."""
     total = 0
@@ -379,6 +387,7 @@ class Facts:
     user_systemd: bool = False
     podman: str | None = None
     subuids: int = 0
+    selinux: str = "disabled"  # enforcing | permissive | disabled (:func:`selinux_mode`)
     disks: list[Disk] = field(default_factory=list)
     pci: list[PciAtomics] = field(default_factory=list)
     gtt_params: dict[str, int] = field(default_factory=dict)

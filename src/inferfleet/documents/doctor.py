@@ -57,6 +57,8 @@ class DoctorFacts(TypedDict):
     user_systemd: bool
     podman: str | None
     subuids: int
+    # From /sys/fs/selinux; absent from an older inferfleet's report (read as "disabled").
+    selinux: NotRequired[Literal["enforcing", "permissive", "disabled", "unknown"]]
     disks: list[DoctorDisk]
     pci: list[DoctorPci]
     gtt_params: dict[str, int]
