@@ -10,28 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-from render_helpers import FLEETS, load, run
+from render_helpers import CADDY_IMAGE, load, quadlet_proxy_fleet, run
 
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import caddy as caddy_tool
 from inferfleet.render import caddy
 from inferfleet.render.bundle import render_fleet
 from inferfleet.render.facts import default_facts
-
-IMAGE = "docker.io/library/caddy@sha256:" + "c" * 64
-
-
-def quadlet_proxy_fleet(tmp_path: Path, scope: str) -> Path:
-    """The runtimes fixture with its proxy in a rootful (or rootless) container."""
-    data = yaml.safe_load(FLEETS["runtimes"].read_text())
-    data["proxy"] |= {"backend": "quadlet", "scope": scope, "image": IMAGE}
-    if scope == "user":
-        data["proxy"]["port"] = 8443  # a rootless container binds no port below 1024
-    fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(yaml.safe_dump(data, sort_keys=False))
-    (tmp_path / "templates").symlink_to(FLEETS["runtimes"].parent / "templates")  # it names one
-    return fleet
 
 
 def test_the_systemd_proxy_unit_runs_the_caddy_the_host_installs(
@@ -72,7 +57,7 @@ def test_a_rootful_quadlet_proxy_needs_the_deploying_users_ids(cli: Any, tmp_pat
                "--no-check", "--json")  # fmt: skip
     assert done.code == 0, done.stderr
     container = (out / "hosts/lab/caddy/inferfleet-proxy.container").read_text()
-    assert "User=1001:1002" in container and f"Image={IMAGE}" in container
+    assert "User=1001:1002" in container and f"Image={CADDY_IMAGE}" in container
     assert "AddCapability=CAP_NET_BIND_SERVICE" in container  # port 443
     manifest = json.loads((out / "MANIFEST.json").read_text())
     (entry,) = [f for f in manifest["files"] if f["path"].endswith("inferfleet-proxy.container")]

@@ -8,27 +8,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
-from render_helpers import FLEETS, render, run
+from render_helpers import quadlet_proxy_fleet, render, run
 
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.render.bundle import Artifact, render_fleet
 from inferfleet.render.launch import mount_spec
 from inferfleet.render.unitfile import split_command
 
-IMAGE = "docker.io/library/caddy@sha256:" + "c" * 64
-
 
 def selinux_fleet(tmp_path: Path, selinux: bool = True) -> Path:
-    """The runtimes fixture (containers under Quadlet and under systemd's podman run) on a
-    host that enforces SELinux, its proxy in a rootless container."""
-    data = yaml.safe_load(FLEETS["runtimes"].read_text())
-    data["hosts"]["lab"]["selinux"] = selinux
-    data["proxy"] |= {"backend": "quadlet", "scope": "user", "image": IMAGE, "port": 8443}
-    fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(yaml.safe_dump(data, sort_keys=False))
-    (tmp_path / "templates").symlink_to(FLEETS["runtimes"].parent / "templates")
-    return fleet
+    """Containers under Quadlet and under systemd's podman run, the proxy's rootless."""
+    return quadlet_proxy_fleet(tmp_path, "user", selinux=selinux)
 
 
 def volumes(artifact: Artifact) -> list[str]:
