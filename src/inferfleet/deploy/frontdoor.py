@@ -204,7 +204,7 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, state_dir: Path) -> FrontLaun
 
 def proxy_folder(state_dir: Path) -> Path:
     """The proxy's Caddyfile and Caddy's data dir (its local CA), in the state dir."""
-    return state_dir / PROXY
+    return Path(render_caddy.folder_in(str(state_dir)))
 
 
 def ca_root(state_dir: Path) -> Path:

@@ -170,7 +170,7 @@ def proxy_launch(fleet: Fleet, facts: HostFacts) -> FrontLaunch:
     return caddy.proxy_launch(
         fleet,
         facts,
-        folder=f"{facts.expand(host.state_dir).rstrip('/')}/{caddy.NAME}",
+        folder=caddy.folder_in(facts.expand(host.state_dir)),
         binary=caddy.host_binary(facts),
         keys_env=caddy.keys_path(fleet, facts),
     )

@@ -402,6 +402,11 @@ def install_relpath(version: str = VERSION) -> PurePosixPath:
     return venv_relpath(KIND, pinned(version))
 
 
+def folder_in(state_dir: str) -> str:
+    """The proxy's folder in a host's state dir: its Caddyfile and Caddy's data dir."""
+    return f"{state_dir.rstrip('/')}/{NAME}"
+
+
 def host_binary(facts: HostFacts) -> str:
     """The pinned Caddy on the host of ``facts``, where the deploy installs it."""
     return f"{facts.cache_dir}/{install_relpath() / BINARY}"
