@@ -10,8 +10,10 @@ the fleet file replaced, atomically.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -52,85 +54,86 @@ DryRunOpt = typer.Option(
 )
 
 
-# A format's reader, given the files: (the host's name, its spec) -> what was imported.
-Reader = Callable[[str, Host | None], Imported]
+@dataclass(frozen=True)
+class FileFormat:
+    """A setup kept in files, imported by the verb of its name."""
+
+    verb: str
+    # ``module:function`` under inferfleet.importers, imported when the verb runs:
+    # (the files, the host's name, its spec or None) -> what was imported.
+    reader: str
+    argument: str  # the files' parameter name (their metavar in the help)
+    many: bool  # several files (list[Path]) or one (Path)
+    help: str  # the files' help
+    doc: str  # the verb's help
 
 
-@app.command("llama-swap")
-def llama_swap(
-    config: Path = typer.Argument(..., help="llama-swap's config.yaml."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = DryRunOpt,
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import llama-swap's models as services (groups where they swap); argv checked per service."""
-    out = verb_output(offline)
-    from inferfleet.importers.llamaswap import read_config
-
-    _import_files(out, [config], out_file, host, dry_run, lambda h, s: read_config(config, h, s))
-
-
-@app.command("systemd")
-def systemd(
-    units: list[Path] = typer.Argument(..., help="Unit files (.service) that start llama-server."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = DryRunOpt,
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import systemd units that start llama-server as services (backend systemd)."""
-    out = verb_output(offline)
-    from inferfleet.importers.systemd import read_units
-
-    _import_files(out, units, out_file, host, dry_run, lambda h, s: read_units(units, h, s))
-
-
-@app.command("quadlet")
-def quadlet(
-    files: list[Path] = typer.Argument(..., help="Quadlet .container files running llama-server."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = DryRunOpt,
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import Quadlet .container files that run llama-server as services (backend quadlet)."""
-    out = verb_output(offline)
-    from inferfleet.importers.quadlet import read_quadlets
-
-    _import_files(out, files, out_file, host, dry_run, lambda h, s: read_quadlets(files, h, s))
+FILE_FORMATS = (
+    FileFormat(
+        "llama-swap",
+        "llamaswap:read_config",
+        "config",
+        False,
+        "llama-swap's config.yaml.",
+        "Import llama-swap's models as services (groups where they swap); argv checked per "
+        "service.",
+    ),
+    FileFormat(
+        "systemd",
+        "systemd:read_units",
+        "units",
+        True,
+        "Unit files (.service) that start llama-server.",
+        "Import systemd units that start llama-server as services (backend systemd).",
+    ),
+    FileFormat(
+        "quadlet",
+        "quadlet:read_quadlets",
+        "files",
+        True,
+        "Quadlet .container files running llama-server.",
+        "Import Quadlet .container files that run llama-server as services (backend quadlet).",
+    ),
+    FileFormat(
+        "compose",
+        "compose:read_compose",
+        "file",
+        False,
+        "A compose file (compose.yaml, docker-compose.yml).",
+        "Import a compose file's llama-server services as services (backend quadlet).",
+    ),
+)
 
 
-@app.command("compose")
-def compose(
-    file: Path = typer.Argument(..., help="A compose file (compose.yaml, docker-compose.yml)."),
-    out_file: Path = OutOpt,
-    host: str | None = HostOpt,
-    dry_run: bool = DryRunOpt,
-    offline: bool = OfflineOpt,
-) -> None:
-    """Import a compose file's llama-server services as services (backend quadlet)."""
-    out = verb_output(offline)
-    from inferfleet.importers.compose import read_compose
+def _file_verb(fmt: FileFormat) -> None:
+    """Register ``inferfleet import VERB FILE...`` for ``fmt``: one body for every format."""
 
-    _import_files(out, [file], out_file, host, dry_run, lambda h, s: read_compose(file, h, s))
+    def verb(
+        sources: Any = typer.Argument(..., help=fmt.help, metavar=fmt.argument),
+        out_file: Path = OutOpt,
+        host: str | None = HostOpt,
+        dry_run: bool = DryRunOpt,
+        offline: bool = OfflineOpt,
+    ) -> None:
+        out = verb_output(offline)
+        module, function = fmt.reader.split(":")
+        read = getattr(import_module(f"inferfleet.importers.{module}"), function)
+        host_name = host or "local"  # this machine, as host `local`
+        existing, fleet = _existing(out_file)
+        spec = None if fleet is None else fleet.hosts.get(host_name)
+        imported: Imported = read(sources, host_name, spec)
+        imported.raise_problems()
+        origin = ", ".join(str(path) for path in (sources if fmt.many else [sources]))
+        _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
+
+    # Typer reads a parameter's type from the annotations: one file, or several.
+    verb.__annotations__["sources"] = list[Path] if fmt.many else Path
+    verb.__doc__ = fmt.doc
+    app.command(fmt.verb)(verb)
 
 
-def _import_files(
-    out: Output,
-    sources: list[Path],
-    out_file: Path,
-    host: str | None,
-    dry_run: bool,
-    read: Reader,
-) -> None:
-    """Read ``sources`` for ``host`` (default: this machine, as host `local`), then finish."""
-    host_name = host or "local"
-    existing, fleet = _existing(out_file)
-    imported = read(host_name, None if fleet is None else fleet.hosts.get(host_name))
-    imported.raise_problems()
-    origin = ", ".join(str(path) for path in sources)
-    _finish(out, imported, out_file, existing, origin=origin, dry_run=dry_run)
+for _format in FILE_FORMATS:
+    _file_verb(_format)
 
 
 @app.command("host")
