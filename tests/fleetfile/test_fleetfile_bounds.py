@@ -7,6 +7,7 @@ milliseconds in a child process held to a small memory cap.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -99,7 +100,21 @@ def test_oversized_file_is_refused(cli, tmp_path: Path) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text(BASE + "#" * MAX_BYTES)
     result = cli("validate", str(path))
-    assert result.code == 2 and "larger than 1024 KiB" in result.stderr, result
+    assert (
+        result.code == 2 and "has 1,0" in result.stderr and "at most 1,048,576" in result.stderr
+    ), result
+
+
+def test_a_fleet_file_that_is_no_regular_file_is_refused_not_waited_on(
+    cli, tmp_path: Path
+) -> None:
+    # A FIFO named as the fleet file would block a plain open() forever: the bounded
+    # reader refuses it by its kind before reading.
+    path = tmp_path / "fleet.yaml"
+    os.mkfifo(path)
+    result = cli("validate", str(path))
+    assert result.code == 2 and "is a FIFO, not a regular file" in result.stderr, result
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from inferfleet.bounded import read_bounded_text
 from inferfleet.errors import SpecError, SpecErrors
 from inferfleet.fleetfile.base import Loc
 from inferfleet.fleetfile.fleet import Fleet
@@ -68,44 +69,30 @@ class LoadedFleet:
 
 def load_fleet(path: Path) -> LoadedFleet:
     """Read, parse, validate and cross-check a fleet file."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-        text = _decode(raw, path)
-    except FileNotFoundError:
+    if not path.exists():
         raise SpecError(
             "fleet file not found",
             path=path,
             hint="create one with `inferfleet init`, or pass the path of an existing fleet.yaml",
-        ) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read fleet file: {exc.strerror}", path=path) from None
+        )
+    # Bounded (a regular file, at most MAX_BYTES) and UTF-8, read as every named file is.
+    text = read_bounded_text(path, MAX_BYTES, what="fleet file", error=_read_error, hint=_HINT)
     return LoadedFleet(parse_fleet(text, path), path, text)
 
 
-def _decode(raw: bytes, path: Path) -> str:
-    if len(raw) > MAX_BYTES:
-        raise SpecError(
-            f"the fleet file is larger than {MAX_BYTES // 1024} KiB",
-            path=path,
-            hint="a fleet file describes hosts and services by hand; "
-            "keep model file lists in a manifest",
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise SpecError(
-            f"fleet file is not UTF-8 text (byte {exc.start})",
-            path=path,
-            line=line,
-            hint="save it as UTF-8",
-        ) from None
+_HINT = (
+    "a fleet file is UTF-8 text of at most 1 MiB: it describes hosts and services by hand; "
+    "keep model file lists in a manifest"
+)
+
+
+def _read_error(message: str, *, where: str, hint: str = "") -> SpecError:
+    return SpecError(message, path=where, hint=hint)
 
 
 def parse_fleet(text: str, path: Path) -> Fleet:
     if len(text) > MAX_BYTES:
-        _decode(b" " * (MAX_BYTES + 1), path)  # the same error as a file that large
+        raise SpecError(f"the fleet file has more than {MAX_BYTES:,} bytes", path=path, hint=_HINT)
     data, positions = _compose(text, path)
     if not isinstance(data, dict):
         raise SpecError(
