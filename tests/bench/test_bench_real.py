@@ -234,7 +234,7 @@ def test_L52_no_arm_starts_while_the_production_service_runs(tmp_path: Path) -> 
     me = psutil.Process(os.getpid())
     # A record of a running "production" gemma (this very process stands in for it).
     state = Path(os.environ["INFERFLEET_STATE_DIR"])
-    RecordStore(state / "services").write(
+    RecordStore(state).write(
         ServiceRecord(
             service="gemma",
             host="local",

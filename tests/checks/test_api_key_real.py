@@ -137,7 +137,7 @@ def test_a_server_beyond_loopback_requires_its_key_and_inferfleet_sends_it(
 
 def _stop_leftovers(state: Path) -> None:
     """Whatever server the driver left behind (it stops its own with `down`), by its pid."""
-    store = RecordStore(state / "services")
+    store = RecordStore(state)
     for name in store.names():
         record = store.read(name)
         if record is None:

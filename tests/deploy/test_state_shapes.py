@@ -194,12 +194,12 @@ while True:
 
 
 def test_a_writer_killed_at_any_instant_leaves_the_old_record_or_the_new(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path / "services")
+    store = RecordStore(tmp_path)
     store.write(ServiceRecord(**{**GOOD_RECORD, "pid": 1}))  # type: ignore[arg-type]
     script = WRITER.format(fields=repr(GOOD_RECORD))
     for delay in (0.05, 0.11, 0.2, 0.27, 0.35):
         child = subprocess.Popen(
-            [sys.executable, "-c", script, str(store.folder)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True
         )
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "writing"

@@ -73,7 +73,7 @@ def test_two_concurrent_ups_end_with_one_server_and_its_record(
 
     # Exactly one server, the one the record names, and it is the process on the port.
     state = Path(os.environ["INFERFLEET_STATE_DIR"])
-    record = RecordStore(state / "services").read("gemma")
+    record = RecordStore(state).read("gemma")
     assert record is not None
     assert _servers_on(port) == [record.pid]
     assert psutil.Process(record.pid).create_time() == pytest.approx(record.create_time, abs=0.01)
@@ -95,11 +95,11 @@ def test_two_concurrent_ups_end_with_one_server_and_its_record(
     assert code_down == 0, err_down
     assert code_up == 0, err_up
     servers_of.append(json.loads(out_up)["services"][0]["pid"])
-    record = RecordStore(state / "services").read("gemma")
+    record = RecordStore(state).read("gemma")
     running = _servers_on(port)
     assert running == ([] if record is None else [record.pid])
 
     final = _finish([_inferfleet("down", "--file", str(local_fleet), "--json")])
     assert final[0][0] == 0, final[0][2]
     assert no_process_on(port)
-    assert RecordStore(state / "services").read("gemma") is None
+    assert RecordStore(state).read("gemma") is None

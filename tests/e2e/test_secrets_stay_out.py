@@ -52,7 +52,7 @@ def test_up_refuses_a_secret_on_the_command_line_and_starts_nothing(
     assert "hunter2" not in text and "a" * 30 not in text  # never echoed
     assert no_process_on(port)
     state = Path(os.environ["INFERFLEET_STATE_DIR"])
-    assert RecordStore(state / "services").read("gemma") is None
+    assert RecordStore(state).read("gemma") is None
 
 
 def test_a_started_server_gets_a_minimal_environment(

@@ -105,9 +105,7 @@ def test_oversized_file_is_refused(cli, tmp_path: Path) -> None:
     ), result
 
 
-def test_a_fleet_file_that_is_no_regular_file_is_refused_not_waited_on(
-    cli, tmp_path: Path
-) -> None:
+def test_a_fleet_file_that_is_no_regular_file_is_refused_not_waited_on(cli, tmp_path: Path) -> None:
     # A FIFO named as the fleet file would block a plain open() forever: the bounded
     # reader refuses it by its kind before reading.
     path = tmp_path / "fleet.yaml"

@@ -85,7 +85,7 @@ def _last_generation(progress: Path) -> int:
 
 def _generation(kind: str, state: Path) -> int:
     if kind == "record":
-        record = RecordStore(state / "services").read("chat")
+        record = RecordStore(state).read("chat")
         assert record is not None
         assert record.argv[0].startswith(f"--arg-{record.pid}-")  # all of one generation
         return record.pid
@@ -107,8 +107,7 @@ def test_a_writer_killed_at_random_moments_leaves_old_or_new_never_torn(
     target = state / ("services" if kind == "record" else "markers") / "chat.json"
     progress = tmp_path / "progress"
     script = _RECORD_WRITER if kind == "record" else _MARKER_WRITER
-    writer_dir = str(state / "services") if kind == "record" else str(state)
-    argv = [sys.executable, "-c", script, writer_dir, str(progress)]
+    argv = [sys.executable, "-c", script, str(state), str(progress)]
     rng = random.Random(11)
     in_flight_temps = kills = 0
     while kills < KILLS or (in_flight_temps < IN_FLIGHT_WANTED and kills < MAX_KILLS):
@@ -137,7 +136,7 @@ def test_a_writer_killed_at_random_moments_leaves_old_or_new_never_torn(
     assert in_flight_temps > 0, f"no kill of {kills} landed inside a write"
     # The store's readers never see a temp as a service.
     if kind == "record":
-        assert RecordStore(state / "services").names() == ["chat"]
+        assert RecordStore(state).names() == ["chat"]
     else:
         assert list(MarkerStore(state).all()) == ["chat"]
     # One more successful write clears the last killed writer's temp.

@@ -83,7 +83,7 @@ def owner_pids(record: ServiceRecord) -> set[int]:
 class ProcessBackend:
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
-        self.records = RecordStore(state_dir / "services")
+        self.records = RecordStore(state_dir)
         self.logs = state_dir / "logs"
 
     def log_path(self, service: str) -> Path:

@@ -53,7 +53,7 @@ class ServiceRecord:
 
 
 class RecordStore(StateFolder[ServiceRecord]):
-    """One JSON file per service under ``<state>/services``.
+    """One JSON file per service under ``<state dir>/services``.
 
     A damaged record (not JSON, or JSON of the wrong shape) is a
     :class:`BackendError` naming the file: a record is how a server is found
@@ -61,6 +61,7 @@ class RecordStore(StateFolder[ServiceRecord]):
     """
 
     shape = ServiceRecord
+    subfolder = "services"
     what = "service record"
     error = BackendError
 

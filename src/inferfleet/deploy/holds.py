@@ -15,7 +15,6 @@ import getpass
 import socket
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from inferfleet.errors import FleetError, UsageError
@@ -64,12 +63,10 @@ def new_hold(service: str, reason: str) -> Hold:
 
 class HoldStore(StateFolder[Hold]):
     shape = Hold
+    subfolder = HOLDS
     what = "hold"
     error = HoldError
     fix = "`inferfleet start SERVICE` lifts the hold (and removes the file)"
-
-    def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir / HOLDS)
 
     def problem(self, value: Hold) -> str | None:
         if value.reason.isprintable() and len(value.reason) <= MAX_REASON:

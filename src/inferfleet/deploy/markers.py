@@ -97,12 +97,10 @@ class Marker:
 
 class MarkerStore(StateFolder[Marker]):
     shape = Marker
+    subfolder = "markers"
     what = "revision marker"
     error = MarkerError
     fix = "delete it; the next deploy then treats the service as new and redeploys it"
-
-    def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir / "markers")
 
     def write(self, value: Marker) -> Path:
         """Record ``value`` atomically (temp file + rename), keeping the history."""

@@ -148,7 +148,7 @@ S = TypeVar("S", bound=Stored)
 
 
 class StateFolder(Generic[S]):
-    """One JSON state file per service in ``folder`` (``<service>.json``), each a ``shape``.
+    """One JSON state file per service in ``<state dir>/<subfolder>``, each a ``shape``.
 
     Records, markers and holds are all kept this way: read through
     :func:`read_state` (a damaged file is the store's ``error``), written
@@ -157,12 +157,13 @@ class StateFolder(Generic[S]):
     """
 
     shape: type[S]
+    subfolder: str  # of the state directory
     what: str
     error: ErrorFactory
     fix: str
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self, state_dir: Path) -> None:
+        self.folder = state_dir / self.subfolder
 
     def path(self, service: str) -> Path:
         return self.folder / f"{service}.json"

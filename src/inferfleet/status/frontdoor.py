@@ -105,7 +105,7 @@ class FrontRow:
 def _record(loaded: LoadedFleet, name: str, host: str) -> tuple[int | None, str | None]:
     """The recorded pid and engine of a front-door process of this machine, when it lives."""
     try:
-        record = RecordStore(paths.state_dir(loaded.fleet.hosts[host]) / "services").read(name)
+        record = RecordStore(paths.state_dir(loaded.fleet.hosts[host])).read(name)
     except FleetError:
         return None, None
     if record is None or alive(record) is None:
