@@ -274,4 +274,7 @@ def absent(loc: Loc, naming: str, section: str, names: Iterable[str]) -> Ref:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # A field's docstring is its description (JSON Schema, the reference, editors).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )

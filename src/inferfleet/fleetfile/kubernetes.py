@@ -80,50 +80,37 @@ DEFAULT_CACHE_SIZE = 20 * 1024**3
 class KubernetesTarget(Strict):
     """What ``render --target kubernetes`` needs beyond the fleet (and ``check`` judges)."""
 
-    namespace: Namespace = Field(
-        DEFAULT_NAMESPACE, description="Namespace of every rendered object (--namespace overrides)."
-    )
-    storage_class: ObjectName | None = Field(
-        None, description="StorageClass of the model and cache volumes; default: the cluster's."
-    )
-    volume_size: ByteSize | None = Field(
-        None,
-        description="Size of a model volume when volumes: names none for the model; it must "
-        "hold the model's declared files (kube-model-volume).",
-    )
-    volumes: dict[Name, ByteSize] = Field(
-        default_factory=dict, description="Size of each model's volume, by model name."
-    )
-    cache_size: ByteSize = Field(
-        DEFAULT_CACHE_SIZE,
-        description="Per-replica volume for compile and download caches (L-37), mounted at "
-        "/cache as on the hosts.",
-    )
-    images: dict[Name, Image] = Field(
-        default_factory=dict,
-        description="Image per runtime without image: (llama.cpp: yours, built from the pinned "
-        "source, with llama-server at /app/llama-server), pinned by digest (L-42).",
-    )
-    tools_image: Image = Field(
-        description="An image with this inferfleet installed: the init containers run "
-        "`inferfleet models fetch` and `verify` in it (sizes and sha256, L-01), by digest."
-    )
-    gateway_image: Image | None = Field(
-        None, description="The LiteLLM proxy image of the gateway, pinned by digest."
-    )
-    hub_token_secret: ObjectName = Field(
-        "inferfleet-hub-token",
-        description="Secret whose key HF_TOKEN the fetch reads (a reference; optional for "
-        "public repositories). The token never appears in a rendered file (L-06, L-55).",
-    )
+    namespace: Namespace = DEFAULT_NAMESPACE
+    """Namespace of every rendered object (--namespace overrides)."""
+    storage_class: ObjectName | None = None
+    """StorageClass of the model and cache volumes; default: the cluster's."""
+    volume_size: ByteSize | None = None
+    """Size of a model volume when volumes: names none for the model; it must hold the model's
+    declared files (kube-model-volume)."""
+    volumes: dict[Name, ByteSize] = Field(default_factory=dict)
+    """Size of each model's volume, by model name."""
+    cache_size: ByteSize = DEFAULT_CACHE_SIZE
+    """Per-replica volume for compile and download caches (L-37), mounted at /cache as on the hosts.
+    """
+    images: dict[Name, Image] = Field(default_factory=dict)
+    """Image per runtime without image: (llama.cpp: yours, built from the pinned source, with
+    llama-server at /app/llama-server), pinned by digest (L-42)."""
+    tools_image: Image
+    """An image with this inferfleet installed: the init containers run `inferfleet models fetch`
+    and `verify` in it (sizes and sha256, L-01), by digest."""
+    gateway_image: Image | None = None
+    """The LiteLLM proxy image of the gateway, pinned by digest."""
+    hub_token_secret: ObjectName = "inferfleet-hub-token"
+    """Secret whose key HF_TOKEN the fetch reads (a reference; optional for public repositories).
+    The token never appears in a rendered file (L-06, L-55)."""
     monitoring_pods: Selector = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "prometheus"},
-        description="Labels of the Prometheus pods that may scrape /metrics (the network "
-        "policies let them in on the service port), in the namespaces monitoring_namespace "
-        "selects: both must match, as a pod can label itself but not its namespace.",
+        default_factory=lambda: {"app.kubernetes.io/name": "prometheus"}
     )
+    """Labels of the Prometheus pods that may scrape /metrics (the network policies let them in
+    on the service port), in the namespaces monitoring_namespace selects: both must match, as a
+    pod can label itself but not its namespace."""
     monitoring_namespace: Selector = Field(
-        default_factory=lambda: {"kubernetes.io/metadata.name": "monitoring"},
-        description="Labels of the namespace(s) of the Prometheus pods (Kubernetes sets "
-        "kubernetes.io/metadata.name on every namespace).",
+        default_factory=lambda: {"kubernetes.io/metadata.name": "monitoring"}
     )
+    """Labels of the namespace(s) of the Prometheus pods (Kubernetes sets
+    kubernetes.io/metadata.name on every namespace)."""

@@ -14,27 +14,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
 from inferfleet.fleetfile.base import Name, Strict
 
 
 class PrometheusSite(Strict):
     """The Prometheus that scrapes the fleet: its host and its network."""
 
-    host: Name = Field(description="The fleet host Prometheus runs on.")
-    network: Literal["host", "container"] = Field(
-        "host",
-        description="host: a process, or a container on the host's network (it reaches its "
-        "host's loopback); container: a container on a bridged network (podman's default), "
-        "which reaches services on its own host only at host.containers.internal, never at "
-        "loopback or the host's LAN address (L-57).",
-    )
+    host: Name
+    """The fleet host Prometheus runs on."""
+    network: Literal["host", "container"] = "host"
+    """host: a process, or a container on the host's network (it reaches its host's loopback);
+    container: a container on a bridged network (podman's default), which reaches services on its
+    own host only at host.containers.internal, never at loopback or the host's LAN address
+    (L-57)."""
 
 
 class Monitoring(Strict):
-    prometheus: PrometheusSite | None = Field(
-        None,
-        description="Where Prometheus runs; the rendered scrape targets are the addresses it "
-        "reaches (default: as another host of the fleet reaches each service).",
-    )
+    prometheus: PrometheusSite | None = None
+    """Where Prometheus runs; the rendered scrape targets are the addresses it reaches (default: as
+    another host of the fleet reaches each service)."""

@@ -33,14 +33,15 @@ UNIT_MARK = ".rpc."  # in a unit name: SERVICE.rpc.HOST
 
 
 class RpcWorker(Strict):
-    host: Name = Field(description="A host of the fleet other than the service's own.")
-    device: Name = Field(description="The device of that host the worker serves.")
-    port: int = Field(ge=1, le=65535, description="The worker's port on its host.")
-    bind: Bind | None = Field(
-        None,
-        description="Private address the worker listens on; default: its host's address. "
-        "ggml-rpc-server has no authentication: never beyond the fleet's network (L-58).",
-    )
+    host: Name
+    """A host of the fleet other than the service's own."""
+    device: Name
+    """The device of that host the worker serves."""
+    port: int = Field(ge=1, le=65535)
+    """The worker's port on its host."""
+    bind: Bind | None = None
+    """Private address the worker listens on; default: its host's address. ggml-rpc-server has no
+    authentication: never beyond the fleet's network (L-58)."""
 
 
 def worker_unit(service: str, host: str) -> str:

@@ -33,14 +33,18 @@ RuleId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,79}$")]
 
 
 class Waiver(Strict):
-    rule: RuleId = Field(description="The rule id, as `inferfleet check --list` prints it.")
-    service: Name | None = Field(None, description="Only this service's findings.")
-    host: Name | None = Field(None, description="Only findings on this host or its services.")
-    group: Name | None = Field(None, description="Only the findings of this swap group's members.")
-    reason: Reason = Field(description="Why the rule does not apply here (kept in the report).")
-    until: datetime.date | None = Field(
-        None, description="The last day the waiver holds (YYYY-MM-DD); after it the rule fires."
-    )
+    rule: RuleId
+    """The rule id, as `inferfleet check --list` prints it."""
+    service: Name | None = None
+    """Only this service's findings."""
+    host: Name | None = None
+    """Only findings on this host or its services."""
+    group: Name | None = None
+    """Only the findings of this swap group's members."""
+    reason: Reason
+    """Why the rule does not apply here (kept in the report)."""
+    until: datetime.date | None = None
+    """The last day the waiver holds (YYYY-MM-DD); after it the rule fires."""
 
     @model_validator(mode="after")
     def _one_subject(self) -> Waiver:
