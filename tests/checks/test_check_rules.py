@@ -206,6 +206,13 @@ CASES: dict[str, tuple[Patch, Patch, dict[str, str]]] = {
         {f"{S}.web.container.home": "/tmp/home"},
         {},
     ),
+    "selinux-relabel-refused": (
+        {"hosts.gpu.selinux": True,
+         f"{S}.web.container.volumes": [{"host": "/etc", "container": "/data", "read_only": True}]},
+        {"hosts.gpu.selinux": True,
+         f"{S}.web.container.volumes": [{"host": "/etc/web", "container": "/data"}]},
+        {},
+    ),
     "image-not-pinned": (
         {f"{S}.web.image": "docker.io/example/web:latest",
          "runtimes.vllm.image": "vllm/vllm-openai:v0.9"},
@@ -397,3 +404,24 @@ def test_a_tag_without_a_digest_fails_check_as_an_error(
     assert f"uses image {image!r} without a digest" in finding.message
     assert "podman inspect --format '{{.Digest}}'" in finding.hint
     assert not report.passed()
+
+
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        ("/etc", True),
+        ("/etc/", True),  # as podman cleans it
+        ("/var/lib", True),
+        ("/usr/local/share/models", True),  # anything under /usr (chcon)
+        ("~", True),  # the user's home itself
+        ("/", True),
+        ("/usr2/models", False),
+        ("/etc/web", False),
+        ("~/web-data", False),
+        ("/srv/models", False),
+    ],
+)
+def test_the_folders_podman_refuses_to_relabel(path: str, refused: bool) -> None:
+    from inferfleet.checks.units import relabel_refused
+
+    assert relabel_refused(path) is refused

@@ -129,7 +129,7 @@ def test_unknown_id_exits_2_with_close_matches(cli: Any, typed: str, suggested: 
     assert result.stdout == ""
     assert f"no lesson or rule named '{typed}'" in result.stderr
     assert "did you mean" in result.stderr and suggested in result.stderr
-    assert "L-01 to L-59" in result.stderr and "Traceback" not in result.stderr
+    assert "L-01 to L-60" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_unknown_id_with_control_characters_is_escaped(cli: Any) -> None:

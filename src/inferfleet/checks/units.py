@@ -1,5 +1,5 @@
 """Deploy rules: units, containers, pinning, devices, monitoring (L-27, L-38, L-39, L-42,
-L-56, L-57)."""
+L-56, L-57, L-60)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,38 @@ def home_writable(s: Subject) -> Iterator[Hit]:
             f"put HOME under {CACHE_MOUNT} (the persistent cache mount) or a writable "
             "volume; a root-owned WORKDIR broke a cache write",
         )
+
+
+# What podman will not relabel for a container (containers' go-selinux, label.Relabel):
+# these folders themselves and the user's home; selinux.Chcon refuses anything under /usr.
+_NO_RELABEL = frozenset(
+    {"/", "/bin", "/boot", "/dev", "/etc", "/etc/passwd", "/etc/pki", "/etc/shadow", "/home",
+     "/lib", "/lib64", "/media", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys",
+     "/tmp", "/usr", "/var", "/var/lib", "/var/log"}
+)  # fmt: skip
+
+
+def relabel_refused(host_path: str) -> bool:
+    """podman refuses to relabel ``host_path`` (as written in the fleet: absolute or ~/...)."""
+    path = normpath(host_path)
+    return path in _NO_RELABEL or path == "~" or path.startswith("/usr/")
+
+
+@service_rule("selinux-relabel-refused", "L-60", "error", services="all")
+def selinux_relabel(s: Subject) -> Iterator[Hit]:
+    """on an SELinux host a container's volume is a folder podman refuses to relabel"""
+    if not s.host.selinux or _image(s.ctx, s.service) is None:
+        return
+    for index, volume in enumerate(s.service.container.volumes):
+        if relabel_refused(volume.host):
+            yield s.hit(
+                f"container.volumes[{index}].host",
+                f"container service {s.name!r} mounts {volume.host} on {s.service.host!r}, "
+                "an SELinux host: podman refuses to relabel that folder, so the container "
+                "does not start",
+                "mount a folder of its own below it (e.g. /srv/web/data, ~/web-data) that "
+                "holds only what the container needs",
+            )
 
 
 def _unpinned(image: str | None) -> bool:

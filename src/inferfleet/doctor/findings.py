@@ -291,8 +291,8 @@ def host_findings(
 def _selinux(
     facts: Facts, fleet: Fleet, host: str, contained: list[str], where: str
 ) -> list[Finding]:
-    """Containers on a host that enforces SELinux need their bind mounts relabelled; the
-    fleet says whether the host does (``selinux``), the host says whether it is so."""
+    """Containers on a host that enforces SELinux need their bind mounts relabelled (L-60);
+    the fleet says whether the host does (``selinux``), the host says whether it is so."""
     declared = fleet.hosts[host].selinux
     front = [f"the {name}" for name, part in (("gateway", fleet.gateway), ("proxy", fleet.proxy))
              if part is not None and part.host == host and part.backend == "quadlet"]  # fmt: skip

@@ -180,7 +180,7 @@ class Host(Strict):
     its containers with the shared container label (`z`), so a container can read its model and
     write its cache; without it they are refused (Permission denied). Off: podman leaves the
     host's labels as they are. Podman refuses to relabel system folders (/, /home, /usr, /etc
-    ...): mount a folder below them."""
+    ...): mount a folder below them (`check`: selinux-relabel-refused; L-60)."""
     become: Literal["sudo"] | None = None
     """How apply gets root on this host for what needs it (system units under /etc/systemd/system,
     Quadlet files under /etc/containers/systemd, systemctl and podman of system scope): `sudo`
