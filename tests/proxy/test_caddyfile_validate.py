@@ -23,7 +23,7 @@ from inferfleet.checks.secret_scan import credential_in, secret_in
 from inferfleet.errors import FleetError, SpecError, UsageError
 from inferfleet.install import caddy as caddy_tool
 from inferfleet.io import process
-from inferfleet.render import caddy as render_caddy
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.caddy import caddyfile
 
 SHAPES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
@@ -222,8 +222,8 @@ def test_the_environment_holds_each_key_and_refuses_missing_or_weak_ones(tmp_pat
 def test_the_pinned_caddy_is_installed_once_and_reports_its_version(caddy_binary: Path) -> None:
     record, now = caddy_tool.install()
     assert not now  # the session fixture installed it; a second install does nothing
-    assert Path(record.binary) == caddy_binary == caddy_tool.install_dir() / render_caddy.BINARY
-    assert record.version == f"v{render_caddy.VERSION}"
+    assert Path(record.binary) == caddy_binary == caddy_tool.install_dir() / render_proxy.BINARY
+    assert record.version == f"v{render_proxy.VERSION}"
     assert caddy_tool.binary_version(caddy_binary) == record.version
     assert not list((caddy_binary.parent).glob("activate*"))
 

@@ -35,6 +35,7 @@ from inferfleet.documents import UpFront
 from inferfleet.fleetfile.loader import LoadedFleet, load_fleet
 from inferfleet.install import llamacpp_build
 from inferfleet.render import caddy as render
+from inferfleet.render import proxy as render_proxy
 from inferfleet.status import collect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -143,7 +144,7 @@ def _pids(at: Door) -> dict[str, int]:
 def test_up_starts_caddy_behind_its_own_health_gate(at: Door) -> None:
     started = at.started
     assert started["action"] == "started" and started["url"] == at.url
-    assert started["engine"] == f"caddy v{render.VERSION}"
+    assert started["engine"] == f"caddy v{render_proxy.VERSION}"
     assert started["root"] == str(door.ca_root(at.state)) and Path(started["root"]).is_file()
     assert started["pid"] == _pid(at, door.PROXY)
     proc = psutil.Process(started["pid"])
@@ -185,7 +186,7 @@ def test_status_shows_the_proxy_and_its_upstream(at: Door, cli: Any) -> None:
     row = status.proxy
     assert row is not None
     assert row.state == "healthy", row.detail
-    assert row.pid == _pid(at, door.PROXY) and row.engine == f"caddy v{render.VERSION}"
+    assert row.pid == _pid(at, door.PROXY) and row.engine == f"caddy v{render_proxy.VERSION}"
     assert row.reached == {"gateway": "ok"} and row.url == at.url
     assert status.document()["proxy"]["state"] == "healthy"
     shown = cli("status", "--file", str(at.loaded.path), "--no-ssh")
@@ -210,7 +211,7 @@ def test_the_board_shows_the_proxy_before_the_gateway(at: Door, tmp_path: Path) 
         assert cards.nth(0).get_attribute("data-proxy") == "local"
         assert cards.nth(1).get_attribute("data-gateway") == "local"
         assert page.locator(f'{proxy} li.ok[data-backend="gateway"]').count() == 1
-        assert f"caddy v{render.VERSION}" in page.locator(proxy).inner_text()
+        assert f"caddy v{render_proxy.VERSION}" in page.locator(proxy).inner_text()
 
 
 def test_a_second_up_keeps_caddy(at: Door, cli: Any) -> None:

@@ -20,7 +20,7 @@ from proxy_helpers import proxy_fleet
 
 from inferfleet.errors import SpecError, UsageError
 from inferfleet.install import caddy as caddy_tool
-from inferfleet.render import caddy as render
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.facts import HostFacts
 
 IMAGE = "docker.io/library/caddy@sha256:" + "cd" * 32
@@ -41,7 +41,7 @@ def launch_of(folder: Path, facts: HostFacts = FACTS, **proxy: Any) -> Any:
     fleet = proxy_fleet(
         folder, 8080, {"keys_env": keys_file(folder), "services": ["gemma"], **proxy}
     )
-    return render.proxy_launch(
+    return render_proxy.proxy_launch(
         fleet, facts, folder=FOLDER, binary="/unused/caddy", keys_env=keys_file(folder)
     )
 
@@ -139,6 +139,6 @@ def test_a_state_folder_podman_would_split_is_refused_for_the_container(tmp_path
     )  # fmt: skip
     for folder in ("/srv/state:x/proxy", "/srv/a,b/proxy"):
         with pytest.raises(UsageError) as caught:
-            render.proxy_launch(fleet, FACTS, folder=folder, binary="/unused", keys_env=None)
+            render_proxy.proxy_launch(fleet, FACTS, folder=folder, binary="/unused", keys_env=None)
         text = caught.value.render()
         assert "cannot be mounted into its container" in text and "state_dir" in text

@@ -12,7 +12,7 @@ from render_helpers import load, run
 
 from inferfleet.deploy.actions import service_actions
 from inferfleet.deploy.state import ServiceState
-from inferfleet.render import caddy
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.facts import HostFacts, default_facts
 from inferfleet.render.frontdoor import KEYS_KIND, FrontLaunch, with_keys
 
@@ -28,7 +28,7 @@ def _proxy_launch(
     proxy = fleet.proxy.model_copy(update={"backend": backend, "scope": scope, "port": port})
     fleet = fleet.model_copy(update={"proxy": proxy})
     facts = default_facts(fleet.hosts[proxy.host])
-    launch = caddy.proxy_launch(
+    launch = render_proxy.proxy_launch(
         fleet, facts, folder="/var/lib/if/proxy", binary="/opt/caddy/bin/caddy", keys_env="/k.env"
     )
     return launch, facts

@@ -14,7 +14,7 @@ from render_helpers import CADDY_IMAGE, load, quadlet_proxy_fleet, run
 
 from inferfleet.fleetfile.loader import load_fleet
 from inferfleet.install import caddy as caddy_tool
-from inferfleet.render import caddy
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.bundle import render_fleet
 from inferfleet.render.facts import default_facts
 
@@ -30,12 +30,15 @@ def test_the_systemd_proxy_unit_runs_the_caddy_the_host_installs(
         unit.service == "proxy" and unit.install == "/etc/systemd/system/inferfleet-proxy.service"
     )
     state = "/home/svc/.local/state/inferfleet/proxy"
-    assert f"ExecStart={caddy.host_binary(facts)} run --config {state}/Caddyfile" in unit.content
+    assert (
+        f"ExecStart={render_proxy.host_binary(facts)} run --config {state}/Caddyfile"
+        in unit.content
+    )
     assert by_path["hosts/lab/caddy/Caddyfile"].install == f"{state}/Caddyfile"
     # The renderer and the installer agree on where the pinned Caddy lives.
     monkeypatch.setenv("INFERFLEET_CACHE_DIR", str(tmp_path / "cache"))
     here = replace(facts, cache_dir=str(tmp_path / "cache"))
-    assert caddy.host_binary(here) == str(caddy_tool.install_dir() / caddy.BINARY)
+    assert render_proxy.host_binary(here) == str(caddy_tool.install_dir() / render_proxy.BINARY)
 
 
 def test_a_process_proxy_renders_its_caddyfile_without_an_install_path() -> None:
@@ -78,4 +81,4 @@ def test_the_rendered_proxy_container_passes_the_quadlet_generator(
     )
     assert result.returncode == 0, result.stderr
     assert "inferfleet-proxy.service" in result.stdout
-    assert f"{caddy.CONTAINER_BINARY} run --config" in result.stdout
+    assert f"{render_proxy.CONTAINER_BINARY} run --config" in result.stdout

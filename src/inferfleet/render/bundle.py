@@ -35,7 +35,8 @@ from inferfleet.errors import UsageError
 from inferfleet.fleetfile.fleet import Fleet
 from inferfleet.fleetfile.groups import deploy_units, is_unit, unit_service
 from inferfleet.fleetfile.loader import LoadedFleet
-from inferfleet.render import caddy, clients, gateway, grafana, prometheus, quadlet, systemd
+from inferfleet.render import clients, gateway, grafana, prometheus, quadlet, systemd
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.envfile import env_file
 from inferfleet.render.extra_args import refuse_launch_flags
 from inferfleet.render.facts import HostFacts, facts_for
@@ -167,12 +168,12 @@ def proxy_launch(fleet: Fleet, facts: HostFacts) -> FrontLaunch:
     user's ids (``--facts`` uid and gid)."""
     assert fleet.proxy is not None
     host = fleet.hosts[fleet.proxy.host]
-    return caddy.proxy_launch(
+    return render_proxy.proxy_launch(
         fleet,
         facts,
-        folder=caddy.folder_in(facts.expand(host.state_dir)),
-        binary=caddy.host_binary(facts),
-        keys_env=caddy.keys_path(fleet, facts),
+        folder=render_proxy.folder_in(facts.expand(host.state_dir)),
+        binary=render_proxy.host_binary(facts),
+        keys_env=render_proxy.keys_path(fleet, facts),
     )
 
 

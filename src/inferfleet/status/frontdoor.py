@@ -62,6 +62,7 @@ from inferfleet.fleetfile.loader import LoadedFleet
 from inferfleet.io import token_scope
 from inferfleet.render import caddy as render_caddy
 from inferfleet.render import gateway as render
+from inferfleet.render import proxy as render_proxy
 from inferfleet.render.clients import GATEWAY_KEY_ENV
 from inferfleet.render.endpoints import gateway_url
 
@@ -296,10 +297,10 @@ def read_proxy(
     if proxy is None:
         return None
     local = fleet.hosts[proxy.host].is_local(proxy.host)
-    url = render_caddy.client_url(proxy)
+    url = render_proxy.client_url(proxy)
     pid, engine = _record(loaded, frontdoor.PROXY, proxy.host) if local else (None, None)
     row = FrontRow(frontdoor.PROXY, proxy.host, url, "down", pid, engine)
-    name = render_caddy.server_name(proxy)
+    name = render_proxy.server_name(proxy)
     target = gate.TlsTarget(None, name)  # acme: a publicly issued certificate
     if proxy.tls == "internal" and local:
         target = gate.TlsTarget(frontdoor.ca_root(paths.state_dir(fleet.hosts[proxy.host])), name)
