@@ -81,8 +81,8 @@ def load_fleet(path: Path) -> LoadedFleet:
 
 
 _HINT = (
-    "a fleet file is UTF-8 text of at most 1 MiB: it describes hosts and services by hand; "
-    "keep model file lists in a manifest"
+    f"a fleet file is UTF-8 text of at most {MAX_BYTES >> 20} MiB: it describes hosts and "
+    "services by hand; keep model file lists in a manifest"
 )
 
 

@@ -129,7 +129,7 @@ def proxy_launch(
             # reach of the gate, status and clients, which run as the deploying user.
             user = deploying_user(facts, where="proxy")
     launch = FrontLaunch(
-        name="proxy",
+        name=NAME,
         host=proxy.host,
         bind=proxy.bind,
         port=proxy.port,
